@@ -1,0 +1,5 @@
+"""kafkalog: Apache Kafka's partition log storage engine, in Python, byte-compatible with Kafka's on-disk format."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"

@@ -1,0 +1,234 @@
+"""Typed errors of kafkalog, named after Apache Kafka's exceptions (``...Exception`` becomes ``...Error``).
+
+Invariant owned here: every failure that kafkalog reports on purpose is a subclass of :class:`KafkaError`,
+so callers can catch one base class, and the subclass says *what* went wrong in Kafka's vocabulary. Errors
+about bytes carry ``position`` (the byte offset in the buffer or file where the problem was found) when it
+is known. Errors caused by bad input are also :class:`ValueError` subclasses, so generic code that treats
+bad input as ``ValueError`` keeps working.
+
+Mapping to Kafka (``org.apache.kafka.common.errors`` unless noted):
+
+=====================================  =====================================================================
+kafkalog                                Kafka
+=====================================  =====================================================================
+CorruptRecordError                      CorruptRecordException (CRC mismatch, impossible sizes)
+InvalidRecordError                      org.apache.kafka.common.InvalidRecordException (bad structure)
+RecordTooLargeError                     RecordTooLargeException (batch > max.message.bytes)
+RecordBatchTooLargeError                RecordBatchTooLargeException (append > segment.bytes)
+OffsetOutOfRangeError                   OffsetOutOfRangeException
+InvalidTimestampError                   InvalidTimestampException
+RecordValidationError                   storage.internals.log.RecordValidationException
+OutOfOrderSequenceError                 OutOfOrderSequenceException
+InvalidProducerEpochError               InvalidProducerEpochException
+InvalidTxnStateError                    InvalidTxnStateException
+TransactionCoordinatorFencedError       TransactionCoordinatorFencedException
+UnsupportedForMessageFormatError        UnsupportedForMessageFormatException
+UnsupportedCompressionTypeError         UnsupportedCompressionTypeException
+KafkaStorageError                       KafkaStorageException (I/O error; log dir offline)
+InconsistentTopicIdError                InconsistentTopicIdException
+InvalidOffsetError                      InvalidOffsetException
+InvalidTopicError                       InvalidTopicException
+InvalidConfigurationError               InvalidConfigurationException / ConfigException
+OffsetsOutOfOrderError                  kafka.common.OffsetsOutOfOrderException
+UnexpectedAppendOffsetError             kafka.common.UnexpectedAppendOffsetException
+LogSegmentOffsetOverflowError           storage.internals.log.LogSegmentOffsetOverflowException
+IndexOffsetOverflowError                storage.internals.log.IndexOffsetOverflowException
+CorruptIndexError                       storage.internals.log.CorruptIndexException
+CorruptSnapshotError                    storage.internals.log.CorruptSnapshotException
+LogCleaningAbortedError                 kafka.common.LogCleaningAbortedException
+RecordDecompressionError                (kafkalog) a compressed payload that cannot be decompressed
+DecompressionBombError                  (kafkalog) a payload that expands past the configured bound
+=====================================  =====================================================================
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CorruptIndexError",
+    "CorruptRecordError",
+    "CorruptSnapshotError",
+    "DecompressionBombError",
+    "InconsistentTopicIdError",
+    "IndexOffsetOverflowError",
+    "InvalidConfigurationError",
+    "InvalidOffsetError",
+    "InvalidProducerEpochError",
+    "InvalidRecordError",
+    "InvalidTimestampError",
+    "InvalidTopicError",
+    "InvalidTxnStateError",
+    "KafkaError",
+    "KafkaStorageError",
+    "LogCleaningAbortedError",
+    "LogSegmentOffsetOverflowError",
+    "OffsetOutOfRangeError",
+    "OffsetsOutOfOrderError",
+    "OutOfOrderSequenceError",
+    "RecordBatchTooLargeError",
+    "RecordDecompressionError",
+    "RecordTooLargeError",
+    "RecordValidationError",
+    "TransactionCoordinatorFencedError",
+    "UnexpectedAppendOffsetError",
+    "UnsupportedCompressionTypeError",
+    "UnsupportedForMessageFormatError",
+]
+
+
+class KafkaError(Exception):
+    """Base class of every error kafkalog raises on purpose (Kafka's ``KafkaException``).
+
+    ``position`` is the byte position where the problem was detected, when it concerns bytes.
+    """
+
+    def __init__(self, message: str, *, position: int | None = None) -> None:
+        if position is not None:
+            message = f"{message} (at byte position {position})"
+        super().__init__(message)
+        self.position = position
+
+
+# --- bad records and batches ------------------------------------------------------------------------------
+
+
+class CorruptRecordError(KafkaError, ValueError):
+    """A batch failed its CRC, or its framing (sizes, magic) is impossible."""
+
+
+class InvalidRecordError(KafkaError, ValueError):
+    """A batch or record is well framed but its contents break the format's rules."""
+
+
+class RecordDecompressionError(CorruptRecordError):
+    """A compressed payload could not be decompressed."""
+
+
+class DecompressionBombError(RecordDecompressionError):
+    """A compressed payload expands past the configured limit (``max_decompressed_bytes``)."""
+
+
+class InvalidTimestampError(KafkaError, ValueError):
+    """A record timestamp is outside the range the topic accepts."""
+
+
+class RecordValidationError(KafkaError, ValueError):
+    """Record-level validation failed for one or more records of an append.
+
+    ``invalid_exception`` is the underlying error (an :class:`InvalidTimestampError` wins over an
+    :class:`InvalidRecordError`, as in Kafka); ``record_errors`` lists ``(batch_index, message)`` pairs.
+    """
+
+    def __init__(
+        self,
+        invalid_exception: KafkaError,
+        record_errors: list[tuple[int, str]] | None = None,
+    ) -> None:
+        super().__init__(str(invalid_exception))
+        self.invalid_exception = invalid_exception
+        self.record_errors = list(record_errors or [])
+
+
+class RecordTooLargeError(KafkaError, ValueError):
+    """A batch is larger than ``max.message.bytes``."""
+
+
+class RecordBatchTooLargeError(KafkaError, ValueError):
+    """An append is larger than ``segment.bytes`` and can never fit a segment."""
+
+
+class UnsupportedForMessageFormatError(KafkaError, ValueError):
+    """The operation needs a newer message format (e.g. idempotence below magic 2)."""
+
+
+class UnsupportedCompressionTypeError(KafkaError, ValueError):
+    """The compression codec id is unknown or not allowed here."""
+
+
+# --- offsets ----------------------------------------------------------------------------------------------
+
+
+class OffsetOutOfRangeError(KafkaError):
+    """An offset outside ``[log_start_offset, log_end_offset]`` was requested."""
+
+
+class InvalidOffsetError(KafkaError):
+    """An index append with an offset that is not larger than the last one."""
+
+
+class OffsetsOutOfOrderError(KafkaError, ValueError):
+    """A follower append whose batches' last offsets are not strictly increasing."""
+
+
+class UnexpectedAppendOffsetError(KafkaError, ValueError):
+    """A follower append whose first offset is below the log end offset."""
+
+    def __init__(self, message: str, first_offset: int, last_offset: int) -> None:
+        super().__init__(message)
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+
+
+class LogSegmentOffsetOverflowError(KafkaError):
+    """An offset does not fit a segment: ``offset - base_offset`` is outside ``[0, 2**31 - 1]``."""
+
+    def __init__(self, message: str, segment_base_offset: int | None = None, offset: int | None = None):
+        super().__init__(message)
+        self.segment_base_offset = segment_base_offset
+        self.offset = offset
+
+
+class IndexOffsetOverflowError(KafkaError):
+    """An index entry's relative offset does not fit an int32."""
+
+
+# --- producers and transactions --------------------------------------------------------------------------
+
+
+class OutOfOrderSequenceError(KafkaError):
+    """A producer sequence number is not the one expected next."""
+
+
+class InvalidProducerEpochError(KafkaError):
+    """A producer epoch is older than the one the log has seen."""
+
+
+class InvalidTxnStateError(KafkaError):
+    """A batch does not fit the producer's transaction state."""
+
+
+class TransactionCoordinatorFencedError(KafkaError):
+    """A transaction marker carries an older coordinator epoch than the one the log has seen."""
+
+
+# --- storage ----------------------------------------------------------------------------------------------
+
+
+class KafkaStorageError(KafkaError, OSError):
+    """An I/O error in a log directory; the directory is taken offline."""
+
+
+class CorruptIndexError(KafkaError):
+    """An index file fails its sanity check; recovery rebuilds it."""
+
+
+class CorruptSnapshotError(KafkaError):
+    """A producer-state snapshot file is unreadable; it is deleted and an older one is used."""
+
+
+class InconsistentTopicIdError(KafkaError):
+    """``partition.metadata`` names another topic id than the one supplied."""
+
+
+class LogCleaningAbortedError(KafkaError):
+    """Cleaning of a log was aborted (truncation, deletion or a split happened)."""
+
+
+# --- configuration and names ------------------------------------------------------------------------------
+
+
+class InvalidTopicError(KafkaError, ValueError):
+    """A topic name or partition directory name is not legal."""
+
+
+class InvalidConfigurationError(KafkaError, ValueError):
+    """A configuration value is unknown, of the wrong type or out of its range."""
