@@ -237,6 +237,7 @@ class DefaultRecordBatch(RecordBatch):
         "_crc",
         "_last_offset_delta",
         "_max_timestamp",
+        "_off",
         "_ple",
         "_producer_epoch",
         "_producer_id",
@@ -257,10 +258,13 @@ class DefaultRecordBatch(RecordBatch):
     _count: int
     _size: int
 
-    def __init__(self, buffer: memoryview, position: int = 0) -> None:
-        if len(buffer) - position < RECORD_BATCH_OVERHEAD:
+    def __init__(self, buffer: memoryview, offset: int = 0, position: int | None = None) -> None:
+        """View the batch at ``buffer[offset:]``; ``position`` is where it lives in its source (a file)."""
+        if position is None:
+            position = offset
+        if len(buffer) - offset < RECORD_BATCH_OVERHEAD:
             raise CorruptRecordError(
-                f"record batch is corrupt: {len(buffer) - position} bytes is less than the "
+                f"record batch is corrupt: {len(buffer) - offset} bytes is less than the "
                 f"{RECORD_BATCH_OVERHEAD}-byte batch header",
                 position=position,
             )
@@ -278,16 +282,17 @@ class DefaultRecordBatch(RecordBatch):
             self._producer_epoch,
             self._base_sequence,
             self._count,
-        ) = HEADER.unpack_from(buffer, position)
+        ) = HEADER.unpack_from(buffer, offset)
         if magic != MAGIC_V2:
             raise CorruptRecordError(f"not a magic 2 batch (magic {magic})", position=position)
         self._size = length + LOG_OVERHEAD
-        if self._size > len(buffer) - position:
+        if self._size > len(buffer) - offset:
             raise CorruptRecordError(
-                f"record batch declares {self._size} bytes but only {len(buffer) - position} remain",
+                f"record batch declares {self._size} bytes but only {len(buffer) - offset} remain",
                 position=position,
             )
         self._buf = buffer
+        self._off = offset
         self.position = position
 
     # --- header fields ------------------------------------------------------------------------------------
@@ -386,14 +391,14 @@ class DefaultRecordBatch(RecordBatch):
 
     def buffer(self) -> memoryview:
         """The batch's bytes, as a view."""
-        return self._buf[self.position : self.position + self._size]
+        return self._buf[self._off : self._off + self._size]
 
     def to_bytes(self) -> bytes:
         return bytes(self.buffer())
 
     # --- validity -----------------------------------------------------------------------------------------
     def compute_checksum(self) -> int:
-        return crc32c(self._buf[self.position + _ATTRIBUTES_OFFSET : self.position + self._size])
+        return crc32c(self._buf[self._off + _ATTRIBUTES_OFFSET : self._off + self._size])
 
     def is_valid(self) -> bool:
         return self._size >= RECORD_BATCH_OVERHEAD and self._crc == self.compute_checksum()
@@ -415,8 +420,8 @@ class DefaultRecordBatch(RecordBatch):
     # --- records ------------------------------------------------------------------------------------------
     def records_payload(self, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> memoryview:
         """The records section, decompressed if needed (a view for uncompressed batches)."""
-        start = self.position + RECORD_BATCH_OVERHEAD
-        end = self.position + self._size
+        start = self._off + RECORD_BATCH_OVERHEAD
+        end = self._off + self._size
         codec = self._attributes & ATTR_COMPRESSION_MASK
         if codec == 0:
             return self._buf[start:end]
@@ -476,12 +481,12 @@ class DefaultRecordBatch(RecordBatch):
     def set_last_offset(self, last_offset: int) -> None:
         """Rewrite the base offset so that the batch ends at ``last_offset`` (CRC unaffected)."""
         base = last_offset - self._last_offset_delta
-        struct.pack_into(">q", self._writable(), self.position, base)
+        struct.pack_into(">q", self._writable(), self._off, base)
         self._base_offset = base
 
     def set_partition_leader_epoch(self, epoch: int) -> None:
         """Rewrite the partition leader epoch (outside the CRC)."""
-        struct.pack_into(">i", self._writable(), self.position + _PLE_OFFSET, epoch)
+        struct.pack_into(">i", self._writable(), self._off + _PLE_OFFSET, epoch)
         self._ple = epoch
 
     def set_max_timestamp(self, timestamp_type: TimestampType, max_timestamp: int) -> None:
@@ -492,12 +497,12 @@ class DefaultRecordBatch(RecordBatch):
         attrs = self._attributes & ~ATTR_TIMESTAMP_TYPE
         if timestamp_type is TimestampType.LOG_APPEND_TIME:
             attrs |= ATTR_TIMESTAMP_TYPE
-        struct.pack_into(">h", buf, self.position + _ATTRIBUTES_OFFSET, attrs)
-        struct.pack_into(">q", buf, self.position + _MAX_TIMESTAMP_OFFSET, max_timestamp)
+        struct.pack_into(">h", buf, self._off + _ATTRIBUTES_OFFSET, attrs)
+        struct.pack_into(">q", buf, self._off + _MAX_TIMESTAMP_OFFSET, max_timestamp)
         self._attributes = attrs
         self._max_timestamp = max_timestamp
         crc = self.compute_checksum()
-        struct.pack_into(">I", buf, self.position + _CRC_OFFSET, crc)
+        struct.pack_into(">I", buf, self._off + _CRC_OFFSET, crc)
         self._crc = crc
 
 

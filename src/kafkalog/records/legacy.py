@@ -106,16 +106,20 @@ def _read_bytes(buf: memoryview, p: int, end: int, origin: int) -> tuple[bytes |
 class LegacyRecordBatch(RecordBatch):
     """One magic 0/1 log entry at ``position`` in ``buffer``: a single record or a compressed wrapper."""
 
-    __slots__ = ("_buf", "_entry", "_inner", "position")
+    __slots__ = ("_buf", "_entry", "_inner", "_off", "position")
 
-    def __init__(self, buffer: memoryview, position: int = 0) -> None:
-        (size,) = _INT32.unpack_from(buffer, position + 8)
-        end = position + LOG_OVERHEAD + size
+    def __init__(self, buffer: memoryview, offset: int = 0, position: int | None = None) -> None:
+        """View the entry at ``buffer[offset:]``; ``position`` is where it lives in its source (a file)."""
+        if position is None:
+            position = offset
+        (size,) = _INT32.unpack_from(buffer, offset + 8)
+        end = offset + LOG_OVERHEAD + size
         if size < 0 or end > len(buffer):
             raise CorruptRecordError("legacy record runs past the end of the buffer", position=position)
         self._buf = buffer
+        self._off = offset
         self.position = position
-        self._entry = _Entry(buffer, position, end, 0)
+        self._entry = _Entry(buffer, offset, end, position - offset)
         self._inner: list[RecordDetail] | None = None
 
     @property
@@ -201,10 +205,10 @@ class LegacyRecordBatch(RecordBatch):
         return self._entry.key
 
     def to_bytes(self) -> bytes:
-        return bytes(self._buf[self.position : self.position + self.size_in_bytes])
+        return bytes(self._buf[self._off : self._off + self.size_in_bytes])
 
     def compute_checksum(self) -> int:
-        return zlib.crc32(self._buf[self.position + 16 : self.position + self.size_in_bytes])
+        return zlib.crc32(self._buf[self._off + 16 : self._off + self.size_in_bytes])
 
     def is_valid(self) -> bool:
         return (

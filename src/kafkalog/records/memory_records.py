@@ -4,7 +4,8 @@ Framing of the log (``FileLogInputStream`` / ``ByteBufferLogInputStream``): ever
 ``offset int64 · size int32`` followed by ``size`` bytes whose byte 4 (file byte 16) is the magic. Walking
 the buffer:
 
-* fewer than 17 bytes left (``HEADER_SIZE_UP_TO_MAGIC``): the walk ends (a partial tail);
+* 17 bytes or fewer left (``HEADER_SIZE_UP_TO_MAGIC``): the walk ends (a partial tail), exactly as
+  Kafka's ``FileLogInputStream`` (``position >= end - 17``);
 * ``size < 14`` (``RECORD_OVERHEAD_V0``): :class:`~kafkalog.errors.CorruptRecordError`;
 * ``12 + size`` past the end: the walk ends (a partial tail, as in a fetch response cut at max bytes);
 * magic 2 is a :class:`~kafkalog.records.batch.DefaultRecordBatch`, magic 0/1 a
@@ -175,7 +176,7 @@ class MemoryRecords:
             for batch in self.batches():
                 if not batch.is_valid():
                     break
-                pos = batch.position + batch.size_in_bytes
+                pos += batch.size_in_bytes
         except CorruptRecordError:
             pass
         return pos
@@ -185,7 +186,7 @@ class MemoryRecords:
         pos = 0
         for batch in self.batches():
             batch.ensure_valid()
-            pos = batch.position + batch.size_in_bytes
+            pos += batch.size_in_bytes
         if pos != len(self._buf):
             raise CorruptRecordError(
                 f"{len(self._buf) - pos} trailing bytes do not form a complete batch", position=pos
