@@ -54,40 +54,46 @@ def _view(data: Buffer) -> memoryview:
     return mv
 
 
-def read_batch_at(buf: memoryview, position: int, end: int | None = None) -> RecordBatch | None:
-    """The batch that starts at ``position``, or ``None`` if only a partial batch is left before ``end``.
+def read_batch_at(
+    buf: memoryview, offset: int, end: int | None = None, origin: int = 0
+) -> RecordBatch | None:
+    """The batch that starts at ``buf[offset]``, or ``None`` if only a partial batch is left before ``end``.
 
-    Raises :class:`CorruptRecordError` for an impossible size or magic.
+    ``origin`` is the source position of ``buf[0]`` (e.g. the file position a chunk was read from); the
+    batch's ``position`` and error positions are ``origin + offset``. Raises :class:`CorruptRecordError`
+    for an impossible size or magic.
     """
     end = len(buf) if end is None else end
-    remaining = end - position
-    if remaining < HEADER_SIZE_UP_TO_MAGIC:
+    remaining = end - offset
+    if remaining <= HEADER_SIZE_UP_TO_MAGIC:  # Kafka's FileLogInputStream: position >= end - 17
         return None
-    _, size = _SIZE_AND_MAGIC.unpack_from(buf, position)
+    _, size = _SIZE_AND_MAGIC.unpack_from(buf, offset)
     if size < RECORD_OVERHEAD_V0:
         raise CorruptRecordError(
             f"found record size {size} smaller than minimum record overhead ({RECORD_OVERHEAD_V0})",
-            position=position,
+            position=origin + offset,
         )
     if LOG_OVERHEAD + size > remaining:
         return None
-    magic = buf[position + 16]
+    magic = buf[offset + 16]
     view = buf[:end] if end != len(buf) else buf
     if magic == MAGIC_V2:
-        return DefaultRecordBatch(view, position)
+        return DefaultRecordBatch(view, offset, origin + offset)
     if magic in (0, 1):
-        return LegacyRecordBatch(view, position)
+        return LegacyRecordBatch(view, offset, origin + offset)
     raise CorruptRecordError(
-        f"invalid magic found in record: {magic if magic < 128 else magic - 256}", position=position
+        f"invalid magic found in record: {magic if magic < 128 else magic - 256}", position=origin + offset
     )
 
 
-def iter_batches(buf: memoryview, start: int = 0, end: int | None = None) -> Iterator[RecordBatch]:
+def iter_batches(
+    buf: memoryview, start: int = 0, end: int | None = None, origin: int = 0
+) -> Iterator[RecordBatch]:
     """Walk the batches of ``buf[start:end]``; stops quietly at a partial tail (see module doc)."""
     end = len(buf) if end is None else end
     pos = start
     while True:
-        batch = read_batch_at(buf, pos, end)
+        batch = read_batch_at(buf, pos, end, origin)
         if batch is None:
             return
         yield batch

@@ -1,0 +1,435 @@
+"""FileRecords: a ``.log`` segment file (or a slice of one) holding concatenated record batches.
+
+The file is a plain concatenation of batches — no header, no footer (see :mod:`kafkalog.records`).
+With ``preallocate`` a new file is extended to ``init_file_size`` up front (zero filled) while the
+logical size stays at the bytes written; :meth:`FileRecords.trim` cuts the file back on roll and close. A
+crash leaves the zero tail behind, which recovery reads as a corrupt frame and truncates.
+
+Invariants:
+
+* Reads never go past the logical end (``size_in_bytes``), so a reader never sees a half-written batch:
+  the logical size moves only after the bytes are written.
+* A slice is a view (file, start, end): nothing is read until its bytes are asked for. Slices share
+  the parent's file descriptor; the descriptor is closed only when no read is in flight, so a reader on
+  another thread never reads from a closed or reused descriptor (it gets
+  :class:`~kafkalog.errors.KafkaStorageError` instead).
+* Batch walks read the file in large chunks (:data:`READ_CHUNK`) and parse batches from memory.
+* A segment file is at most ``2**31 - 1`` bytes (positions in the indexes are int32).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Final
+
+from kafkalog.errors import CorruptRecordError, KafkaError, KafkaStorageError
+from kafkalog.records import MemoryRecords, RecordBatch, read_batch_at
+from kafkalog.records.batch import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC_V2
+from kafkalog.records.legacy import RECORD_OVERHEAD_V0
+from kafkalog.storage.types import LogOffsetPosition, TimestampAndOffset, TimestampOffset
+
+__all__ = ["MAX_SEGMENT_SIZE", "READ_CHUNK", "FileRecords"]
+
+MAX_SEGMENT_SIZE: Final = 2**31 - 1
+#: Bytes read at a time when walking batches.
+READ_CHUNK: Final = 1 << 20
+_OFFSET_SIZE = struct.Struct(">qi")
+_INT32 = struct.Struct(">i")
+#: Bytes of a batch header needed to know its last offset (through lastOffsetDelta).
+_HEADER_PREFIX: Final = 27
+
+
+class _Channel:
+    """A file descriptor shared by a file and its slices, closed only when no read is in flight."""
+
+    __slots__ = ("_closing", "_cond", "_fd", "_users", "path", "writable")
+
+    def __init__(self, path: Path, fd: int, writable: bool) -> None:
+        self.path = path
+        self._fd = fd
+        self.writable = writable
+        self._cond = threading.Condition(threading.Lock())
+        self._users = 0
+        self._closing = False
+
+    def _acquire(self) -> int:
+        with self._cond:
+            if self._closing:
+                raise KafkaStorageError(f"file {self.path} is closed")
+            self._users += 1
+            return self._fd
+
+    def _release(self) -> None:
+        with self._cond:
+            self._users -= 1
+            if self._users == 0:
+                self._cond.notify_all()
+
+    def pread(self, size: int, position: int) -> bytes:
+        fd = self._acquire()
+        try:
+            chunks = []
+            while size > 0:
+                chunk = os.pread(fd, size, position)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size -= len(chunk)
+                position += len(chunk)
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        finally:
+            self._release()
+
+    def pwrite(self, data: memoryview, position: int) -> None:
+        fd = self._acquire()
+        try:
+            while data:
+                n = os.pwrite(fd, data, position)
+                data = data[n:]
+                position += n
+        finally:
+            self._release()
+
+    def file_size(self) -> int:
+        fd = self._acquire()
+        try:
+            return os.fstat(fd).st_size
+        finally:
+            self._release()
+
+    def truncate(self, size: int) -> None:
+        fd = self._acquire()
+        try:
+            os.ftruncate(fd, size)
+        finally:
+            self._release()
+
+    def fsync(self) -> None:
+        fd = self._acquire()
+        try:
+            os.fsync(fd)
+        finally:
+            self._release()
+
+    @property
+    def closed(self) -> bool:
+        return self._closing
+
+    def close(self) -> None:
+        with self._cond:
+            if self._closing:
+                return
+            self._closing = True
+            while self._users:
+                self._cond.wait()
+            os.close(self._fd)
+
+
+class FileRecords:
+    """Record batches in a file: append, slice, walk, search, truncate (Kafka's ``FileRecords``)."""
+
+    def __init__(self, path: Path, channel: _Channel, start: int, end: int | None, is_slice: bool) -> None:
+        self._path = path
+        self._channel = channel
+        self._start = start
+        self._is_slice = is_slice
+        if is_slice:
+            assert end is not None
+            self._size = end - start
+        else:
+            size = channel.file_size()
+            if size > MAX_SEGMENT_SIZE:
+                raise KafkaError(
+                    f"the size of segment {path} ({size}) is larger than the maximum allowed segment size"
+                )
+            self._size = size - start if end is None else min(size, end) - start
+
+    # --- opening ------------------------------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        path: Path | str,
+        *,
+        mutable: bool = True,
+        file_already_exists: bool = False,
+        init_file_size: int = 0,
+        preallocate: bool = False,
+    ) -> FileRecords:
+        """Open (or create) a ``.log`` file. A new preallocated file is extended to ``init_file_size``."""
+        path = Path(path)
+        flags = (os.O_RDWR | os.O_CREAT) if mutable else os.O_RDONLY
+        fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
+        channel = _Channel(path, fd, mutable)
+        try:
+            if preallocate and not file_already_exists and mutable:
+                os.ftruncate(fd, init_file_size)
+                return cls(path, channel, 0, 0, is_slice=False)._as_empty_preallocated()
+            return cls(path, channel, 0, None, is_slice=False)
+        except BaseException:
+            channel.close()
+            raise
+
+    def _as_empty_preallocated(self) -> FileRecords:
+        self._size = 0
+        return self
+
+    # --- properties ---------------------------------------------------------------------------------------
+    @property
+    def path(self) -> Path:
+        """The file's current path."""
+        return self._path
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Logical size: bytes of batches (for a slice, the slice's size)."""
+        return self._size
+
+    @property
+    def is_slice(self) -> bool:
+        """Whether this is a view of part of a file."""
+        return self._is_slice
+
+    @property
+    def start(self) -> int:
+        """File position where this view starts (0 for the whole file)."""
+        return self._start
+
+    def __repr__(self) -> str:
+        return f"FileRecords(path={str(self._path)!r}, start={self._start}, size={self._size})"
+
+    # --- writing ------------------------------------------------------------------------------------------
+    def append(self, records: MemoryRecords) -> int:
+        """Write the batches at the end; returns the bytes written."""
+        if self._is_slice:
+            raise ValueError("cannot append to a slice")
+        data = records.buffer
+        n = len(data)
+        if n > MAX_SEGMENT_SIZE - self._size:
+            raise ValueError(
+                f"append of size {n} bytes is too large for segment with current file position at {self._size}"
+            )
+        self._channel.pwrite(data, self._size)
+        self._size += n
+        return n
+
+    def append_from(self, other: FileRecords) -> int:
+        """Copy every byte of ``other`` (another file or a slice) to the end of this file."""
+        written = 0
+        pos = 0
+        while pos < other.size_in_bytes:
+            chunk = other.read(pos, min(READ_CHUNK * 8, other.size_in_bytes - pos))
+            written += self.append(MemoryRecords(chunk))
+            pos += len(chunk)
+        return written
+
+    def flush(self) -> None:
+        """fsync the file."""
+        self._channel.fsync()
+
+    def truncate_to(self, target_size: int) -> int:
+        """Cut the file to ``target_size`` bytes; returns how many bytes were removed."""
+        if self._is_slice:
+            raise ValueError("cannot truncate a slice")
+        original = self._size
+        if target_size > original or target_size < 0:
+            raise KafkaError(
+                f"attempt to truncate log segment {self._path} to {target_size} bytes failed, "
+                f"size of this log segment is {original} bytes"
+            )
+        if target_size < self._channel.file_size():
+            self._channel.truncate(target_size)
+        self._size = target_size
+        return original - target_size
+
+    def trim(self) -> None:
+        """Cut a preallocated file back to its logical size."""
+        self.truncate_to(self._size)
+
+    def close(self) -> None:
+        """Flush, trim and close (Kafka's ``close``)."""
+        if self._channel.closed:
+            return
+        if self._channel.writable and not self._is_slice:
+            self.flush()
+            self.trim()
+        self._channel.close()
+
+    def close_handlers(self) -> None:
+        """Close the file descriptor without flushing (the directory went offline)."""
+        self._channel.close()
+
+    def delete(self) -> bool:
+        """Close and delete the file; returns whether it existed."""
+        self.close_handlers()
+        try:
+            self._path.unlink()
+            return True
+        except FileNotFoundError:
+            return False
+
+    def rename_to(self, path: Path) -> None:
+        """Rename the file (open readers keep working: the descriptor survives the rename)."""
+        os.replace(self._path, path)
+        self._path = path
+        self._channel.path = path
+
+    def update_parent_dir(self, parent: Path) -> None:
+        """Point at the file's new location after its directory was renamed."""
+        self._path = parent / self._path.name
+        self._channel.path = self._path
+
+    @property
+    def closed(self) -> bool:
+        """Whether the descriptor is closed."""
+        return self._channel.closed
+
+    # --- reading ------------------------------------------------------------------------------------------
+    def read(self, position: int, size: int) -> bytes:
+        """Up to ``size`` bytes from ``position`` (relative to this view), clamped to its end."""
+        if position < 0 or size < 0:
+            raise ValueError(f"invalid read of {size} bytes at position {position}")
+        size = min(size, self._size - position)
+        if size <= 0:
+            return b""
+        return self._channel.pread(size, self._start + position)
+
+    def slice(self, position: int, size: int) -> FileRecords:
+        """A view of ``size`` bytes from ``position`` (clamped to the end); nothing is read now."""
+        current = self._size
+        if position < 0:
+            raise ValueError(f"invalid position: {position} in read from {self}")
+        if position > current:
+            raise ValueError(f"slice from position {position} exceeds end position of {self}")
+        if size < 0:
+            raise ValueError(f"invalid size: {size} in read from {self}")
+        end = min(position + size, current)
+        return FileRecords(
+            self._path, self._channel, self._start + position, self._start + end, is_slice=True
+        )
+
+    def to_memory_records(self) -> MemoryRecords:
+        """All bytes of this file or slice, read into memory (one ``pread``)."""
+        return MemoryRecords(self.read(0, self._size))
+
+    @property
+    def buffer(self) -> memoryview:
+        """The bytes, read into memory (for uniform handling with :class:`MemoryRecords`)."""
+        return self.to_memory_records().buffer
+
+    def batches(self, start_position: int = 0) -> Iterator[RecordBatch]:
+        """Walk the complete batches from ``start_position``; batch ``position`` is relative to this view.
+
+        The walk ends quietly at a partial trailing batch; an impossible frame raises
+        :class:`CorruptRecordError`.
+        """
+        pos = start_position
+        end = self._size
+        while pos < end:
+            want = min(READ_CHUNK, end - pos)
+            chunk = memoryview(self.read(pos, want))
+            off = 0
+            progressed = False
+            while True:
+                batch = read_batch_at(chunk, off, len(chunk), origin=pos)
+                if batch is None:
+                    break
+                progressed = True
+                yield batch
+                off += batch.size_in_bytes
+            if not progressed:
+                # The batch at ``pos`` is larger than the chunk, or only a partial tail is left.
+                need = self._next_batch_size(pos)
+                if need is None or need > end - pos:
+                    return
+                chunk = memoryview(self.read(pos, need))
+                batch = read_batch_at(chunk, 0, len(chunk), origin=pos)
+                if batch is None:
+                    return
+                yield batch
+                off = batch.size_in_bytes
+            pos += off
+
+    def records(self) -> Iterator[object]:
+        """Every record of every batch (see :meth:`MemoryRecords.records`)."""
+        for batch in self.batches():
+            yield from batch.records()
+
+    def _next_batch_size(self, position: int) -> int | None:
+        """Size of the batch at ``position`` (with the 12-byte prefix), or None at a partial tail."""
+        if self._size - position <= HEADER_SIZE_UP_TO_MAGIC:
+            return None
+        head = self.read(position, LOG_OVERHEAD)
+        _, size = _OFFSET_SIZE.unpack(head)
+        if size < RECORD_OVERHEAD_V0:
+            raise CorruptRecordError(
+                f"found record size {size} smaller than minimum record overhead ({RECORD_OVERHEAD_V0}) in file "
+                f"{self._path}",
+                position=self._start + position,
+            )
+        return int(size) + LOG_OVERHEAD
+
+    # --- searches -----------------------------------------------------------------------------------------
+    def search_for_offset_with_size(
+        self, target_offset: int, starting_position: int
+    ) -> LogOffsetPosition | None:
+        """The first batch from ``starting_position`` whose last offset is >= ``target_offset``.
+
+        Only batch headers are parsed (offset, size, magic, last offset delta), from 8 KiB reads.
+        """
+        pos = starting_position
+        end = self._size
+        chunk = b""
+        chunk_pos = pos
+        while True:
+            remaining = end - pos
+            if remaining <= HEADER_SIZE_UP_TO_MAGIC:
+                return None
+            rel = pos - chunk_pos
+            if len(chunk) - rel < min(_HEADER_PREFIX, remaining):
+                chunk = self.read(pos, min(8192, remaining))
+                chunk_pos = pos
+                rel = 0
+            base, size = _OFFSET_SIZE.unpack_from(chunk, rel)
+            if size < RECORD_OVERHEAD_V0:
+                raise CorruptRecordError(
+                    f"found record size {size} smaller than minimum record overhead ({RECORD_OVERHEAD_V0}) "
+                    f"in file {self._path}",
+                    position=self._start + pos,
+                )
+            total = size + LOG_OVERHEAD
+            if total > remaining:
+                return None
+            last = base
+            if chunk[rel + 16] == MAGIC_V2 and total >= _HEADER_PREFIX:
+                last = base + _INT32.unpack_from(chunk, rel + 23)[0]
+            if last >= target_offset:
+                return LogOffsetPosition(last, pos, total)
+            pos += total
+
+    def search_for_timestamp(
+        self, target_timestamp: int, starting_position: int, starting_offset: int
+    ) -> TimestampAndOffset | None:
+        """The first record at or after ``starting_offset`` with a timestamp >= ``target_timestamp``."""
+        for batch in self.batches(starting_position):
+            if batch.max_timestamp >= target_timestamp:
+                for record in batch.records():
+                    if record.timestamp >= target_timestamp and record.offset >= starting_offset:
+                        epoch = batch.partition_leader_epoch
+                        return TimestampAndOffset(
+                            record.timestamp, record.offset, epoch if epoch >= 0 else None
+                        )
+        return None
+
+    def largest_timestamp_after(self, starting_position: int) -> TimestampOffset:
+        """The largest batch max timestamp from ``starting_position`` on, and its batch's last offset."""
+        max_ts = -1
+        offset = -1
+        for batch in self.batches(starting_position):
+            if batch.max_timestamp > max_ts:
+                max_ts = batch.max_timestamp
+                offset = batch.last_offset
+        return TimestampOffset(max_ts, offset)

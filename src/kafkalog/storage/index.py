@@ -1,0 +1,544 @@
+"""Offset and time indexes of a segment: ``.index`` and ``.timeindex``, byte for byte as Kafka writes them.
+
+``.index`` (``OffsetIndex``): 8-byte big-endian entries ``relativeOffset int32 · position int32``. An entry
+``(o, p)`` means: the batch that starts at byte ``p`` of the ``.log`` ends at offset ``base + o``. Entries
+are sparse (about one per ``index.interval.bytes`` of appended data) with strictly increasing offsets.
+
+``.timeindex`` (``TimeIndex``): 12-byte big-endian entries ``timestamp int64 · relativeOffset int32``. An
+entry ``(t, o)`` means: the largest timestamp seen up to offset ``base + o`` is ``t``. Timestamps strictly
+increase; offsets never decrease. The last slot is reserved for the entry appended at roll/close, so the
+index is "full" one entry early.
+
+Both files are preallocated to ``segment.index.bytes`` (rounded down to whole entries) while their segment
+is active and trimmed to their entries on roll/close. An existing file's length defines its entry count,
+as in Kafka. No checksum: the file is trusted only after a check. Unlike Kafka (which maps the file and
+trusts every slot, the root of KAFKA-10207/KAFKA-19200), an index is validated when it is loaded (lengths a
+multiple of the entry size, offsets within the segment, entries strictly ordered); a failed check raises
+:class:`~kafkalog.errors.CorruptIndexError` and the segment rebuilds the index from its ``.log``.
+
+Implementation: the file is read once, lazily (a segment that is never read never opens its indexes),
+into a native-endian in-memory mirror that serves every lookup (binary search); appends and truncations
+are written through to the file with ``pwrite``/``ftruncate``. Kafka maps the file instead; in Python a
+mapped file cannot be resized while a reader holds a view of it, and a concurrent truncation would make a
+reader fault, so the mirror is both safer and faster. The bytes on disk are the same.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+import struct
+import threading
+from array import array
+from bisect import bisect_left, bisect_right
+from pathlib import Path
+from typing import Final
+
+import numpy as np
+
+from kafkalog.errors import CorruptIndexError, IndexOffsetOverflowError, InvalidOffsetError
+from kafkalog.storage.types import OffsetPosition, TimestampOffset
+
+__all__ = ["OFFSET_ENTRY_SIZE", "TIME_ENTRY_SIZE", "AbstractIndex", "OffsetIndex", "TimeIndex"]
+
+OFFSET_ENTRY_SIZE: Final = 8
+TIME_ENTRY_SIZE: Final = 12
+_INT32_MAX: Final = 2**31 - 1
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+_O_CLOEXEC: Final = getattr(os, "O_CLOEXEC", 0)
+
+
+def _round_down(value: int, factor: int) -> int:
+    return factor * (value // factor)
+
+
+class AbstractIndex(abc.ABC):
+    """Common mechanics of the fixed-width index files (Kafka's ``AbstractIndex`` + ``LazyIndex``)."""
+
+    ENTRY_SIZE: int
+
+    def __init__(
+        self, path: Path | str, base_offset: int, max_index_size: int = -1, writable: bool = True
+    ) -> None:
+        self._path = Path(path)
+        self.base_offset = base_offset
+        self._max_index_size = max_index_size
+        self._writable = writable
+        self._lock = threading.RLock()
+        self._loaded = False
+        self._fd = -1
+        self._entries = 0
+        self._max_entries = 0
+        self._length = 0
+
+    # --- lifecycle ----------------------------------------------------------------------------------------
+    @property
+    def path(self) -> Path:
+        """The index file's current path."""
+        return self._path
+
+    @property
+    def is_loaded(self) -> bool:
+        """Whether the file has been opened (lazy loading)."""
+        return self._loaded
+
+    @property
+    def max_index_size(self) -> int:
+        """The preallocation size (``segment.index.bytes``)."""
+        return self._max_index_size
+
+    def load(self) -> None:
+        """Open the file and read it into memory (creating and preallocating it if missing)."""
+        with self._lock:
+            if self._loaded:
+                return
+            flags = (os.O_RDWR | os.O_CREAT) if self._writable else os.O_RDONLY
+            existed = self._path.exists()
+            fd = os.open(self._path, flags | _O_CLOEXEC, 0o644)
+            try:
+                if not existed:
+                    length = _round_down(max(self._max_index_size, 0), self.ENTRY_SIZE)
+                    os.ftruncate(fd, length)
+                    self._clear_mirror()
+                    entries = 0
+                else:
+                    length = os.fstat(fd).st_size
+                    data = os.pread(fd, length, 0) if length else b""
+                    entries = length // self.ENTRY_SIZE
+                    self._fill_mirror(data[: entries * self.ENTRY_SIZE])
+            except BaseException:
+                os.close(fd)
+                raise
+            self._fd = fd
+            self._length = length
+            self._entries = entries
+            self._max_entries = length // self.ENTRY_SIZE
+            self._loaded = True
+            try:
+                self._validate_on_load(length)
+            except CorruptIndexError:
+                self.close_handler()
+                raise
+
+    def _validate_on_load(self, length: int) -> None:
+        if length % self.ENTRY_SIZE != 0:
+            raise CorruptIndexError(
+                f"index file {self._path.name} is corrupt, found {length} bytes which is not a multiple of "
+                f"{self.ENTRY_SIZE}"
+            )
+        self._check_order()
+
+    @abc.abstractmethod
+    def _clear_mirror(self) -> None: ...
+    @abc.abstractmethod
+    def _fill_mirror(self, data: bytes) -> None: ...
+    @abc.abstractmethod
+    def _truncate_mirror(self, entries: int) -> None: ...
+    @abc.abstractmethod
+    def _check_order(self) -> None:
+        """Raise CorruptIndexError unless the loaded entries are ordered and within the segment."""
+
+    def _ensure(self) -> None:
+        if not self._loaded:
+            self.load()
+
+    @property
+    def entries(self) -> int:
+        """Number of entries."""
+        with self._lock:
+            self._ensure()
+            return self._entries
+
+    @property
+    def max_entries(self) -> int:
+        """Entries the file has room for."""
+        with self._lock:
+            self._ensure()
+            return self._max_entries
+
+    @property
+    def length(self) -> int:
+        """The file's length in bytes."""
+        with self._lock:
+            self._ensure()
+            return self._length
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Bytes of entries (``entries * entry size``)."""
+        return self.entries * self.ENTRY_SIZE
+
+    def is_full(self) -> bool:
+        """Whether no more entries fit."""
+        with self._lock:
+            self._ensure()
+            return self._entries >= self._max_entries
+
+    def relative_offset(self, offset: int) -> int:
+        """``offset - base_offset``, which must fit an int32."""
+        rel = offset - self.base_offset
+        if rel < 0 or rel > _INT32_MAX:
+            raise IndexOffsetOverflowError(
+                f"integer overflow for offset: {offset} ({self._path.name}, base offset {self.base_offset})"
+            )
+        return rel
+
+    def can_append_offset(self, offset: int) -> bool:
+        """Whether ``offset`` is representable relative to the base offset."""
+        rel = offset - self.base_offset
+        return 0 <= rel <= _INT32_MAX
+
+    def resize(self, new_size: int) -> bool:
+        """Set the file length to ``new_size`` rounded down to whole entries; False if unchanged."""
+        with self._lock:
+            self._ensure()
+            rounded = _round_down(new_size, self.ENTRY_SIZE)
+            if self._length == rounded:
+                return False
+            os.ftruncate(self._fd, rounded)
+            self._length = rounded
+            self._max_entries = rounded // self.ENTRY_SIZE
+            if self._entries > self._max_entries:
+                self._entries = self._max_entries
+                self._truncate_mirror(self._entries)
+            return True
+
+    def trim_to_valid_size(self) -> None:
+        """Cut the file to exactly its entries."""
+        with self._lock:
+            self._ensure()
+            self.resize(self._entries * self.ENTRY_SIZE)
+
+    def truncate_to_entries(self, entries: int) -> None:
+        """Keep only the first ``entries`` entries."""
+        with self._lock:
+            self._ensure()
+            if entries < self._entries:
+                self._entries = entries
+                self._truncate_mirror(entries)
+
+    def reset(self) -> None:
+        """Drop every entry and preallocate again, without reading the old contents (used by recovery)."""
+        with self._lock:
+            if not self._loaded:
+                flags = os.O_RDWR | os.O_CREAT
+                self._fd = os.open(self._path, flags | _O_CLOEXEC, 0o644)
+                self._loaded = True
+            os.ftruncate(self._fd, 0)
+            self._clear_mirror()
+            self._entries = 0
+            self._length = 0
+            self._max_entries = 0
+            self.resize(self._max_index_size)
+
+    def flush(self) -> None:
+        """fsync the file (it is created first if it was never loaded)."""
+        with self._lock:
+            self._ensure()
+            os.fsync(self._fd)
+
+    def close_handler(self) -> None:
+        """Close the file descriptor; the index loads again if used later."""
+        with self._lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+            self._fd = -1
+            self._loaded = False
+            self._clear_mirror()
+
+    def close(self) -> None:
+        """Trim to the entries and close (a never-loaded index is left untouched)."""
+        with self._lock:
+            if self._loaded:
+                self.trim_to_valid_size()
+            self.close_handler()
+
+    def delete_if_exists(self) -> bool:
+        """Close and delete the file; returns whether it existed."""
+        with self._lock:
+            self.close_handler()
+            try:
+                self._path.unlink()
+                return True
+            except FileNotFoundError:
+                return False
+
+    def rename_to(self, path: Path) -> None:
+        """Rename the file (works whether or not it is loaded)."""
+        with self._lock:
+            try:
+                os.replace(self._path, path)
+            except FileNotFoundError:
+                if self._loaded:
+                    raise
+            self._path = path
+
+    def update_parent_dir(self, parent: Path) -> None:
+        """Point at the file's new location after its directory was renamed."""
+        with self._lock:
+            self._path = parent / self._path.name
+
+    def _write_entry(self, slot: int, data: bytes) -> None:
+        if slot >= self._max_entries:
+            # Only reachable with skip_full_check: grow by one entry rather than fail (cf. KAFKA-19200).
+            self.resize((slot + 1) * self.ENTRY_SIZE)
+        os.pwrite(self._fd, data, slot * self.ENTRY_SIZE)
+
+    def sanity_check(self) -> None:
+        """Full check: length, ordering and bounds of every entry (raises CorruptIndexError)."""
+        with self._lock:
+            self._ensure()
+            self._validate_on_load(self._length)
+
+    def __repr__(self) -> str:
+        state = f"entries={self._entries}" if self._loaded else "not loaded"
+        return f"{type(self).__name__}({self._path.name}, base={self.base_offset}, {state})"
+
+
+class OffsetIndex(AbstractIndex):
+    """The ``.index`` file: offset -> byte position of the batch that holds it (largest lower bound)."""
+
+    ENTRY_SIZE = OFFSET_ENTRY_SIZE
+
+    def __init__(
+        self, path: Path | str, base_offset: int, max_index_size: int = -1, writable: bool = True
+    ) -> None:
+        self._rel = array("i")
+        self._pos = array("i")
+        super().__init__(path, base_offset, max_index_size, writable)
+
+    def _clear_mirror(self) -> None:
+        self._rel = array("i")
+        self._pos = array("i")
+
+    def _fill_mirror(self, data: bytes) -> None:
+        pairs = np.frombuffer(data, dtype=">i4").astype(np.int32)
+        self._rel = array("i", pairs[0::2].tobytes())
+        self._pos = array("i", pairs[1::2].tobytes())
+
+    def _truncate_mirror(self, entries: int) -> None:
+        del self._rel[entries:]
+        del self._pos[entries:]
+
+    def _check_order(self) -> None:
+        n = self._entries
+        if n == 0:
+            return
+        rel = np.frombuffer(self._rel, dtype=np.int32, count=n)
+        pos = np.frombuffer(self._pos, dtype=np.int32, count=n)
+        if rel[0] < 0 or pos[0] < 0:
+            raise CorruptIndexError(
+                f"corrupt index found, index file ({self._path}) has a negative first entry"
+            )
+        if n > 1 and (np.any(np.diff(rel) <= 0) or np.any(np.diff(pos) < 0)):
+            bad = int(np.argmax((np.diff(rel) <= 0) | (np.diff(pos) < 0))) + 1
+            raise CorruptIndexError(
+                f"corrupt index found, index file ({self._path}) has entry {bad} out of order "
+                f"(offset {self.base_offset + int(rel[bad])}, position {int(pos[bad])} after offset "
+                f"{self.base_offset + int(rel[bad - 1])}, position {int(pos[bad - 1])})"
+            )
+
+    @property
+    def last_offset(self) -> int:
+        """The offset of the last entry, or the base offset when empty."""
+        with self._lock:
+            self._ensure()
+            return self.base_offset + self._rel[self._entries - 1] if self._entries else self.base_offset
+
+    def lookup(self, target_offset: int) -> OffsetPosition:
+        """The last entry with offset <= ``target_offset``, or ``(base_offset, 0)``."""
+        with self._lock:
+            self._ensure()
+            n = self._entries
+            rel = target_offset - self.base_offset
+            if n == 0 or rel < self._rel[0]:
+                return OffsetPosition(self.base_offset, 0)
+            slot = bisect_right(self._rel, rel, 0, n) - 1
+            return OffsetPosition(self.base_offset + self._rel[slot], self._pos[slot])
+
+    def entry(self, n: int) -> OffsetPosition:
+        """The ``n``-th entry."""
+        with self._lock:
+            self._ensure()
+            if n < 0 or n >= self._entries:
+                raise ValueError(
+                    f"attempt to fetch the {n}th entry from index {self._path}, which has size {self._entries}"
+                )
+            return OffsetPosition(self.base_offset + self._rel[n], self._pos[n])
+
+    def fetch_upper_bound_offset(
+        self, fetch_offset: OffsetPosition, fetch_size: int
+    ) -> OffsetPosition | None:
+        """The first entry whose position is >= ``fetch_offset.position + fetch_size`` (if any)."""
+        with self._lock:
+            self._ensure()
+            target = fetch_offset.position + fetch_size
+            slot = bisect_left(self._pos, target, 0, self._entries)
+            if slot >= self._entries:
+                return None
+            return OffsetPosition(self.base_offset + self._rel[slot], self._pos[slot])
+
+    def append(self, offset: int, position: int) -> None:
+        """Add an entry; the offset must be larger than the last one and the index must not be full."""
+        with self._lock:
+            self._ensure()
+            if self._entries >= self._max_entries:
+                raise ValueError(f"attempt to append to a full index (size = {self._entries})")
+            if self._entries and offset <= self.base_offset + self._rel[self._entries - 1]:
+                raise InvalidOffsetError(
+                    f"attempt to append an offset ({offset}) to position {self._entries} no larger than the last "
+                    f"offset appended ({self.base_offset + self._rel[self._entries - 1]}) to {self._path}"
+                )
+            rel = self.relative_offset(offset)
+            self._write_entry(self._entries, _OFFSET_ENTRY.pack(rel, position))
+            self._rel.append(rel)
+            self._pos.append(position)
+            self._entries += 1
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry with an offset >= ``offset``."""
+        with self._lock:
+            self._ensure()
+            rel = offset - self.base_offset
+            keep = bisect_left(self._rel, rel, 0, self._entries) if rel >= 0 else 0
+            self.truncate_to_entries(keep)
+
+    def sanity_check(self) -> None:
+        with self._lock:
+            self._ensure()
+            if self._entries and self.last_offset < self.base_offset:
+                raise CorruptIndexError(
+                    f"corrupt index found, index file ({self._path}) has non-zero size but the last offset is "
+                    f"{self.last_offset} which is less than the base offset {self.base_offset}"
+                )
+            super().sanity_check()
+
+
+class TimeIndex(AbstractIndex):
+    """The ``.timeindex`` file: timestamp -> the first offset whose batch may hold a record that late."""
+
+    ENTRY_SIZE = TIME_ENTRY_SIZE
+
+    def __init__(
+        self, path: Path | str, base_offset: int, max_index_size: int = -1, writable: bool = True
+    ) -> None:
+        self._ts = array("q")
+        self._rel = array("i")
+        super().__init__(path, base_offset, max_index_size, writable)
+
+    def _clear_mirror(self) -> None:
+        self._ts = array("q")
+        self._rel = array("i")
+
+    def _fill_mirror(self, data: bytes) -> None:
+        rows = np.frombuffer(data, dtype=np.dtype([("ts", ">i8"), ("off", ">i4")]))
+        self._ts = array("q", rows["ts"].astype(np.int64).tobytes())
+        self._rel = array("i", rows["off"].astype(np.int32).tobytes())
+
+    def _truncate_mirror(self, entries: int) -> None:
+        del self._ts[entries:]
+        del self._rel[entries:]
+
+    def _check_order(self) -> None:
+        n = self._entries
+        if n == 0:
+            return
+        ts = np.frombuffer(self._ts, dtype=np.int64, count=n)
+        rel = np.frombuffer(self._rel, dtype=np.int32, count=n)
+        if rel[0] < 0:
+            raise CorruptIndexError(
+                f"corrupt time index found, time index file ({self._path}) has a negative offset"
+            )
+        if n > 1 and (np.any(np.diff(ts) <= 0) or np.any(np.diff(rel) < 0)):
+            bad = int(np.argmax((np.diff(ts) <= 0) | (np.diff(rel) < 0))) + 1
+            raise CorruptIndexError(
+                f"corrupt time index found, time index file ({self._path}) has entry {bad} out of order "
+                f"(timestamp {int(ts[bad])}, offset {self.base_offset + int(rel[bad])} after timestamp "
+                f"{int(ts[bad - 1])}, offset {self.base_offset + int(rel[bad - 1])})"
+            )
+
+    def is_full(self) -> bool:
+        """Full one entry early: the last slot is kept for the entry written at roll/close."""
+        with self._lock:
+            self._ensure()
+            return self._entries >= self._max_entries - 1
+
+    def last_entry(self) -> TimestampOffset:
+        """The last entry, or ``(-1, base_offset)`` when empty."""
+        with self._lock:
+            self._ensure()
+            if not self._entries:
+                return TimestampOffset(-1, self.base_offset)
+            return TimestampOffset(
+                self._ts[self._entries - 1], self.base_offset + self._rel[self._entries - 1]
+            )
+
+    def entry(self, n: int) -> TimestampOffset:
+        """The ``n``-th entry."""
+        with self._lock:
+            self._ensure()
+            if n < 0 or n >= self._entries:
+                raise ValueError(
+                    f"attempt to fetch the {n}th entry from time index {self._path}, which has size {self._entries}"
+                )
+            return TimestampOffset(self._ts[n], self.base_offset + self._rel[n])
+
+    def lookup(self, target_timestamp: int) -> TimestampOffset:
+        """The last entry with timestamp <= ``target_timestamp``, or ``(-1, base_offset)``."""
+        with self._lock:
+            self._ensure()
+            n = self._entries
+            if n == 0 or target_timestamp < self._ts[0]:
+                return TimestampOffset(-1, self.base_offset)
+            slot = bisect_right(self._ts, target_timestamp, 0, n) - 1
+            return TimestampOffset(self._ts[slot], self.base_offset + self._rel[slot])
+
+    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
+        """Add ``(timestamp, offset)`` if the timestamp is larger than the last one."""
+        with self._lock:
+            self._ensure()
+            if not skip_full_check and self._entries >= self._max_entries - 1:
+                raise ValueError(f"attempt to append to a full time index (size = {self._entries})")
+            last = self.last_entry()
+            if self._entries and offset < last.offset:
+                raise InvalidOffsetError(
+                    f"attempt to append an offset ({offset}) to slot {self._entries} no larger than the last offset "
+                    f"appended ({last.offset}) to {self._path}"
+                )
+            if self._entries and timestamp < last.timestamp:
+                raise RuntimeError(
+                    f"attempt to append a timestamp ({timestamp}) to slot {self._entries} no larger than the last "
+                    f"timestamp appended ({last.timestamp}) to {self._path}"
+                )
+            if timestamp > last.timestamp:
+                rel = self.relative_offset(offset)
+                self._write_entry(self._entries, _TIME_ENTRY.pack(timestamp, rel))
+                self._ts.append(timestamp)
+                self._rel.append(rel)
+                self._entries += 1
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry with an offset >= ``offset``."""
+        with self._lock:
+            self._ensure()
+            rel = offset - self.base_offset
+            keep = bisect_left(self._rel, rel, 0, self._entries) if rel >= 0 else 0
+            self.truncate_to_entries(keep)
+
+    def sanity_check(self) -> None:
+        with self._lock:
+            self._ensure()
+            if self._entries:
+                last = self.last_entry()
+                if last.timestamp < self._ts[0]:
+                    raise CorruptIndexError(
+                        f"corrupt time index found, time index file ({self._path}) has non-zero size but the last "
+                        f"timestamp is {last.timestamp} which is less than the first timestamp {self._ts[0]}"
+                    )
+                if last.offset < self.base_offset:
+                    raise CorruptIndexError(
+                        f"corrupt time index found, time index file ({self._path}) has non-zero size but the last "
+                        f"offset is {last.offset} which is less than the first offset {self.base_offset}"
+                    )
+            super().sanity_check()

@@ -1,0 +1,655 @@
+"""LogSegment: one ``.log`` file and its offset, time and transaction indexes (Kafka's ``LogSegment``).
+
+Invariants:
+
+* The base offset is fixed for the segment's life: it is <= every offset in the segment and > every
+  offset of earlier segments; every offset in the segment fits an int32 relative to it (an append that
+  would break this raises :class:`~kafkalog.errors.LogSegmentOffsetOverflowError` and writes nothing).
+* Index entries are sparse: after at least ``index.interval.bytes`` have been appended since the last
+  entry, the next append adds ``(last offset of the appended batches, position where they start)`` to the
+  offset index and ``(max timestamp so far, its offset)`` to the time index. The first append after the
+  segment is created, truncated or recovered never adds an entry.
+* ``max_timestamp_so_far`` / ``offset_of_max_timestamp_so_far`` come from the time index's last entry
+  when the segment is opened (lazily) and from the appends after that.
+* Time-based rolling measures record time: from the first batch's max timestamp to the incoming one,
+  falling back to wall-clock time since the segment was created when timestamps are missing.
+* Indexes load lazily: opening a segment does nothing but remember file paths; a segment that is never
+  read never opens its indexes. An index that fails its load-time check is rebuilt from the ``.log``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Protocol
+
+from kafkalog.errors import (
+    CorruptIndexError,
+    CorruptRecordError,
+    InvalidOffsetError,
+    InvalidRecordError,
+    KafkaError,
+    LogSegmentOffsetOverflowError,
+)
+from kafkalog.records import MemoryRecords, RecordBatch
+from kafkalog.records.batch import MAGIC_V2
+from kafkalog.storage.file_records import FileRecords
+from kafkalog.storage.files import (
+    log_file,
+    offset_index_file,
+    time_index_file,
+    transaction_index_file,
+)
+from kafkalog.storage.index import OffsetIndex, TimeIndex
+from kafkalog.storage.txn_index import AbortedTxn, TransactionIndex, TxnIndexSearchResult
+from kafkalog.storage.types import (
+    UNKNOWN_TIMESTAMP_OFFSET,
+    FetchDataInfo,
+    LogOffsetMetadata,
+    LogOffsetPosition,
+    OffsetPosition,
+    RollParams,
+    TimestampAndOffset,
+    TimestampOffset,
+)
+from kafkalog.time import SYSTEM_TIME, Time
+
+__all__ = ["CompletedTxnLike", "EpochCacheLike", "LogSegment", "ProducerStateLike"]
+
+_log = logging.getLogger("kafkalog.storage.segment")
+_INT32_MAX = 2**31 - 1
+DEFAULT_INDEX_INTERVAL_BYTES = 4096
+DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
+
+
+class CompletedTxnLike(Protocol):
+    """A transaction that a marker completed (see ``kafkalog.log.producer_state``)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+
+
+class ProducerStateLike(Protocol):
+    """What segment recovery needs from the producer state manager."""
+
+    def update_from_batch(self, batch: RecordBatch) -> CompletedTxnLike | None:
+        """Replay one batch (as a follower would); return the transaction it completed, if any."""
+        ...
+
+    def last_stable_offset(self, completed_txn: CompletedTxnLike) -> int:
+        """The LSO at the time ``completed_txn`` completed."""
+        ...
+
+    def complete_txn(self, completed_txn: CompletedTxnLike) -> None:
+        """Mark the transaction complete."""
+        ...
+
+
+class EpochCacheLike(Protocol):
+    """What segment recovery needs from the leader epoch cache."""
+
+    @property
+    def latest_epoch(self) -> int | None:
+        """The largest epoch in the cache, if any."""
+        ...
+
+    def assign(self, epoch: int, start_offset: int) -> None:
+        """Record that ``epoch`` starts at ``start_offset``."""
+        ...
+
+
+class LogSegment:
+    """A segment of a partition log: ``<base>.log`` plus ``.index``, ``.timeindex`` and ``.txnindex``."""
+
+    def __init__(
+        self,
+        log: FileRecords,
+        offset_index: OffsetIndex,
+        time_index: TimeIndex,
+        txn_index: TransactionIndex,
+        base_offset: int,
+        index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+        roll_jitter_ms: int = 0,
+        time: Time = SYSTEM_TIME,
+    ) -> None:
+        self.log = log
+        self._offset_index = offset_index
+        self._time_index = time_index
+        self.txn_index = txn_index
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.roll_jitter_ms = roll_jitter_ms
+        self._time = time
+        self.created = time.milliseconds()
+        self._bytes_since_last_index_entry = 0
+        self._rolling_based_timestamp: int | None = None
+        self._max_ts_and_offset: TimestampOffset | None = None
+
+    # --- opening ------------------------------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        directory: Path | str,
+        base_offset: int,
+        *,
+        index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+        max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
+        roll_jitter_ms: int = 0,
+        time: Time = SYSTEM_TIME,
+        file_already_exists: bool = False,
+        init_file_size: int = 0,
+        preallocate: bool = False,
+        file_suffix: str = "",
+    ) -> LogSegment:
+        """Open (or create) the segment at ``base_offset`` in ``directory``; indexes are not read."""
+        directory = Path(directory)
+        log = FileRecords.open(
+            log_file(directory, base_offset, file_suffix),
+            file_already_exists=file_already_exists,
+            init_file_size=init_file_size,
+            preallocate=preallocate,
+        )
+        return cls(
+            log,
+            OffsetIndex(offset_index_file(directory, base_offset, file_suffix), base_offset, max_index_size),
+            TimeIndex(time_index_file(directory, base_offset, file_suffix), base_offset, max_index_size),
+            TransactionIndex(base_offset, transaction_index_file(directory, base_offset, file_suffix)),
+            base_offset,
+            index_interval_bytes,
+            roll_jitter_ms,
+            time,
+        )
+
+    @staticmethod
+    def random_jitter_ms(segment_jitter_ms: int, segment_ms: int) -> int:
+        """Kafka's ``randomSegmentJitter``: a per-segment jitter in ``[0, min(jitter, segment.ms))``."""
+        if segment_jitter_ms <= 0:
+            return 0
+        return random.randrange(0, 2**31) % min(segment_jitter_ms, segment_ms)
+
+    # --- indexes (lazy, self-repairing) --------------------------------------------------------------------
+    @property
+    def offset_index(self) -> OffsetIndex:
+        """The offset index, loaded (and rebuilt if it fails its check) on first use."""
+        if not self._offset_index.is_loaded:
+            self._load_indexes()
+        return self._offset_index
+
+    @property
+    def time_index(self) -> TimeIndex:
+        """The time index, loaded (and rebuilt if it fails its check) on first use."""
+        if not self._time_index.is_loaded:
+            self._load_indexes()
+        return self._time_index
+
+    def _load_indexes(self) -> None:
+        try:
+            self._offset_index.load()
+            self._time_index.load()
+        except CorruptIndexError as exc:
+            _log.warning(
+                "Found a corrupted index file for segment %s (%s), rebuilding it", self.log.path, exc
+            )
+            self.rebuild_indexes()
+
+    def rebuild_indexes(self) -> int:
+        """Rebuild the offset and time indexes from the ``.log`` (the ``.log`` itself is not changed).
+
+        Returns the number of valid bytes scanned.
+        """
+        self._offset_index.reset()
+        self._time_index.reset()
+        self._max_ts_and_offset = UNKNOWN_TIMESTAMP_OFFSET
+        valid_bytes = 0
+        last_index_entry = 0
+        try:
+            for batch in self.log.batches():
+                batch.ensure_valid()
+                self._note_max_timestamp(batch.max_timestamp, batch.last_offset)
+                if valid_bytes - last_index_entry > self.index_interval_bytes:
+                    self._offset_index.append(batch.last_offset, valid_bytes)
+                    self._time_index.maybe_append(
+                        self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far
+                    )
+                    last_index_entry = valid_bytes
+                valid_bytes += batch.size_in_bytes
+        except (CorruptRecordError, InvalidRecordError):
+            pass
+        self._time_index.maybe_append(
+            self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True
+        )
+        return valid_bytes
+
+    # --- sizes and offsets --------------------------------------------------------------------------------
+    @property
+    def size(self) -> int:
+        """Bytes of batches in the ``.log``."""
+        return self.log.size_in_bytes
+
+    def can_convert_to_relative_offset(self, offset: int) -> bool:
+        """Whether ``offset`` fits this segment (``0 <= offset - base <= 2**31 - 1``)."""
+        return 0 <= offset - self.base_offset <= _INT32_MAX
+
+    def ensure_offset_in_range(self, offset: int) -> None:
+        """Raise :class:`LogSegmentOffsetOverflowError` unless ``offset`` fits this segment."""
+        if not self.can_convert_to_relative_offset(offset):
+            raise LogSegmentOffsetOverflowError(
+                f"detected offset overflow at offset {offset} in segment {self}", self.base_offset, offset
+            )
+
+    def _note_max_timestamp(self, timestamp: int, offset: int) -> None:
+        current = self._max_ts_and_offset
+        if current is None:
+            current = self._load_max_timestamp()
+        if timestamp > current.timestamp:
+            self._max_ts_and_offset = TimestampOffset(timestamp, offset)
+
+    def _load_max_timestamp(self) -> TimestampOffset:
+        self._max_ts_and_offset = self.time_index.last_entry()
+        return self._max_ts_and_offset
+
+    @property
+    def max_timestamp_and_offset_so_far(self) -> TimestampOffset:
+        """The largest timestamp in the segment and the offset Kafka associates with it."""
+        if self._max_ts_and_offset is None:
+            return self._load_max_timestamp()
+        return self._max_ts_and_offset
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        """The largest record timestamp appended so far (-1 if none)."""
+        return self.max_timestamp_and_offset_so_far.timestamp
+
+    @property
+    def offset_of_max_timestamp_so_far(self) -> int:
+        """The (batch last) offset that carries :attr:`max_timestamp_so_far`."""
+        return self.max_timestamp_and_offset_so_far.offset
+
+    # --- append -------------------------------------------------------------------------------------------
+    def append(
+        self,
+        largest_offset: int,
+        largest_timestamp: int,
+        shallow_offset_of_max_timestamp: int,
+        records: MemoryRecords,
+    ) -> None:
+        """Append batches whose last offset is ``largest_offset``; maybe add index entries."""
+        if records.size_in_bytes <= 0:
+            return
+        physical_position = self.log.size_in_bytes
+        self.ensure_offset_in_range(largest_offset)
+        if physical_position == 0:
+            self._rolling_based_timestamp = largest_timestamp
+        self.log.append(records)
+        self._note_max_timestamp(largest_timestamp, shallow_offset_of_max_timestamp)
+        if self._bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(largest_offset, physical_position)
+            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
+            self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry += records.size_in_bytes
+
+    def append_from_file(self, records: FileRecords, start: int) -> int:
+        """Append whole batches of ``records`` from byte ``start`` while they fit this segment.
+
+        Used to split a segment whose offsets overflow. Returns the bytes appended.
+        """
+        position = start
+        size = records.size_in_bytes
+        while position < size:
+            bucket = self._batches_that_fit(records, position)
+            if bucket is None:
+                break
+            end, last_offset, max_ts, max_ts_offset = bucket
+            data = MemoryRecords(records.read(position, end - position))
+            self.append(last_offset, max_ts, max_ts_offset, data)
+            position = end
+        return position - start
+
+    def _batches_that_fit(self, records: FileRecords, position: int) -> tuple[int, int, int, int] | None:
+        end = position
+        last_offset = -1
+        max_ts = -1
+        max_ts_offset = -1
+        for batch in records.batches(position):
+            if not self.can_convert_to_relative_offset(batch.last_offset) or end - position > 1 << 20:
+                break
+            end = batch.position + batch.size_in_bytes
+            last_offset = batch.last_offset
+            if batch.max_timestamp > max_ts:
+                max_ts, max_ts_offset = batch.max_timestamp, batch.last_offset
+        if end == position:
+            return None
+        return end, last_offset, max_ts, max_ts_offset
+
+    def update_txn_index(self, completed_txn: CompletedTxnLike, last_stable_offset: int) -> None:
+        """Record ``completed_txn`` in the transaction index if it was aborted."""
+        if completed_txn.is_aborted:
+            self.txn_index.append(
+                AbortedTxn(
+                    completed_txn.producer_id,
+                    completed_txn.first_offset,
+                    completed_txn.last_offset,
+                    last_stable_offset,
+                )
+            )
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> TxnIndexSearchResult:
+        """Aborted transactions of this segment overlapping ``[fetch_offset, upper_bound_offset)``."""
+        return self.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
+
+    # --- lookups and reads --------------------------------------------------------------------------------
+    def translate_offset(self, offset: int, starting_file_position: int = 0) -> LogOffsetPosition | None:
+        """The batch holding ``offset`` (or the first one after it): its last offset, position and size."""
+        mapping = self.offset_index.lookup(offset)
+        return self.log.search_for_offset_with_size(offset, max(mapping.position, starting_file_position))
+
+    def read(
+        self,
+        start_offset: int,
+        max_size: int,
+        max_position: int | None = None,
+        min_one_message: bool = False,
+    ) -> FetchDataInfo | None:
+        """Read from the batch holding ``start_offset``, at most ``max_size`` bytes, not past ``max_position``.
+
+        Returns None if ``start_offset`` is beyond the segment. The records are a file slice (a view); they
+        may end with a partial batch. With ``min_one_message`` the first batch is returned whole even if it
+        is larger than ``max_size``.
+        """
+        if max_size < 0:
+            raise ValueError(f"invalid max size {max_size} for log read from segment {self.log}")
+        start = self.translate_offset(start_offset)
+        if start is None:
+            return None
+        metadata = LogOffsetMetadata(start_offset, self.base_offset, start.position)
+        adjusted_max_size = max(max_size, start.size) if min_one_message else max_size
+        if max_position is None:
+            max_position = self.size
+        if adjusted_max_size == 0:
+            return FetchDataInfo(metadata, MemoryRecords.EMPTY)
+        fetch_size = min(max_position - start.position, adjusted_max_size)
+        if fetch_size < 0:
+            fetch_size = 0
+        return FetchDataInfo(
+            metadata,
+            self.log.slice(start.position, fetch_size),
+            first_entry_incomplete=adjusted_max_size < start.size,
+        )
+
+    def fetch_upper_bound_offset(self, start_offset_position: OffsetPosition, fetch_size: int) -> int | None:
+        """An offset known to be at or beyond ``fetch_size`` bytes after the start position (via the index)."""
+        found = self.offset_index.fetch_upper_bound_offset(start_offset_position, fetch_size)
+        return None if found is None else found.offset
+
+    def read_next_offset(self) -> int:
+        """The offset after the segment's last batch (the base offset when empty)."""
+        start = self.offset_index.lookup(self.offset_index.last_offset).position
+        next_offset = self.base_offset
+        for batch in self.log.batches(start):
+            next_offset = batch.next_offset
+        return next_offset
+
+    def batches(self, start_position: int = 0) -> Iterator[RecordBatch]:
+        """Walk the segment's batches from a byte position."""
+        return self.log.batches(start_position)
+
+    def find_offset_by_timestamp(
+        self, timestamp: int, starting_offset: int | None = None
+    ) -> TimestampAndOffset | None:
+        """The first record at or after ``starting_offset`` with a timestamp >= ``timestamp``."""
+        starting_offset = self.base_offset if starting_offset is None else starting_offset
+        ts_entry = self.time_index.lookup(timestamp)
+        position = self.offset_index.lookup(max(ts_entry.offset, starting_offset)).position
+        return self.log.search_for_timestamp(timestamp, position, starting_offset)
+
+    # --- recovery and truncation --------------------------------------------------------------------------
+    def recover(
+        self,
+        producer_state: ProducerStateLike | None = None,
+        leader_epoch_cache: EpochCacheLike | None = None,
+    ) -> int:
+        """Validate every batch, rebuild all indexes, cut the invalid tail; return the bytes truncated.
+
+        Producer state and the leader epoch cache (when given) are replayed from the batches, and
+        aborted transactions are written to the rebuilt transaction index.
+        """
+        self._offset_index.reset()
+        self._time_index.reset()
+        self.txn_index.reset()
+        self._max_ts_and_offset = UNKNOWN_TIMESTAMP_OFFSET
+        valid_bytes = 0
+        last_index_entry = 0
+        try:
+            for batch in self.log.batches():
+                batch.ensure_valid()
+                self.ensure_offset_in_range(batch.last_offset)
+                self._note_max_timestamp(batch.max_timestamp, batch.last_offset)
+                if valid_bytes - last_index_entry > self.index_interval_bytes:
+                    self._offset_index.append(batch.last_offset, valid_bytes)
+                    self._time_index.maybe_append(
+                        self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far
+                    )
+                    last_index_entry = valid_bytes
+                valid_bytes += batch.size_in_bytes
+                if batch.magic >= MAGIC_V2:
+                    if leader_epoch_cache is not None and batch.partition_leader_epoch >= 0:
+                        latest = leader_epoch_cache.latest_epoch
+                        if latest is None or batch.partition_leader_epoch > latest:
+                            leader_epoch_cache.assign(batch.partition_leader_epoch, batch.base_offset)
+                    if producer_state is not None:
+                        completed = producer_state.update_from_batch(batch)
+                        if completed is not None:
+                            self.update_txn_index(completed, producer_state.last_stable_offset(completed))
+                            producer_state.complete_txn(completed)
+        except (CorruptRecordError, InvalidRecordError, InvalidOffsetError) as exc:
+            _log.warning(
+                "Found invalid messages in log segment %s at byte offset %d: %s",
+                self.log.path,
+                valid_bytes,
+                exc,
+            )
+        truncated = self.log.size_in_bytes - valid_bytes
+        if truncated > 0:
+            _log.debug(
+                "Truncated %d invalid bytes at the end of segment %s during recovery",
+                truncated,
+                self.log.path,
+            )
+            self.log.truncate_to(valid_bytes)
+        self._offset_index.trim_to_valid_size()
+        self._time_index.maybe_append(
+            self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True
+        )
+        self._time_index.trim_to_valid_size()
+        return truncated
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch at or after the one holding ``offset``; returns the bytes removed."""
+        had_timestamp = self.max_timestamp_so_far >= 0
+        mapping = self.translate_offset(offset)
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
+        # After truncation the indexes may look full (KAFKA-6492): give them their room back.
+        self.offset_index.resize(self.offset_index.max_index_size)
+        self.time_index.resize(self.time_index.max_index_size)
+        truncated = 0 if mapping is None else self.log.truncate_to(mapping.position)
+        if self.log.size_in_bytes == 0:
+            self.created = self._time.milliseconds()
+            self._rolling_based_timestamp = None
+        self._bytes_since_last_index_entry = 0
+        if had_timestamp:
+            self._load_largest_timestamp()
+        return truncated
+
+    def _load_largest_timestamp(self) -> None:
+        last = self.time_index.last_entry()
+        self._max_ts_and_offset = last
+        position = self.offset_index.lookup(last.offset).position
+        after = self.log.largest_timestamp_after(position)
+        if after.timestamp > last.timestamp:
+            self._max_ts_and_offset = after
+
+    # --- rolling ------------------------------------------------------------------------------------------
+    def _load_first_batch_timestamp(self) -> None:
+        if self._rolling_based_timestamp is None:
+            for batch in self.log.batches():
+                self._rolling_based_timestamp = batch.max_timestamp
+                break
+
+    @property
+    def rolling_based_timestamp(self) -> int | None:
+        """The first batch's max timestamp (what time-based rolling measures from)."""
+        self._load_first_batch_timestamp()
+        return self._rolling_based_timestamp
+
+    def time_waited_for_roll(self, now: int, message_timestamp: int) -> int:
+        """How long this segment has been filling, in record time when known, else wall-clock time."""
+        ts = self.rolling_based_timestamp
+        if ts is not None and ts >= 0:
+            return message_timestamp - ts
+        return now - self.created
+
+    def should_roll(self, params: RollParams) -> bool:
+        """Kafka's roll conditions: size, age (minus jitter), full indexes, relative offset overflow."""
+        reached_roll_ms = self.time_waited_for_roll(params.now, params.max_timestamp_in_messages) > (
+            params.max_segment_ms - self.roll_jitter_ms
+        )
+        size = self.size
+        return (
+            size > params.max_segment_bytes - params.messages_size
+            or (size > 0 and reached_roll_ms)
+            or self.offset_index.is_full()
+            or self.time_index.is_full()
+            or not self.can_convert_to_relative_offset(params.max_offset_in_messages)
+        )
+
+    def get_first_batch_timestamp(self) -> int:
+        """The first batch's max timestamp, or ``2**63 - 1`` when the segment is empty."""
+        for batch in self.log.batches():
+            return batch.max_timestamp
+        return 2**63 - 1
+
+    def on_become_inactive_segment(self) -> None:
+        """A roll made this segment read-only: final time-index entry, then trim indexes and ``.log``."""
+        self.time_index.maybe_append(
+            self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True
+        )
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+        self.log.trim()
+
+    def resize_indexes(self, size: int) -> None:
+        """Resize both indexes (the active segment's get their preallocation back at load)."""
+        self.offset_index.resize(size)
+        self.time_index.resize(size)
+
+    # --- timestamps of the files --------------------------------------------------------------------------
+    @property
+    def last_modified(self) -> int:
+        """The ``.log`` file's modification time, in epoch ms."""
+        return int(os.stat(self.log.path).st_mtime * 1000)
+
+    def set_last_modified(self, ms: int) -> None:
+        """Set the modification time of the ``.log`` and index files."""
+        seconds = ms / 1000.0
+        for path in (self.log.path, self._offset_index.path, self._time_index.path):
+            if path.exists():
+                os.utime(path, (seconds, seconds))
+
+    def largest_record_timestamp(self) -> int | None:
+        """The largest record timestamp, if any record has one."""
+        ts = self.max_timestamp_so_far
+        return ts if ts >= 0 else None
+
+    def largest_timestamp(self) -> int:
+        """The largest record timestamp, or the file's modification time without timestamps (retention)."""
+        ts = self.max_timestamp_so_far
+        return ts if ts >= 0 else self.last_modified
+
+    # --- file management ----------------------------------------------------------------------------------
+    def flush(self) -> None:
+        """fsync the ``.log`` and every index (creating index files that were never written)."""
+        self.log.flush()
+        self.offset_index.flush()
+        self.time_index.flush()
+        self.txn_index.flush()
+
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename all four files from ``old_suffix`` to ``new_suffix`` (e.g. ``""`` -> ``.deleted``)."""
+
+        def renamed(path: Path) -> Path:
+            name = path.name
+            if old_suffix and name.endswith(old_suffix):
+                name = name[: -len(old_suffix)]
+            return path.with_name(name + new_suffix)
+
+        self.log.rename_to(renamed(self.log.path))
+        self._offset_index.rename_to(renamed(self._offset_index.path))
+        self._time_index.rename_to(renamed(self._time_index.path))
+        self.txn_index.rename_to(renamed(self.txn_index.path))
+
+    def has_suffix(self, suffix: str) -> bool:
+        """Whether all files carry ``suffix``."""
+        return all(
+            p.name.endswith(suffix)
+            for p in (self.log.path, self._offset_index.path, self._time_index.path, self.txn_index.path)
+        )
+
+    def update_parent_dir(self, parent: Path) -> None:
+        """Point every file at ``parent`` after the directory was renamed."""
+        self.log.update_parent_dir(parent)
+        self._offset_index.update_parent_dir(parent)
+        self._time_index.update_parent_dir(parent)
+        self.txn_index.update_parent_dir(parent)
+
+    def sanity_check(self, time_index_file_newly_created: bool = False) -> None:
+        """Check the indexes as the loader does: a missing offset index or a bad txn index is an error."""
+        if not self._offset_index.path.exists():
+            raise FileNotFoundError(f"offset index file {self._offset_index.path} does not exist")
+        if time_index_file_newly_created:
+            self.time_index.resize(0)
+        try:
+            self.txn_index.sanity_check()
+        except KafkaError as exc:
+            if isinstance(exc, CorruptIndexError):
+                raise
+            raise CorruptIndexError(str(exc)) from exc
+
+    def close(self) -> None:
+        """Final time-index entry (if the max timestamp is known), trim and close everything."""
+        if self._max_ts_and_offset is not None and self._time_index.is_loaded:
+            self._time_index.maybe_append(
+                self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True
+            )
+        self._offset_index.close()
+        self._time_index.close()
+        self.log.close()
+        self.txn_index.close()
+
+    def close_handlers(self) -> None:
+        """Close file descriptors without flushing or trimming (the directory went offline)."""
+        self._offset_index.close_handler()
+        self._time_index.close_handler()
+        self.log.close_handlers()
+        self.txn_index.close()
+
+    def delete_if_exists(self) -> None:
+        """Delete all four files (missing ones are fine)."""
+        self.log.delete()
+        self._offset_index.delete_if_exists()
+        self._time_index.delete_if_exists()
+        self.txn_index.delete_if_exists()
+
+    @property
+    def deleted(self) -> bool:
+        """Whether the ``.log`` file no longer exists."""
+        return not self.log.path.exists()
+
+    def __repr__(self) -> str:
+        return f"LogSegment(baseOffset={self.base_offset}, size={self.size}, lastModifiedTime={self.created})"

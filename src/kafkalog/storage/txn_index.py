@@ -1,0 +1,202 @@
+"""The aborted-transaction index of a segment: ``.txnindex`` (Kafka's ``TransactionIndex``).
+
+34-byte big-endian entries, one per **aborted** transaction whose ABORT marker is in this segment,
+appended in strictly increasing ``lastOffset`` order, never preallocated::
+
+    version int16 (0) · producerId int64 · firstOffset int64 · lastOffset int64 · lastStableOffset int64
+
+``lastOffset`` is the marker's offset; ``lastStableOffset`` is the log's LSO when the marker was written
+(the first offset of the earliest other open transaction, else ``lastOffset + 1``). A trailing partial
+entry (< 34 bytes) is ignored, as Kafka's iterator does; an entry with a version other than 0 is an error.
+
+The file is created on the first append; it is read once, lazily, and kept in memory (it is small).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+from bisect import bisect_left
+from pathlib import Path
+from typing import Final, NamedTuple
+
+from kafkalog.errors import CorruptIndexError, KafkaError
+
+__all__ = ["ABORTED_TXN_SIZE", "AbortedTxn", "TransactionIndex", "TxnIndexSearchResult"]
+
+ABORTED_TXN_SIZE: Final = 34
+_ENTRY = struct.Struct(">hqqqq")
+_O_CLOEXEC: Final = getattr(os, "O_CLOEXEC", 0)
+
+
+class AbortedTxn(NamedTuple):
+    """An aborted transaction: its producer, offset range and the LSO when it was aborted."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+    version: int = 0
+
+    def to_bytes(self) -> bytes:
+        """The 34-byte entry."""
+        return _ENTRY.pack(
+            self.version, self.producer_id, self.first_offset, self.last_offset, self.last_stable_offset
+        )
+
+    @classmethod
+    def from_bytes(cls, data: bytes | memoryview, offset: int = 0) -> AbortedTxn:
+        """Parse the entry at ``data[offset:]``."""
+        version, pid, first, last, lso = _ENTRY.unpack_from(data, offset)
+        return cls(pid, first, last, lso, version)
+
+
+class TxnIndexSearchResult(NamedTuple):
+    """Aborted transactions overlapping a fetch, and whether the search could stop in this segment."""
+
+    aborted_transactions: list[AbortedTxn]
+    is_complete: bool
+
+
+class TransactionIndex:
+    """Aborted transactions of one segment, in marker-offset order."""
+
+    def __init__(self, start_offset: int, path: Path | str) -> None:
+        self.start_offset = start_offset
+        self._path = Path(path)
+        self._lock = threading.RLock()
+        self._entries: list[AbortedTxn] | None = None
+        self._fd = -1
+
+    @property
+    def path(self) -> Path:
+        """The index file's current path."""
+        return self._path
+
+    def _load(self) -> list[AbortedTxn]:
+        if self._entries is None:
+            entries: list[AbortedTxn] = []
+            try:
+                data = self._path.read_bytes()
+            except FileNotFoundError:
+                data = b""
+            for pos in range(0, len(data) - ABORTED_TXN_SIZE + 1, ABORTED_TXN_SIZE):
+                txn = AbortedTxn.from_bytes(data, pos)
+                if txn.version != 0:
+                    raise KafkaError(
+                        f"unexpected aborted transaction version {txn.version} in transaction index {self._path}, "
+                        "current version is 0"
+                    )
+                entries.append(txn)
+            self._entries = entries
+        return self._entries
+
+    def _ensure_fd(self) -> int:
+        if self._fd < 0:
+            self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT | _O_CLOEXEC, 0o644)
+        return self._fd
+
+    def append(self, txn: AbortedTxn) -> None:
+        """Record an aborted transaction (its last offset must exceed every earlier one)."""
+        with self._lock:
+            entries = self._load()
+            if entries and txn.last_offset <= entries[-1].last_offset:
+                raise ValueError(
+                    f"the last offset of appended transactions must increase sequentially, but {txn.last_offset} "
+                    f"is not greater than current last offset {entries[-1].last_offset} of index {self._path}"
+                )
+            fd = self._ensure_fd()
+            os.pwrite(fd, txn.to_bytes(), len(entries) * ABORTED_TXN_SIZE)
+            entries.append(txn)
+
+    def all_aborted_txns(self) -> list[AbortedTxn]:
+        """Every entry."""
+        with self._lock:
+            return list(self._load())
+
+    @property
+    def is_empty(self) -> bool:
+        """Whether there is no entry."""
+        with self._lock:
+            return not self._load()
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> TxnIndexSearchResult:
+        """Aborted transactions with ``last_offset >= fetch_offset`` and ``first_offset < upper_bound_offset``.
+
+        The search is complete (later segments need not be searched) once an entry's LSO reaches the upper
+        bound.
+        """
+        with self._lock:
+            found: list[AbortedTxn] = []
+            for txn in self._load():
+                if txn.last_offset >= fetch_offset and txn.first_offset < upper_bound_offset:
+                    found.append(txn)
+                if txn.last_stable_offset >= upper_bound_offset:
+                    return TxnIndexSearchResult(found, True)
+            return TxnIndexSearchResult(found, False)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry whose last offset is >= ``offset``."""
+        with self._lock:
+            entries = self._load()
+            keep = bisect_left([t.last_offset for t in entries], offset)
+            if keep < len(entries):
+                del entries[keep:]
+                if self._path.exists():
+                    os.truncate(self._path, keep * ABORTED_TXN_SIZE)
+
+    def reset(self) -> None:
+        """Drop every entry (recovery rebuilds the index)."""
+        with self._lock:
+            self._entries = []
+            if self._path.exists():
+                os.truncate(self._path, 0)
+
+    def flush(self) -> None:
+        """fsync the file if it is open."""
+        with self._lock:
+            if self._fd >= 0:
+                os.fsync(self._fd)
+
+    def close(self) -> None:
+        """Close the file descriptor."""
+        with self._lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+
+    def delete_if_exists(self) -> bool:
+        """Close and delete the file; returns whether it existed."""
+        with self._lock:
+            self.close()
+            self._entries = None
+            try:
+                self._path.unlink()
+                return True
+            except FileNotFoundError:
+                return False
+
+    def rename_to(self, path: Path) -> None:
+        """Rename the file if it exists."""
+        with self._lock:
+            try:
+                os.replace(self._path, path)
+            except FileNotFoundError:
+                pass
+            self._path = path
+
+    def update_parent_dir(self, parent: Path) -> None:
+        """Point at the file's new location after its directory was renamed."""
+        with self._lock:
+            self._path = parent / self._path.name
+
+    def sanity_check(self) -> None:
+        """Every entry's last offset must be at or after the segment's base offset."""
+        with self._lock:
+            for txn in self._load():
+                if txn.last_offset < self.start_offset:
+                    raise CorruptIndexError(
+                        f"last offset of aborted transaction {txn} in index {self._path} is less than start offset "
+                        f"{self.start_offset}"
+                    )
