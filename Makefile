@@ -4,6 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 PYTEST_ARGS ?=
+LINT_DIRS := src tests $(wildcard bench)
 
 .PHONY: all venv test lint typecheck unit demo bench bench-quick clean
 
@@ -21,8 +22,8 @@ $(STAMP): $(PY) pyproject.toml
 venv: $(STAMP)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests bench
-	$(VENV)/bin/ruff format --check src tests bench
+	$(VENV)/bin/ruff check $(LINT_DIRS)
+	$(VENV)/bin/ruff format --check $(LINT_DIRS)
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
