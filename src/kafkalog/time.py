@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time as _time
+from collections.abc import Callable
 from typing import Protocol
 
 __all__ = ["SYSTEM_TIME", "MockTime", "SystemTime", "Time"]
@@ -53,6 +54,11 @@ class MockTime:
         self._ms = ms
         self._ns = 0
         self.auto_tick_ms = auto_tick_ms
+        self._listeners: list[Callable[[], None]] = []
+
+    def add_listener(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` after every :meth:`sleep` (a MockScheduler runs its due tasks)."""
+        self._listeners.append(listener)
 
     def milliseconds(self) -> int:
         with self._lock:
@@ -68,3 +74,5 @@ class MockTime:
         with self._lock:
             self._ms += int(ms)
             self._ns += int(ms * 1_000_000)
+        for listener in list(self._listeners):
+            listener()

@@ -22,3 +22,8 @@ def cli() -> None:
 def main() -> None:
     """Console-script entry point."""
     cli()
+
+
+from kafkalog.cli.dump import dump  # noqa: E402 - subcommands register after the group exists
+
+cli.add_command(dump)

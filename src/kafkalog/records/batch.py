@@ -40,10 +40,10 @@ from typing import Final
 from crc32c import crc32c
 
 from kafkalog.errors import CorruptRecordError, InvalidRecordError
+from kafkalog.records._kernels import RecordIndex, as_uint8, index_records
 from kafkalog.records.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, Compression, decompress
 from kafkalog.records.control import ControlRecordType, EndTransactionMarker
 from kafkalog.records.record import Header, Record, TimestampType
-from kafkalog.records.varint import decode_varint, decode_varlong
 
 __all__ = [
     "ATTR_COMPRESSION_MASK",
@@ -92,11 +92,19 @@ _PLE_OFFSET: Final = 12
 _INT32_MAX: Final = (1 << 31) - 1
 
 
+def _i32(value: int) -> int:
+    """Java ``int`` arithmetic: wrap to a signed 32-bit value."""
+    return ((value + 2**31) & 0xFFFFFFFF) - 2**31
+
+
 def increment_sequence(sequence: int, increment: int) -> int:
-    """Kafka's ``DefaultRecordBatch.incrementSequence``: add, wrapping from ``2**31 - 1`` to 0."""
-    if sequence > _INT32_MAX - increment:
-        return increment - (_INT32_MAX - sequence) - 1
-    return sequence + increment
+    """Kafka's ``DefaultRecordBatch.incrementSequence``: add, wrapping from ``2**31 - 1`` to 0.
+
+    Computed with Java's 32-bit overflow, so damaged headers (e.g. a negative delta) give Kafka's answer.
+    """
+    if sequence > _i32(_INT32_MAX - increment):
+        return _i32(_i32(increment - _i32(_INT32_MAX - sequence)) - 1)
+    return _i32(sequence + increment)
 
 
 class RecordDetail:
@@ -429,34 +437,71 @@ class DefaultRecordBatch(RecordBatch):
             decompress(codec, self._buf[start:end], max_decompressed_bytes, position=self.position)
         )
 
-    def record_details(
-        self, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
-    ) -> Iterator[RecordDetail]:
+    def _index(self, max_decompressed_bytes: int) -> tuple[bytes | memoryview, RecordIndex] | None:
+        """Decompress if needed and index the records with the single v2 record parser (the numba kernel)."""
         count = self._count
         if count < 0:
             raise InvalidRecordError(
                 f"found invalid record count {count} in magic v2 batch", position=self.position
             )
         if count == 0:
+            return None
+        if self._size < RECORD_BATCH_OVERHEAD:
+            raise CorruptRecordError(
+                f"record batch is corrupt (the size {self._size} is smaller than the minimum allowed overhead "
+                f"{RECORD_BATCH_OVERHEAD})",
+                position=self.position,
+            )
+        lat = self._max_timestamp if self._attributes & ATTR_TIMESTAMP_TYPE else None
+        payload: bytes | memoryview
+        if self._attributes & ATTR_COMPRESSION_MASK:
+            payload = bytes(self.records_payload(max_decompressed_bytes))
+            start, end, origin = 0, len(payload), self.position
+        else:
+            payload = bytes(self._buf[self._off : self._off + self._size])
+            start, end, origin = RECORD_BATCH_OVERHEAD, self._size, self.position
+        try:
+            idx = index_records(
+                as_uint8(payload),
+                start,
+                end,
+                count,
+                base_offset=self._base_offset,
+                base_timestamp=self._base_timestamp,
+                log_append_time=lat,
+            )
+        except InvalidRecordError as exc:
+            pos = exc.position
+            message = str(exc).split(" (at byte position")[0]
+            raise InvalidRecordError(message, position=None if pos is None else origin + pos) from None
+        return payload, idx
+
+    def records(self, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> Iterator[Record]:
+        indexed = self._index(max_decompressed_bytes)
+        if indexed is None:
+            return iter(())
+        payload, idx = indexed
+        return iter(_build_records(payload, idx))
+
+    def record_details(
+        self, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
+    ) -> Iterator[RecordDetail]:
+        indexed = self._index(max_decompressed_bytes)
+        if indexed is None:
             return
-        payload = self.records_payload(max_decompressed_bytes)
-        base_offset = self._base_offset
-        base_ts = self._base_timestamp
-        log_append_time = self._max_timestamp if self._attributes & ATTR_TIMESTAMP_TYPE else None
+        payload, idx = indexed
+        records = _build_records(payload, idx)
+        base = self._base_offset
         base_seq = self._base_sequence
         control = bool(self._attributes & ATTR_CONTROL)
-        payload_origin = self.position + RECORD_BATCH_OVERHEAD if not self.is_compressed else self.position
-        for offset_delta, ts_delta, key, value, headers, size in _decode_records(
-            payload, count, payload_origin
-        ):
-            ts = log_append_time if log_append_time is not None else base_ts + ts_delta
-            record = Record(base_offset + offset_delta, ts, key, value, headers)
-            seq = NO_SEQUENCE if base_seq == NO_SEQUENCE else increment_sequence(base_seq, offset_delta)
+        for record, size in zip(records, idx.record_size.tolist(), strict=True):
+            delta = record.offset - base
+            seq = NO_SEQUENCE if base_seq == NO_SEQUENCE else increment_sequence(base_seq, delta)
             if control:
-                ctype = ControlRecordType.parse(key)
+                ctype = ControlRecordType.parse(record.key)
                 epoch = None
                 if ctype in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
-                    epoch = EndTransactionMarker.deserialize(key, value).coordinator_epoch
+                    epoch = EndTransactionMarker.deserialize(record.key, record.value).coordinator_epoch
                 yield RecordDetail(record, seq, size, ctype, epoch)
             else:
                 yield RecordDetail(record, seq, size)
@@ -506,92 +551,44 @@ class DefaultRecordBatch(RecordBatch):
         self._crc = crc
 
 
-def _decode_records(
-    payload: memoryview, count: int, origin: int
-) -> Iterator[tuple[int, int, bytes | None, bytes | None, tuple[Header, ...], int]]:
-    """Decode exactly ``count`` records filling ``payload``.
-
-    Yields ``(offset_delta, timestamp_delta, key, value, headers, size_in_bytes)``. ``origin`` is the
-    buffer position of ``payload[0]`` (for error messages).
-    """
-    end = len(payload)
-    pos = 0
-    for _ in range(count):
-        start = pos
-        if pos >= end:
-            raise InvalidRecordError(
-                "record count is larger than the records in the batch", position=origin + pos
-            )
-        body, pos = decode_varint(payload, pos, end)
-        body_start = pos
-        if body < 0 or body > end - pos:
-            raise InvalidRecordError(
-                f"invalid record size: expected {body} bytes in record payload, but the batch has only "
-                f"{end - pos} remaining bytes",
-                position=origin + start,
-            )
-        rec_end = pos + body
-        try:
-            pos += 1  # attributes: unused
-            ts_delta, pos = decode_varlong(payload, pos, rec_end)
-            offset_delta, pos = decode_varint(payload, pos, rec_end)
-            klen, pos = decode_varint(payload, pos, rec_end)
-            key = None
-            if klen >= 0:
-                if pos + klen > rec_end:
-                    raise InvalidRecordError("record key runs past the record", position=origin + pos)
-                key = bytes(payload[pos : pos + klen])
-                pos += klen
-            vlen, pos = decode_varint(payload, pos, rec_end)
-            value = None
-            if vlen >= 0:
-                if pos + vlen > rec_end:
-                    raise InvalidRecordError("record value runs past the record", position=origin + pos)
-                value = bytes(payload[pos : pos + vlen])
-                pos += vlen
-            nheaders, pos = decode_varint(payload, pos, rec_end)
-            if nheaders < 0:
-                raise InvalidRecordError(
-                    f"found invalid number of record headers {nheaders}", position=origin + pos
-                )
-            if nheaders > rec_end - pos:
-                raise InvalidRecordError(
-                    f"found invalid number of record headers {nheaders}", position=origin + pos
-                )
-            headers: tuple[Header, ...] = ()
-            if nheaders:
-                hs = []
-                for _h in range(nheaders):
-                    hklen, pos = decode_varint(payload, pos, rec_end)
-                    if hklen < 0:
-                        raise InvalidRecordError("invalid negative header key size", position=origin + pos)
-                    if pos + hklen > rec_end:
-                        raise InvalidRecordError("header key runs past the record", position=origin + pos)
-                    hkey = bytes(payload[pos : pos + hklen]).decode("utf-8", "replace")
-                    pos += hklen
-                    hvlen, pos = decode_varint(payload, pos, rec_end)
-                    hval = None
-                    if hvlen >= 0:
-                        if pos + hvlen > rec_end:
-                            raise InvalidRecordError(
-                                "header value runs past the record", position=origin + pos
-                            )
-                        hval = bytes(payload[pos : pos + hvlen])
-                        pos += hvlen
-                    hs.append(Header(hkey, hval))
-                headers = tuple(hs)
-        except InvalidRecordError as exc:
-            if "runs past the end" in str(exc):
-                raise InvalidRecordError("found invalid record structure", position=origin + start) from exc
-            raise
-        if pos != rec_end:
-            raise InvalidRecordError(
-                f"invalid record size: expected to read {body} bytes in record payload, but instead read "
-                f"{pos - body_start}",
-                position=origin + start,
-            )
-        yield offset_delta, ts_delta, key, value, headers, pos - start
-    if pos != end:
-        raise InvalidRecordError(
-            "incorrect declared batch size, records still remaining in the batch", position=origin + pos
+def _build_records(payload: bytes | memoryview, idx: RecordIndex) -> list[Record]:
+    """``Record`` objects from the kernel's index (keys, values and headers are sliced out as bytes)."""
+    data = payload if isinstance(payload, bytes) else bytes(payload)
+    offsets = idx.offsets.tolist()
+    timestamps = idx.timestamps.tolist()
+    key_pos = idx.key_pos.tolist()
+    key_len = idx.key_len.tolist()
+    value_pos = idx.value_pos.tolist()
+    value_len = idx.value_len.tolist()
+    rows = zip(offsets, timestamps, key_pos, key_len, value_pos, value_len, strict=True)
+    if not len(idx.header_key_pos):
+        return [
+            Record(o, t, None if kl < 0 else data[kp : kp + kl], None if vl < 0 else data[vp : vp + vl])
+            for o, t, kp, kl, vp, vl in rows
+        ]
+    h_start = idx.header_start.tolist()
+    h_count = idx.header_count.tolist()
+    names: dict[bytes, str] = {}
+    all_headers = []
+    for kp, kl, vp, vl in zip(
+        idx.header_key_pos.tolist(),
+        idx.header_key_len.tolist(),
+        idx.header_value_pos.tolist(),
+        idx.header_value_len.tolist(),
+        strict=True,
+    ):
+        raw = data[kp : kp + kl]
+        name = names.get(raw)
+        if name is None:
+            name = names[raw] = raw.decode("utf-8", "replace")
+        all_headers.append(Header(name, None if vl < 0 else data[vp : vp + vl]))
+    return [
+        Record(
+            o,
+            t,
+            None if kl < 0 else data[kp : kp + kl],
+            None if vl < 0 else data[vp : vp + vl],
+            tuple(all_headers[hs : hs + hc]) if hc else (),
         )
+        for (o, t, kp, kl, vp, vl), hs, hc in zip(rows, h_start, h_count, strict=True)
+    ]

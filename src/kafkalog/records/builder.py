@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 
 from crc32c import crc32c
 
+from kafkalog.records._encode import encode_records
 from kafkalog.records.batch import (
     ATTR_CONTROL,
     ATTR_DELETE_HORIZON,
@@ -38,55 +39,8 @@ from kafkalog.records.compression import Compression, compress
 from kafkalog.records.control import EndTransactionMarker
 from kafkalog.records.memory_records import MemoryRecords
 from kafkalog.records.record import Header, Record, SimpleRecord, TimestampType
-from kafkalog.records.varint import encode_varint, encode_varlong
 
-__all__ = ["MemoryRecordsBuilder", "encode_record"]
-
-_NULL = encode_varint(-1)
-_ZERO = b"\x00"
-
-
-def _encode_headers(headers: Sequence[Header] | Sequence[tuple[str, bytes | None]]) -> list[bytes]:
-    parts = [encode_varint(len(headers))]
-    for hkey, hval in headers:
-        if hkey is None:
-            raise ValueError("invalid null header key found in headers")
-        kb = hkey.encode("utf-8")
-        parts.append(encode_varint(len(kb)))
-        parts.append(kb)
-        if hval is None:
-            parts.append(_NULL)
-        else:
-            parts.append(encode_varint(len(hval)))
-            parts.append(bytes(hval))
-    return parts
-
-
-def encode_record(
-    offset_delta: int,
-    timestamp_delta: int,
-    key: bytes | None,
-    value: bytes | None,
-    headers: Sequence[Header] | Sequence[tuple[str, bytes | None]] = (),
-) -> bytes:
-    """One v2 record, with its length prefix."""
-    parts = [_ZERO, encode_varlong(timestamp_delta), encode_varint(offset_delta)]
-    if key is None:
-        parts.append(_NULL)
-    else:
-        parts.append(encode_varint(len(key)))
-        parts.append(bytes(key))
-    if value is None:
-        parts.append(_NULL)
-    else:
-        parts.append(encode_varint(len(value)))
-        parts.append(bytes(value))
-    if headers:
-        parts.extend(_encode_headers(headers))
-    else:
-        parts.append(_ZERO)
-    body = b"".join(parts)
-    return encode_varint(len(body)) + body
+__all__ = ["MemoryRecordsBuilder"]
 
 
 class MemoryRecordsBuilder:
@@ -122,7 +76,12 @@ class MemoryRecordsBuilder:
         self.is_control_batch = is_control_batch
         self.partition_leader_epoch = partition_leader_epoch
         self.delete_horizon_ms = delete_horizon_ms
-        self._parts: list[bytes] = []
+        self._timestamps: list[int] = []
+        self._offset_deltas: list[int] = []
+        self._keys: list[bytes | None] = []
+        self._values: list[bytes | None] = []
+        self._headers: list[tuple[tuple[str, bytes | None], ...]] = []
+        self._has_headers = False
         self._num_records = 0
         self._last_offset: int | None = None
         self._first_timestamp: int | None = delete_horizon_ms
@@ -181,9 +140,16 @@ class MemoryRecordsBuilder:
             raise ValueError(f"invalid negative timestamp {timestamp}")
         if self._first_timestamp is None:
             self._first_timestamp = timestamp
-        self._parts.append(
-            encode_record(offset - self.base_offset, timestamp - self._first_timestamp, key, value, headers)
-        )
+        hs = tuple(headers)
+        for hkey, _hval in hs:
+            if hkey is None:
+                raise ValueError("invalid null header key found in headers")
+        self._timestamps.append(timestamp)
+        self._offset_deltas.append(offset - self.base_offset)
+        self._keys.append(key)
+        self._values.append(value)
+        self._headers.append(hs)
+        self._has_headers = self._has_headers or bool(hs)
         self._num_records += 1
         self._last_offset = offset
         if timestamp > self._max_timestamp:
@@ -196,18 +162,64 @@ class MemoryRecordsBuilder:
         now_ms: int | None = None,
     ) -> None:
         """Append records at sequential offsets (see :meth:`MemoryRecords.build` for accepted items)."""
+        if self._built is not None:
+            raise RuntimeError("the builder is closed")
+        if self.is_control_batch:
+            raise ValueError("control records can only be appended to control batches")
         now = int(time.time() * 1000) if now_ms is None else now_ms
-        for item in records:
-            if isinstance(item, (bytes, bytearray, memoryview)):
-                self.append(now, None, bytes(item))
-            elif isinstance(item, SimpleRecord):
-                ts = now if item.timestamp is None else item.timestamp
-                self.append(ts, item.key, item.value, item.headers)
-            elif isinstance(item, Record):
-                self.append(item.timestamp, item.key, item.value, item.headers)
-            else:
-                key, value = item
-                self.append(now, key, value)
+        items = records if isinstance(records, list) else list(records)
+        if not items:
+            return
+        if all(type(r) is SimpleRecord for r in items):
+            ts = [now if r.timestamp is None else r.timestamp for r in items]  # type: ignore[union-attr]
+            keys = [r.key for r in items]  # type: ignore[union-attr]
+            values = [r.value for r in items]  # type: ignore[union-attr]
+            headers = [tuple(r.headers) for r in items]  # type: ignore[union-attr]
+        else:
+            ts, keys, values, headers = [], [], [], []
+            for item in items:
+                if isinstance(item, (bytes, bytearray, memoryview)):
+                    ts.append(now)
+                    keys.append(None)
+                    values.append(bytes(item))
+                    headers.append(())
+                elif isinstance(item, (SimpleRecord, Record)):
+                    ts.append(now if item.timestamp is None else item.timestamp)
+                    keys.append(item.key)
+                    values.append(item.value)
+                    headers.append(tuple(item.headers))
+                else:
+                    key, value = item
+                    ts.append(now)
+                    keys.append(key)
+                    values.append(value)
+                    headers.append(())
+        bad = [t for t in ts if t < -1]
+        if bad:
+            raise ValueError(f"invalid negative timestamp {bad[0]}")
+        start = self.next_sequential_offset()
+        if start + len(items) - 1 - self.base_offset > 0x7FFFFFFF:
+            raise ValueError(
+                f"offset {start + len(items) - 1} is too far from the base offset {self.base_offset}"
+            )
+        has_headers = any(headers)
+        if has_headers:
+            for hs in headers:
+                for hkey, _hval in hs:
+                    if hkey is None:
+                        raise ValueError("invalid null header key found in headers")
+        if self._first_timestamp is None:
+            self._first_timestamp = ts[0]
+        rel = start - self.base_offset
+        self._timestamps.extend(ts)
+        self._offset_deltas.extend(range(rel, rel + len(items)))
+        self._keys.extend(keys)
+        self._values.extend(values)
+        self._headers.extend(headers)
+        self._has_headers = self._has_headers or has_headers
+        self._num_records += len(items)
+        self._last_offset = start + len(items) - 1
+        self._max_timestamp = max(self._max_timestamp, max(ts))
 
     def append_end_txn_marker(self, timestamp: int, marker: EndTransactionMarker) -> None:
         """Append a COMMIT/ABORT control record (the batch must be a transactional control batch)."""
@@ -240,8 +252,16 @@ class MemoryRecordsBuilder:
         if self._num_records == 0:
             self._built = MemoryRecords.EMPTY
             return self._built
-        payload = b"".join(self._parts)
-        self._parts = []
+        first_ts = self._first_timestamp
+        assert first_ts is not None
+        payload = encode_records(
+            [t - first_ts for t in self._timestamps],
+            self._offset_deltas,
+            self._keys,
+            self._values,
+            self._headers if self._has_headers else None,
+        )
+        self._timestamps, self._offset_deltas, self._keys, self._values, self._headers = [], [], [], [], []
         if self.compression is not Compression.NONE:
             payload = compress(self.compression, payload, self.compression_level)
         attributes = int(self.compression)

@@ -24,7 +24,7 @@ import os
 import random
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from kafkalog.errors import (
     CorruptIndexError,
@@ -57,7 +57,10 @@ from kafkalog.storage.types import (
 )
 from kafkalog.time import SYSTEM_TIME, Time
 
-__all__ = ["CompletedTxnLike", "EpochCacheLike", "LogSegment", "ProducerStateLike"]
+__all__ = ["TO_SEGMENT_END", "CompletedTxnLike", "EpochCacheLike", "LogSegment", "ProducerStateLike"]
+
+#: ``max_position`` for :meth:`LogSegment.read` meaning "up to the end of the segment".
+TO_SEGMENT_END = -1
 
 _log = logging.getLogger("kafkalog.storage.segment")
 _INT32_MAX = 2**31 - 1
@@ -68,24 +71,28 @@ DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
 class CompletedTxnLike(Protocol):
     """A transaction that a marker completed (see ``kafkalog.log.producer_state``)."""
 
-    producer_id: int
-    first_offset: int
-    last_offset: int
-    is_aborted: bool
+    @property
+    def producer_id(self) -> int: ...
+    @property
+    def first_offset(self) -> int: ...
+    @property
+    def last_offset(self) -> int: ...
+    @property
+    def is_aborted(self) -> bool: ...
 
 
 class ProducerStateLike(Protocol):
     """What segment recovery needs from the producer state manager."""
 
-    def update_from_batch(self, batch: RecordBatch) -> CompletedTxnLike | None:
-        """Replay one batch (as a follower would); return the transaction it completed, if any."""
+    def update_from_batch(self, batch: RecordBatch) -> Any:
+        """Replay one batch (as a follower would); return the transaction it completed (CompletedTxnLike) or None."""
         ...
 
-    def last_stable_offset(self, completed_txn: CompletedTxnLike) -> int:
-        """The LSO at the time ``completed_txn`` completed."""
+    def last_stable_offset(self, completed: Any) -> int:
+        """The LSO at the time ``completed`` completed."""
         ...
 
-    def complete_txn(self, completed_txn: CompletedTxnLike) -> None:
+    def complete_txn(self, completed: Any) -> None:
         """Mark the transaction complete."""
         ...
 
@@ -352,14 +359,15 @@ class LogSegment:
         self,
         start_offset: int,
         max_size: int,
-        max_position: int | None = None,
+        max_position: int | None = TO_SEGMENT_END,
         min_one_message: bool = False,
     ) -> FetchDataInfo | None:
         """Read from the batch holding ``start_offset``, at most ``max_size`` bytes, not past ``max_position``.
 
         Returns None if ``start_offset`` is beyond the segment. The records are a file slice (a view); they
         may end with a partial batch. With ``min_one_message`` the first batch is returned whole even if it
-        is larger than ``max_size``.
+        is larger than ``max_size``. ``max_position`` is :data:`TO_SEGMENT_END` for no limit, or None when
+        the limit is unknown (Kafka's empty ``Optional``): the read then returns no records.
         """
         if max_size < 0:
             raise ValueError(f"invalid max size {max_size} for log read from segment {self.log}")
@@ -368,10 +376,10 @@ class LogSegment:
             return None
         metadata = LogOffsetMetadata(start_offset, self.base_offset, start.position)
         adjusted_max_size = max(max_size, start.size) if min_one_message else max_size
-        if max_position is None:
-            max_position = self.size
-        if adjusted_max_size == 0:
+        if adjusted_max_size == 0 or max_position is None:
             return FetchDataInfo(metadata, MemoryRecords.EMPTY)
+        if max_position == TO_SEGMENT_END:
+            max_position = self.size
         fetch_size = min(max_position - start.position, adjusted_max_size)
         if fetch_size < 0:
             fetch_size = 0
@@ -530,10 +538,9 @@ class LogSegment:
         )
 
     def get_first_batch_timestamp(self) -> int:
-        """The first batch's max timestamp, or ``2**63 - 1`` when the segment is empty."""
-        for batch in self.log.batches():
-            return batch.max_timestamp
-        return 2**63 - 1
+        """:attr:`rolling_based_timestamp` when known and >= 0, else ``2**63 - 1`` (empty or no timestamps)."""
+        ts = self.rolling_based_timestamp
+        return ts if ts is not None and ts >= 0 else 2**63 - 1
 
     def on_become_inactive_segment(self) -> None:
         """A roll made this segment read-only: final time-index entry, then trim indexes and ``.log``."""

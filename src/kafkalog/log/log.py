@@ -1,0 +1,905 @@
+"""Log: one topic partition's log — offsets, validation, producer state, retention (Kafka's ``UnifiedLog``).
+
+``Log`` holds the state and the policy; :class:`~kafkalog.log.local_log.LocalLog` does the file work.
+
+Invariants (checked by the tests and assumed everywhere):
+
+* ``log_start_offset <= high_watermark <= log_end_offset``; the recovery point is <= the log end offset
+  and >= the log start offset.
+* Offsets only grow on append; a rejected append changes nothing on disk or in memory.
+* There is always an active segment; segments whose offsets reach past the high watermark are never
+  deleted by retention.
+* The last stable offset is ``min(first unstable offset, high watermark)``.
+* One writer at a time (``self.lock``); readers take no lock: they work from immutable offset metadata and
+  segment snapshots, and a segment deleted under a reader yields :class:`OffsetOutOfRangeError`, never a
+  crash.
+
+Logging uses Kafka's prefix ``[Log partition=<topic>-<p>, dir=<parent>] `` and Kafka's messages for load,
+roll and deletion.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from kafkalog.errors import (
+    InconsistentTopicIdError,
+    InvalidRecordError,
+    KafkaError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+    UnexpectedAppendOffsetError,
+)
+from kafkalog.log import retention
+from kafkalog.log.checkpoint import read_partition_metadata, write_partition_metadata
+from kafkalog.log.config import LogConfig
+from kafkalog.log.leader_epoch import LeaderEpochFileCache
+from kafkalog.log.loader import LoadedLog, load_log, rebuild_producer_state, split_overflowed_segment
+from kafkalog.log.local_log import LocalLog, LogDirFailureHandler, replace_segments
+from kafkalog.log.names import TopicPartition, parse_topic_partition_name
+from kafkalog.log.producer_state import BatchMetadata, CompletedTxn, ProducerAppendInfo, ProducerStateManager
+from kafkalog.log.scheduler import ScheduledTask, Scheduler
+from kafkalog.log.types import AppendOrigin, FetchIsolation, LogAppendInfo, LogOffsetSnapshot
+from kafkalog.log.validator import analyze_and_validate_records, validate_and_assign_offsets
+from kafkalog.records import Compression, MemoryRecords, Record, SimpleRecord
+from kafkalog.records.batch import MAGIC_V2
+from kafkalog.storage import FetchDataInfo, LogOffsetMetadata, LogSegment, RollParams, TimestampAndOffset
+from kafkalog.time import SYSTEM_TIME, Time
+
+__all__ = ["EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "Log"]
+
+_log = logging.getLogger("kafkalog.log")
+UNKNOWN_OFFSET = -1
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+_INT32_MAX = 2**31 - 1
+
+
+class _LogAdapter(logging.LoggerAdapter):  # type: ignore[type-arg]
+    def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
+        return f"{self.extra['prefix']}{msg}", kwargs  # type: ignore[index]
+
+
+class Log:
+    """The log of one topic partition (see the module doc)."""
+
+    def __init__(
+        self,
+        local_log: LocalLog,
+        log_start_offset: int,
+        producer_state: ProducerStateManager,
+        leader_epoch_cache: LeaderEpochFileCache,
+        topic_id: uuid.UUID | None = None,
+        had_clean_shutdown: bool = False,
+    ) -> None:
+        self.local_log = local_log
+        self.producer_state = producer_state
+        self.leader_epoch_cache = leader_epoch_cache
+        self.lock = threading.RLock()
+        self._log_start_offset = log_start_offset
+        self._high_watermark = LogOffsetMetadata(log_start_offset)
+        self._first_unstable_offset: LogOffsetMetadata | None = None
+        self.topic_id = topic_id
+        self.had_clean_shutdown = had_clean_shutdown
+        self.loaded_fully = True
+        self._closed = False
+        self._expiry_task: ScheduledTask | None = None
+        self._pending_metadata_flush = False
+        self.logger = _LogAdapter(
+            _log, {"prefix": f"[Log partition={self.topic_partition}, dir={self.dir.parent}] "}
+        )
+        self._update_log_start_offset(log_start_offset)
+        self._maybe_increment_first_unstable_offset()
+        self._initialize_topic_id()
+        scheduler = local_log.scheduler
+        if scheduler is not None:
+            interval = self.config.producer_id_expiration_check_interval_ms
+            self._expiry_task = scheduler.schedule(
+                "PeriodicProducerExpirationCheck", self.remove_expired_producers, interval, interval
+            )
+
+    # --- opening ------------------------------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        directory: Path | str,
+        config: LogConfig | dict[str, Any] | None = None,
+        log_start_offset: int = 0,
+        recovery_point: int = 0,
+        scheduler: Scheduler | None = None,
+        time: Time | None = None,
+        *,
+        last_shutdown_clean: bool | None = None,
+        topic_id: uuid.UUID | None = None,
+        on_dir_failure: LogDirFailureHandler | None = None,
+    ) -> Log:
+        """Open (creating if missing) and load the partition directory ``directory`` (``<topic>-<partition>``).
+
+        ``last_shutdown_clean`` None reads (and deletes) the directory's own ``.kafka_cleanshutdown``
+        marker; a :class:`~kafkalog.manager.LogManager` passes what it found for the whole log dir.
+        """
+        from kafkalog.log.checkpoint import read_clean_shutdown
+
+        directory = Path(directory)
+        cfg = config if isinstance(config, LogConfig) else LogConfig.from_props(config or {})
+        time = time or SYSTEM_TIME
+        tp = parse_topic_partition_name(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        clean = read_clean_shutdown(directory) if last_shutdown_clean is None else last_shutdown_clean
+        epoch_cache = LeaderEpochFileCache.for_directory(directory, f"[LeaderEpochCache {tp}] ")
+        psm = ProducerStateManager(
+            str(tp), directory, cfg.transaction_max_timeout_ms, cfg.producer_id_expiration_ms, time
+        )
+        start = time.nanoseconds()
+        loaded: LoadedLog = load_log(
+            directory,
+            tp,
+            cfg,
+            scheduler=scheduler,
+            time=time,
+            had_clean_shutdown=clean,
+            log_start_offset_checkpoint=log_start_offset,
+            recovery_point_checkpoint=recovery_point,
+            leader_epoch_cache=epoch_cache,
+            producer_state=psm,
+        )
+        local = LocalLog(
+            directory,
+            cfg,
+            loaded.segments,
+            loaded.recovery_point,
+            loaded.next_offset_metadata,
+            scheduler,
+            time,
+            tp,
+            on_dir_failure,
+        )
+        log = cls(local, loaded.log_start_offset, psm, epoch_cache, topic_id, clean)
+        log.logger.info(
+            "Completed load of log with %d segments, log start offset %d and log end offset %d in %d ms",
+            local.segments.number_of_segments,
+            log.log_start_offset,
+            log.log_end_offset,
+            (time.nanoseconds() - start) // 1_000_000,
+        )
+        return log
+
+    def _initialize_topic_id(self) -> None:
+        stored = read_partition_metadata(self.dir)
+        if stored is not None and self.topic_id is not None and stored != self.topic_id:
+            raise InconsistentTopicIdError(
+                f"tried to assign topic ID {self.topic_id} to log for topic partition {self.topic_partition}, but log "
+                f"already contained topic ID {stored}"
+            )
+        if stored is not None:
+            self.topic_id = stored
+        elif self.topic_id is not None:
+            self._pending_metadata_flush = True
+
+    def assign_topic_id(self, topic_id: uuid.UUID) -> None:
+        """Record the topic id in ``partition.metadata`` (written before the next append)."""
+        with self.lock:
+            if self.topic_id is not None and self.topic_id != topic_id:
+                raise InconsistentTopicIdError(
+                    f"log {self.topic_partition} already has topic id {self.topic_id}"
+                )
+            self.topic_id = topic_id
+            self._pending_metadata_flush = True
+
+    def _maybe_flush_metadata_file(self) -> None:
+        if self._pending_metadata_flush and self.topic_id is not None:
+            write_partition_metadata(self.dir, self.topic_id)
+            self._pending_metadata_flush = False
+
+    # --- basic properties ---------------------------------------------------------------------------------
+    @property
+    def dir(self) -> Path:
+        return self.local_log.dir
+
+    @property
+    def config(self) -> LogConfig:
+        return self.local_log.config
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return self.local_log.topic_partition
+
+    @property
+    def time(self) -> Time:
+        return self.local_log.time
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        """The segments, oldest first (a snapshot)."""
+        return self.local_log.segments.values()
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.local_log.active_segment
+
+    @property
+    def num_log_segments(self) -> int:
+        return self.local_log.segments.number_of_segments
+
+    @property
+    def size(self) -> int:
+        """Bytes in all segments."""
+        return self.local_log.segments.size_in_bytes()
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.local_log.log_end_offset
+
+    @property
+    def log_end_offset_metadata(self) -> LogOffsetMetadata:
+        return self.local_log.log_end_offset_metadata
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self.local_log.recovery_point
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark.message_offset
+
+    @property
+    def high_watermark_metadata(self) -> LogOffsetMetadata:
+        return self._high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        fuo = self._first_unstable_offset
+        if fuo is not None and fuo.message_offset < self.high_watermark:
+            return fuo.message_offset
+        return self.high_watermark
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        fuo = self._first_unstable_offset
+        return None if fuo is None else fuo.message_offset
+
+    def metrics(self) -> dict[str, int]:
+        """Kafka's per-log gauges: ``NumLogSegments``, ``LogStartOffset``, ``LogEndOffset``, ``Size``."""
+        return {
+            "num_log_segments": self.num_log_segments,
+            "log_start_offset": self.log_start_offset,
+            "log_end_offset": self.log_end_offset,
+            "size": self.size,
+        }
+
+    def __repr__(self) -> str:
+        return (
+            f"Log(dir={self.dir}, topicId={self.topic_id}, topic={self.topic_partition.topic}, "
+            f"partition={self.topic_partition.partition}, highWatermark={self.high_watermark}, "
+            f"lastStableOffset={self.last_stable_offset}, logStartOffset={self.log_start_offset}, "
+            f"logEndOffset={self.log_end_offset})"
+        )
+
+    def update_config(self, new_config: LogConfig | dict[str, Any]) -> LogConfig:
+        """Switch to a new config (a mapping updates the current one); returns the old config."""
+        with self.lock:
+            old = self.config
+            cfg = new_config if isinstance(new_config, LogConfig) else old.updated(new_config)
+            self.local_log.update_config(cfg)
+            return old
+
+    # --- watermarks ---------------------------------------------------------------------------------------
+    def _update_log_start_offset(self, offset: int) -> None:
+        self._log_start_offset = offset
+        if self.high_watermark < offset:
+            self._update_high_watermark_metadata(LogOffsetMetadata(offset))
+        if self.local_log.recovery_point < offset:
+            self.local_log.update_recovery_point(offset)
+
+    def _update_high_watermark_metadata(self, metadata: LogOffsetMetadata) -> None:
+        if metadata.message_offset < 0:
+            raise ValueError("high watermark offset should be non-negative")
+        with self.lock:
+            if metadata.message_offset < self._high_watermark.message_offset:
+                self.logger.warning(
+                    "Non-monotonic update of high watermark from %s to %s", self._high_watermark, metadata
+                )
+            self._high_watermark = metadata
+            self.producer_state.on_high_watermark_updated(metadata.message_offset)
+            self._maybe_increment_first_unstable_offset()
+
+    def update_high_watermark(self, hw: int | LogOffsetMetadata) -> int:
+        """Set the high watermark, clamped to ``[log_start_offset, log_end_offset]``; returns the value set."""
+        meta = hw if isinstance(hw, LogOffsetMetadata) else LogOffsetMetadata(hw)
+        end = self.log_end_offset_metadata
+        if meta.message_offset >= end.message_offset:
+            new = end
+        elif meta.message_offset < self.log_start_offset:
+            new = LogOffsetMetadata(self.log_start_offset)
+        else:
+            new = meta
+        self._update_high_watermark_metadata(new)
+        return new.message_offset
+
+    def maybe_update_high_watermark(self, hw: int) -> int | None:
+        """Follower form: update only if the clamped value changes; returns the new value or None."""
+        with self.lock:
+            end = self.log_end_offset_metadata
+            new = end if hw >= end.message_offset else LogOffsetMetadata(max(hw, self.log_start_offset))
+            if new.message_offset != self.high_watermark:
+                self._update_high_watermark_metadata(new)
+                return new.message_offset
+            return None
+
+    def maybe_increment_high_watermark(self, new_hw: LogOffsetMetadata | int) -> LogOffsetMetadata | None:
+        """Leader form: move the high watermark forward only; returns the old metadata if it moved."""
+        meta = new_hw if isinstance(new_hw, LogOffsetMetadata) else self.convert_to_offset_metadata(new_hw)
+        if meta.message_offset > self.log_end_offset:
+            raise ValueError(
+                f"high watermark {meta} update exceeds current log end offset {self.log_end_offset_metadata}"
+            )
+        with self.lock:
+            old = self._high_watermark
+            if old.message_offset < meta.message_offset or (
+                old.message_offset == meta.message_offset
+                and not old.message_offset_only
+                and not meta.message_offset_only
+                and old.on_older_segment(meta)
+            ):
+                self._update_high_watermark_metadata(meta)
+                return old
+            return None
+
+    def _update_high_watermark_with_log_end_offset(self) -> None:
+        end = self.log_end_offset_metadata
+        if end.message_offset <= self.high_watermark:
+            self._update_high_watermark_metadata(end)
+
+    def _maybe_increment_first_unstable_offset(self) -> None:
+        with self.lock:
+            fuo = self.producer_state.first_unstable_offset()
+            if fuo is not None and fuo.message_offset < self.log_start_offset:
+                fuo = LogOffsetMetadata(self.log_start_offset)
+            self._first_unstable_offset = fuo
+
+    def maybe_increment_log_start_offset(
+        self, new_log_start_offset: int, reason: str = "client delete records"
+    ) -> bool:
+        """Move the log start offset forward (never past the high watermark); segments go at the next retention."""
+        with self.lock:
+            if new_log_start_offset > self.high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"cannot increment the log start offset to {new_log_start_offset} of partition "
+                    f"{self.topic_partition} since it is larger than the high watermark {self.high_watermark}"
+                )
+            if new_log_start_offset <= self.log_start_offset:
+                return False
+            self._update_log_start_offset(new_log_start_offset)
+            self.logger.info("Incremented log start offset to %d due to %s", new_log_start_offset, reason)
+            self.leader_epoch_cache.truncate_from_start(new_log_start_offset)
+            self.producer_state.on_log_start_offset_incremented(new_log_start_offset)
+            self._maybe_increment_first_unstable_offset()
+            return True
+
+    def convert_to_offset_metadata(self, offset: int) -> LogOffsetMetadata:
+        """Segment and position of ``offset`` (message-offset-only metadata if it cannot be resolved)."""
+        try:
+            return self.local_log.convert_to_offset_metadata_or_throw(offset)
+        except OffsetOutOfRangeError:
+            return LogOffsetMetadata(offset)
+
+    def fetch_offset_snapshot(self) -> LogOffsetSnapshot:
+        """Log start, log end, high watermark and last stable offset captured together."""
+        hw = self._high_watermark
+        if hw.message_offset_only:
+            hw = self.convert_to_offset_metadata(hw.message_offset)
+        lso = LogOffsetMetadata(self.last_stable_offset)
+        return LogOffsetSnapshot(self.log_start_offset, self.log_end_offset_metadata, hw, lso)
+
+    # --- append -------------------------------------------------------------------------------------------
+    def append_as_leader(
+        self, records: MemoryRecords, leader_epoch: int = 0, origin: AppendOrigin = AppendOrigin.CLIENT
+    ) -> LogAppendInfo:
+        """Validate, assign offsets from the log end offset, and append (a leader's produce)."""
+        return self._append(
+            records,
+            origin,
+            validate_and_assign=origin is not AppendOrigin.RAFT_LEADER,
+            leader_epoch=leader_epoch,
+            ignore_record_size=False,
+        )
+
+    def append_as_follower(self, records: MemoryRecords) -> LogAppendInfo:
+        """Append batches with the offsets they carry (a follower's replication); offsets must not go back."""
+        return self._append(
+            records,
+            AppendOrigin.REPLICATION,
+            validate_and_assign=False,
+            leader_epoch=-1,
+            ignore_record_size=True,
+        )
+
+    def append(
+        self,
+        records: Iterable[SimpleRecord | Record | bytes | tuple[bytes | None, bytes | None]],
+        *,
+        compression: Compression | str | None = None,
+        leader_epoch: int = 0,
+    ) -> LogAppendInfo:
+        """Convenience for library users: build one batch (topic codec unless given) and append as leader."""
+        codec = compression
+        if codec is None:
+            codec = self.config.target_compression or Compression.NONE
+        batch = MemoryRecords.build(records, compression=codec, now_ms=self.time.milliseconds())
+        if batch.size_in_bytes == 0:
+            raise InvalidRecordError("append of no records")
+        return self.append_as_leader(batch, leader_epoch)
+
+    def _append(
+        self,
+        records: MemoryRecords,
+        origin: AppendOrigin,
+        *,
+        validate_and_assign: bool,
+        leader_epoch: int,
+        ignore_record_size: bool,
+    ) -> LogAppendInfo:
+        tp = str(self.topic_partition)
+        info = analyze_and_validate_records(
+            records,
+            origin=origin,
+            config=self.config,
+            topic_partition=tp,
+            log_start_offset=self.log_start_offset,
+            ignore_record_size=ignore_record_size,
+            require_offsets_monotonic=not validate_and_assign,
+            leader_epoch=leader_epoch,
+        )
+        if info.valid_bytes <= 0:
+            return info
+        valid = records if info.valid_bytes == records.size_in_bytes else records.slice(0, info.valid_bytes)
+        with self.lock, self.local_log.io(f"error while appending records to {tp} in dir {self.dir.parent}"):
+            self.local_log.check_if_closed()
+            self._maybe_flush_metadata_file()
+            if validate_and_assign:
+                offset = self.local_log.log_end_offset
+                info.first_offset = offset
+                now = self.time.milliseconds()
+                result = validate_and_assign_offsets(
+                    valid,
+                    offset=offset,
+                    now=now,
+                    config=self.config,
+                    source_compression=info.source_compression,
+                    origin=origin,
+                    partition_leader_epoch=leader_epoch,
+                    topic_partition=tp,
+                )
+                valid = result.validated_records
+                info.max_timestamp = result.max_timestamp
+                info.shallow_offset_of_max_timestamp = result.shallow_offset_of_max_timestamp
+                info.last_offset = result.next_offset - 1
+                info.num_messages = result.num_records
+                info.target_compression = self.config.target_compression or info.source_compression
+                if self.config.timestamp_type.kafka_name == "LogAppendTime":
+                    info.log_append_time = result.log_append_time
+                if not ignore_record_size and result.message_size_maybe_changed:
+                    for batch in valid.batches():
+                        if batch.size_in_bytes > self.config.max_message_bytes:
+                            raise RecordTooLargeError(
+                                f"message batch size is {batch.size_in_bytes} bytes in append to partition {tp} which "
+                                f"exceeds the maximum configured size of {self.config.max_message_bytes}"
+                            )
+            else:
+                first = (
+                    info.first_offset
+                    if info.first_offset != UNKNOWN_OFFSET
+                    else info.last_offset_of_first_batch
+                )
+                if first < self.local_log.log_end_offset:
+                    first_batch = next(iter(valid.batches()))
+                    raise UnexpectedAppendOffsetError(
+                        f"unexpected offset in append to {tp}. First offset {first} is less than the next offset "
+                        f"{self.local_log.log_end_offset}. Log start offset = {self.log_start_offset}",
+                        first_batch.base_offset,
+                        info.last_offset,
+                    )
+            batches = list(valid.batches())
+            if not validate_and_assign:
+                info.num_messages = sum(b.count or 0 for b in batches)
+            if valid.size_in_bytes > self.config.segment_bytes:
+                raise RecordBatchTooLargeError(
+                    f"message batch size is {valid.size_in_bytes} bytes in append to partition {tp}, which exceeds the "
+                    f"maximum configured segment size of {self.config.segment_bytes}"
+                )
+            producer_infos, completed, duplicate = self._analyze_producer_state(batches, origin)
+            if duplicate is not None:
+                info.first_offset = duplicate.first_offset
+                info.last_offset = duplicate.last_offset
+                info.log_append_time = duplicate.timestamp
+                info.log_start_offset = self.log_start_offset
+                info.duplicate = True
+                return info
+            for batch in batches:
+                if batch.magic >= MAGIC_V2:
+                    if batch.partition_leader_epoch >= 0:
+                        self.maybe_assign_epoch_start_offset(batch.partition_leader_epoch, batch.base_offset)
+                elif not self.leader_epoch_cache.is_empty:
+                    self.logger.warning(
+                        "Clearing leader epoch cache after unexpected append with message format v%d",
+                        batch.magic,
+                    )
+                    self.leader_epoch_cache.clear_and_flush()
+            segment = self._maybe_roll(valid.size_in_bytes, info)
+            self.local_log.append(
+                info.last_offset, info.max_timestamp, info.shallow_offset_of_max_timestamp, valid
+            )
+            self._update_high_watermark_with_log_end_offset()
+            for pinfo in producer_infos.values():
+                self.producer_state.update(pinfo)
+            for txn in completed:
+                lso = self.producer_state.last_stable_offset(txn)
+                segment.update_txn_index(txn, lso)
+                self.producer_state.complete_txn(txn)
+            self.producer_state.update_map_end_offset(info.last_offset + 1)
+            self._maybe_increment_first_unstable_offset()
+            info.log_start_offset = self.log_start_offset
+            if self.local_log.unflushed_messages >= self.config.flush_messages:
+                self.flush()
+            return info
+
+    def _analyze_producer_state(
+        self, batches: list[Any], origin: AppendOrigin
+    ) -> tuple[dict[int, ProducerAppendInfo], list[CompletedTxn], BatchMetadata | None]:
+        infos: dict[int, ProducerAppendInfo] = {}
+        completed: list[CompletedTxn] = []
+        active = self.local_log.active_segment
+        position = active.size
+        for batch in batches:
+            if batch.producer_id >= 0:
+                if origin is AppendOrigin.CLIENT:
+                    entry = self.producer_state.last_entry(batch.producer_id)
+                    if entry is not None:
+                        dup = entry.find_duplicate_batch(batch)
+                        if dup is not None:
+                            return infos, completed, dup
+                first_meta = None
+                if batch.is_transactional:
+                    first_meta = LogOffsetMetadata(batch.base_offset, active.base_offset, position)
+                pinfo = infos.get(batch.producer_id)
+                if pinfo is None:
+                    pinfo = self.producer_state.prepare_update(batch.producer_id, origin)
+                    infos[batch.producer_id] = pinfo
+                txn = pinfo.append(batch, first_meta)
+                if txn is not None:
+                    completed.append(txn)
+            position += batch.size_in_bytes
+        return infos, completed, None
+
+    def maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
+        """Record in the leader epoch cache that ``leader_epoch`` starts at ``start_offset``."""
+        self.leader_epoch_cache.assign(leader_epoch, start_offset)
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self.leader_epoch_cache.latest_epoch
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int] | None:
+        """``(epoch, end offset)`` for OffsetsForLeaderEpoch, or None when unknown."""
+        epoch, offset = self.leader_epoch_cache.end_offset_for(leader_epoch, self.log_end_offset)
+        return None if offset == -1 else (epoch, offset)
+
+    # --- rolling and flushing -----------------------------------------------------------------------------
+    def _maybe_roll(self, messages_size: int, info: LogAppendInfo) -> LogSegment:
+        segment = self.local_log.active_segment
+        now = self.time.milliseconds()
+        params = RollParams(
+            self.config.max_segment_ms,
+            self.config.segment_bytes,
+            info.max_timestamp,
+            info.last_offset,
+            messages_size,
+            now,
+        )
+        if segment.should_roll(params):
+            self.logger.debug(
+                "Rolling new log segment (log_size = %d/%d), offset_index_size = %d/%d, "
+                "time_index_size = %d/%d",
+                segment.size,
+                self.config.segment_bytes,
+                segment.offset_index.entries,
+                segment.offset_index.max_entries,
+                segment.time_index.entries,
+                segment.time_index.max_entries,
+            )
+            roll_offset = (
+                info.first_offset if info.first_offset != UNKNOWN_OFFSET else info.last_offset - _INT32_MAX
+            )
+            return self.roll(roll_offset)
+        return segment
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment; the previous one is flushed in the background (``flush-log``)."""
+        with self.lock:
+            new_segment = self.local_log.roll(expected_next_offset)
+            self.producer_state.update_map_end_offset(new_segment.base_offset)
+            snapshot = self.producer_state.take_snapshot(sync=False)
+            self._update_high_watermark_with_log_end_offset()
+            base = new_segment.base_offset
+
+            def flush_log() -> None:
+                if snapshot is not None and snapshot.exists():
+                    import os
+
+                    fd = os.open(snapshot, os.O_RDONLY)
+                    try:
+                        os.fsync(fd)
+                    finally:
+                        os.close(fd)
+                self.flush_up_to_offset_exclusive(base)
+
+            scheduler = self.local_log.scheduler
+            if scheduler is not None:
+                scheduler.schedule_once("flush-log", self._guarded(flush_log))
+            else:
+                flush_log()
+            return new_segment
+
+    def _guarded(self, fn: Any) -> Any:
+        def run() -> None:
+            if self._closed:
+                return
+            try:
+                fn()
+            except KafkaStorageError:
+                pass
+
+        return run
+
+    def flush(self, offset: int | None = None, *, include_offset: bool = False) -> None:
+        """fsync everything below ``offset`` (default: the log end offset) and advance the recovery point."""
+        target = self.log_end_offset if offset is None else offset
+        flush_offset = target + 1 if include_offset else target
+        with self.local_log.io(
+            f"error while flushing log for {self.topic_partition} in dir {self.dir.parent}"
+        ):
+            if flush_offset > self.local_log.recovery_point:
+                self.local_log.flush(flush_offset)
+                with self.lock:
+                    self.local_log.mark_flushed(target)
+
+    def flush_up_to_offset_exclusive(self, offset: int) -> None:
+        self.flush(offset)
+
+    @property
+    def last_flush_time(self) -> int:
+        return self.local_log.last_flushed_time
+
+    # --- reads --------------------------------------------------------------------------------------------
+    def read(
+        self,
+        start_offset: int,
+        max_length: int = 1 << 20,
+        isolation: FetchIsolation = FetchIsolation.LOG_END,
+        min_one_message: bool = True,
+    ) -> FetchDataInfo:
+        """Read from the batch holding ``start_offset``, bounded by the isolation level's offset."""
+        if start_offset < self.log_start_offset:
+            raise OffsetOutOfRangeError(
+                f"received request for offset {start_offset} for partition {self.topic_partition}, but we only have "
+                f"log segments starting from offset: {self.log_start_offset}."
+            )
+        if isolation is FetchIsolation.LOG_END:
+            max_meta = self.log_end_offset_metadata
+        elif isolation is FetchIsolation.HIGH_WATERMARK:
+            max_meta = self._fetch_hw_metadata()
+        else:
+            max_meta = self._fetch_lso_metadata()
+        try:
+            return self.local_log.read(
+                start_offset, max_length, min_one_message, max_meta, isolation is FetchIsolation.TXN_COMMITTED
+            )
+        except KafkaStorageError:
+            if self.local_log.offline:
+                raise
+            # The segment was deleted under us (retention or truncation): report the range instead.
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} of partition {self.topic_partition} is no longer available "
+                f"(log start offset {self.log_start_offset})"
+            ) from None
+
+    def _fetch_hw_metadata(self) -> LogOffsetMetadata:
+        hw = self._high_watermark
+        if hw.message_offset_only:
+            with self.lock:
+                hw = self.convert_to_offset_metadata(self._high_watermark.message_offset)
+                if not hw.message_offset_only:
+                    self._high_watermark = hw
+        return hw
+
+    def _fetch_lso_metadata(self) -> LogOffsetMetadata:
+        hw = self._fetch_hw_metadata()
+        fuo = self._first_unstable_offset
+        if fuo is not None and fuo.message_offset < hw.message_offset:
+            if fuo.message_offset_only:
+                fuo = self.convert_to_offset_metadata(fuo.message_offset)
+            return fuo
+        return hw
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[Any]:
+        """Aborted transactions overlapping ``[start_offset, upper_bound_offset)``."""
+        return self.local_log.collect_aborted_transactions_range(
+            self.log_start_offset, start_offset, upper_bound_offset
+        )
+
+    def fetch_offset_by_timestamp(self, target_timestamp: int) -> TimestampAndOffset | None:
+        """ListOffsets: -1 latest, -2 earliest, -3 max timestamp, else the first offset with ts >= target."""
+        return retention.fetch_offset_by_timestamp(self, target_timestamp)
+
+    # --- retention, truncation, replacement ---------------------------------------------------------------
+    def delete_old_segments(self) -> int:
+        """Apply retention (time, size, log start offset); returns how many segments were deleted."""
+        return retention.delete_old_segments(self)
+
+    def truncate_to(self, target_offset: int) -> bool:
+        """Drop every offset >= ``target_offset`` (whole batches); returns whether anything was truncated."""
+        if target_offset < 0:
+            raise ValueError(
+                f"cannot truncate partition {self.topic_partition} to a negative offset ({target_offset})"
+            )
+        with self.lock:
+            if target_offset >= self.log_end_offset:
+                self.logger.info(
+                    "Truncating to %d has no effect as the largest offset in the log is %d",
+                    target_offset,
+                    self.log_end_offset - 1,
+                )
+                self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+                return False
+            self.logger.info("Truncating to offset %d", target_offset)
+            first = self.local_log.segments.first_segment
+            if first is not None and first.base_offset > target_offset:
+                self.truncate_fully_and_start_at(target_offset)
+                return True
+            with self.local_log.io(
+                f"error while truncating log to offset {target_offset} for {self.topic_partition}"
+            ):
+                deleted = self.local_log.truncate_to(target_offset)
+                for s in deleted:
+                    self.producer_state.delete_snapshot(s.base_offset)
+                self.leader_epoch_cache.truncate_from_end(target_offset)
+                self._log_start_offset = min(target_offset, self._log_start_offset)
+                rebuild_producer_state(
+                    self.producer_state,
+                    self.local_log.segments,
+                    self.log_start_offset,
+                    target_offset,
+                    self.time,
+                    reload_from_clean_shutdown=False,
+                )
+                if self.high_watermark >= self.log_end_offset:
+                    self._update_high_watermark_metadata(self.log_end_offset_metadata)
+            return True
+
+    def truncate_fully_and_start_at(self, new_offset: int, log_start_offset: int | None = None) -> None:
+        """Delete everything and start an empty log at ``new_offset``."""
+        with self.lock:
+            self.logger.debug(
+                "Truncate and start at offset %d, logStartOffset: %s", new_offset, log_start_offset
+            )
+            self.local_log.truncate_fully_and_start_at(new_offset)
+            self.leader_epoch_cache.clear_and_flush()
+            self.producer_state.truncate_fully_and_start_at(new_offset)
+            self._log_start_offset = new_offset if log_start_offset is None else log_start_offset
+            rebuild_producer_state(
+                self.producer_state,
+                self.local_log.segments,
+                self.log_start_offset,
+                new_offset,
+                self.time,
+                reload_from_clean_shutdown=False,
+            )
+            self._update_high_watermark_metadata(self.log_end_offset_metadata)
+            if (
+                self.local_log.recovery_point > new_offset
+                or self.local_log.recovery_point < self.log_start_offset
+            ):
+                self.local_log.update_recovery_point(new_offset)
+
+    def split_overflowed_segment(self, segment: LogSegment) -> list[LogSegment]:
+        """Split a legacy segment whose offsets overflow its base (KAFKA-6264)."""
+        with self.lock:
+            return split_overflowed_segment(
+                segment,
+                self.local_log.segments,
+                self.dir,
+                self.config,
+                self.local_log.scheduler,
+                self.time,
+                "",
+            )
+
+    def replace_segments(self, new_segments: list[LogSegment], old_segments: list[LogSegment]) -> None:
+        """Swap cleaned segments in (the crash-safe ``.cleaned`` -> ``.swap`` protocol)."""
+        with self.lock:
+            deleted = replace_segments(
+                self.local_log.segments,
+                new_segments,
+                old_segments,
+                self.dir,
+                self.local_log.scheduler,
+                self.config,
+            )
+            for s in deleted:
+                self.producer_state.delete_snapshot(s.base_offset)
+
+    def remove_expired_producers(self) -> None:
+        """Expire producer ids idle for ``producer.id.expiration.ms`` (the periodic check)."""
+        with self.lock:
+            self.producer_state.remove_expired_producers(self.time.milliseconds())
+
+    # --- lifecycle ----------------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Snapshot producer state at the log end offset and close every segment (a clean close)."""
+        with self.lock:
+            if self._closed:
+                return
+            if self._expiry_task is not None:
+                self._expiry_task.cancel()
+            with self.local_log.io(
+                f"error while renaming dir for {self.topic_partition} in dir {self.dir.parent}"
+            ):
+                self._maybe_flush_metadata_file()
+                self.producer_state.take_snapshot()
+                self.local_log.close()
+            self._closed = True
+
+    def close_handlers(self) -> None:
+        """Close file handles without flushing (the directory went offline)."""
+        with self.lock:
+            self.local_log.close_handlers()
+            self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> Log:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self._closed:
+            self.flush(include_offset=True)
+            self.close()
+
+    def rename_dir(self, name: str) -> None:
+        """Rename the partition directory (e.g. to ``<tp>.<uuid>-delete``)."""
+        with self.lock:
+            if self.local_log.rename_dir(name):
+                self.producer_state.update_parent_dir(self.dir)
+                self.leader_epoch_cache = self.leader_epoch_cache.with_directory(self.dir)
+
+    def delete(self) -> None:
+        """Delete every segment, snapshot and the directory now."""
+        with self.lock:
+            if self._expiry_task is not None:
+                self._expiry_task.cancel()
+            self.local_log.delete_all_segments()
+            self.leader_epoch_cache.clear()
+            self.producer_state.truncate_fully_and_start_at(0)
+            self.local_log.close()
+            self._closed = True
+            self.local_log.delete_empty_dir()
+
+    def ensure_open(self) -> None:
+        if self._closed:
+            raise KafkaError(f"log {self.topic_partition} is closed")

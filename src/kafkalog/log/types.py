@@ -1,0 +1,81 @@
+"""Value types of the log layer: :class:`AppendOrigin`, :class:`FetchIsolation`, :class:`LogAppendInfo`.
+
+``LogAppendInfo`` is what an append reports (Kafka's ``LogAppendInfo``): the offsets it was given, the
+largest timestamp and the offset Kafka associates with it, the log append time (for ``LogAppendTime``
+topics, else -1), the log start offset after the append, how many records and batches were appended, how
+many bytes were valid, the source and target codecs and whether the offsets were monotonic. For a
+duplicate batch from an idempotent producer, nothing is written and the info carries the original offsets.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from kafkalog.records import Compression
+from kafkalog.storage.types import LogOffsetMetadata
+
+__all__ = ["AppendOrigin", "FetchIsolation", "LeaderHwChange", "LogAppendInfo", "LogOffsetSnapshot"]
+
+
+class AppendOrigin(enum.Enum):
+    """Who is appending: a client (leader), a replica fetcher (follower) or the transaction coordinator."""
+
+    CLIENT = "client"
+    REPLICATION = "replication"
+    COORDINATOR = "coordinator"
+    RAFT_LEADER = "raft_leader"
+
+
+class FetchIsolation(enum.Enum):
+    """How far a read may go: the log end (replicas), the high watermark, or the last stable offset."""
+
+    LOG_END = "log_end"
+    HIGH_WATERMARK = "high_watermark"
+    TXN_COMMITTED = "txn_committed"
+
+
+class LeaderHwChange(enum.Enum):
+    """Whether an append moved the leader's high watermark."""
+
+    INCREASED = "increased"
+    SAME = "same"
+    NONE = "none"
+
+
+@dataclass
+class LogAppendInfo:
+    """What an append did (see module doc); mutable while the append is in progress."""
+
+    first_offset: int
+    last_offset: int
+    last_leader_epoch: int | None
+    max_timestamp: int
+    shallow_offset_of_max_timestamp: int
+    log_append_time: int
+    log_start_offset: int
+    source_compression: Compression
+    target_compression: Compression
+    valid_bytes: int
+    last_offset_of_first_batch: int
+    num_messages: int = 0
+    shallow_count: int = 0
+    offsets_monotonic: bool = True
+    record_errors: list[tuple[int, str]] | None = None
+    leader_hw_change: LeaderHwChange = LeaderHwChange.NONE
+    duplicate: bool = False
+
+    @property
+    def num_batches(self) -> int:
+        """Alias of ``shallow_count``."""
+        return self.shallow_count
+
+
+@dataclass(frozen=True)
+class LogOffsetSnapshot:
+    """The offsets a fetch response reports, captured together."""
+
+    log_start_offset: int
+    log_end_offset: LogOffsetMetadata
+    high_watermark: LogOffsetMetadata
+    last_stable_offset: LogOffsetMetadata
