@@ -229,18 +229,55 @@ PREFETCH_DISTANCE: Final = 65536  # bytes ahead of the decode cursor: covers the
 _I8P = ir.IntType(8).as_pointer()
 
 
-def _memcpy_typer(typingctx: Any, dst: Any, d: Any, src: Any, s: Any, n: Any) -> Any:
-    """``llvm.memcpy(&dst[d], &src[s], n)``: no bounds checks, callers check both ranges first."""
-    sig = types.void(dst, d, src, s, n)
+def _address(builder: Any, value: Any) -> Any:
+    return builder.inttoptr(value, _I8P)
+
+
+def _load_u8_typer(typingctx: Any, mem: Any, i: Any) -> Any:
+    """``*(uint8 *)(mem + i)``: no bounds check, callers check ``0 <= i < limit <= len``."""
+    sig = types.uint8(types.uintp, types.intp)
 
     def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        dst_ary = context.make_array(signature.args[0])(context, builder, args[0])
-        src_ary = context.make_array(signature.args[2])(context, builder, args[2])
-        dp = builder.bitcast(builder.gep(dst_ary.data, [args[1]]), _I8P)
-        sp = builder.bitcast(builder.gep(src_ary.data, [args[3]]), _I8P)
-        fnty = ir.FunctionType(ir.VoidType(), [_I8P, _I8P, ir.IntType(64), ir.IntType(1)])
-        fn = builder.module.declare_intrinsic("llvm.memcpy", [_I8P, _I8P, ir.IntType(64)], fnty)
-        builder.call(fn, [dp, sp, args[4], ir.Constant(ir.IntType(1), 0)])
+        return builder.load(builder.gep(_address(builder, args[0]), [args[1]]))
+
+    return sig, codegen
+
+
+_load_u8: Any = intrinsic(_load_u8_typer)
+
+
+def _load_be_typer(typingctx: Any, mem: Any, i: Any, width: Any) -> Any:
+    """Big-endian signed integer of ``width`` (a literal 2, 4 or 8) bytes at ``mem + i``, as int64."""
+    if not isinstance(width, types.IntegerLiteral):
+        return None
+    bits = 8 * width.literal_value
+    sig = types.int64(types.uintp, types.intp, width)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        ity = ir.IntType(bits)
+        ptr = builder.bitcast(builder.gep(_address(builder, args[0]), [args[1]]), ity.as_pointer())
+        raw = builder.load(ptr, align=1)
+        if bits > 8:
+            fn = builder.module.declare_intrinsic("llvm.bswap", [ity])
+            raw = builder.call(fn, [raw])
+        return builder.sext(raw, ir.IntType(64)) if bits < 64 else raw
+
+    return sig, codegen
+
+
+_load_be: Any = intrinsic(_load_be_typer)
+
+
+def _memcpy_typer(typingctx: Any, dst: Any, src: Any, n: Any) -> Any:
+    """``llvm.memcpy((void *)dst, (void *)src, n)`` on addresses: callers check both ranges first."""
+    sig = types.void(types.uintp, types.uintp, types.intp)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        i64 = ir.IntType(64)
+        fnty = ir.FunctionType(ir.VoidType(), [_I8P, _I8P, i64, ir.IntType(1)])
+        fn = builder.module.declare_intrinsic("llvm.memcpy", [_I8P, _I8P, i64], fnty)
+        dst_p, src_p = _address(builder, args[0]), _address(builder, args[1])
+        builder.call(fn, [dst_p, src_p, args[2], ir.Constant(ir.IntType(1), 0)])
         return context.get_dummy_value()
 
     return sig, codegen
@@ -249,17 +286,16 @@ def _memcpy_typer(typingctx: Any, dst: Any, d: Any, src: Any, s: Any, n: Any) ->
 _memcpy: Any = intrinsic(_memcpy_typer)
 
 
-def _prefetch_typer(typingctx: Any, arr: Any, i: Any) -> Any:
-    """``llvm.prefetch(&arr[i])`` for reading (a hint: never faults; callers keep ``i`` in bounds anyway)."""
-    sig = types.void(arr, i)
+def _prefetch_typer(typingctx: Any, mem: Any) -> Any:
+    """``llvm.prefetch((void *)mem)`` for reading: a hint that never faults (callers stay in bounds anyway)."""
+    sig = types.void(types.uintp)
 
     def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        ary = context.make_array(signature.args[0])(context, builder, args[0])
-        ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), _I8P)
         i32 = ir.IntType(32)
         fnty = ir.FunctionType(ir.VoidType(), [_I8P, i32, i32, i32])
         fn = builder.module.declare_intrinsic("llvm.prefetch", [_I8P], fnty)
-        builder.call(fn, [ptr, ir.Constant(i32, 0), ir.Constant(i32, 2), ir.Constant(i32, 1)])
+        one, two, zero = ir.Constant(i32, 1), ir.Constant(i32, 2), ir.Constant(i32, 0)
+        builder.call(fn, [_address(builder, args[0]), zero, two, one])
         return context.get_dummy_value()
 
     return sig, codegen
@@ -272,43 +308,37 @@ _prefetch: Any = intrinsic(_prefetch_typer)
 
 
 @njit(cache=True, nogil=True)
-def _at(buf: Any, p: Any) -> Any:
-    return buf[np.uint64(p)]
+def _at(mem: Any, p: Any) -> Any:
+    """Byte ``p`` of the buffer at address ``mem`` (callers keep ``0 <= p`` below a checked limit)."""
+    return _load_u8(mem, p)
 
 
 @njit(cache=True, nogil=True)
-def _be_u32(buf: Any, p: Any) -> Any:
-    return (
-        (np.int64(_at(buf, p)) << 24)
-        | (np.int64(_at(buf, p + 1)) << 16)
-        | (np.int64(_at(buf, p + 2)) << 8)
-        | np.int64(_at(buf, p + 3))
-    )
+def _be_u32(mem: Any, p: Any) -> Any:
+    return _load_be(mem, p, 4) & 0xFFFFFFFF
 
 
 @njit(cache=True, nogil=True)
-def _be_i32(buf: Any, p: Any) -> Any:
-    v = _be_u32(buf, p)
-    return v - ((v >> 31) << 32)
+def _be_i32(mem: Any, p: Any) -> Any:
+    return _load_be(mem, p, 4)
 
 
 @njit(cache=True, nogil=True)
-def _be_i16(buf: Any, p: Any) -> Any:
-    v = (np.int64(_at(buf, p)) << 8) | np.int64(_at(buf, p + 1))
-    return v - ((v >> 15) << 16)
+def _be_i16(mem: Any, p: Any) -> Any:
+    return _load_be(mem, p, 2)
 
 
 @njit(cache=True, nogil=True)
-def _be_i64(buf: Any, p: Any) -> Any:
-    return (_be_u32(buf, p) << 32) | _be_u32(buf, p + 4)
+def _be_i64(mem: Any, p: Any) -> Any:
+    return _load_be(mem, p, 8)
 
 
 @njit(cache=True, nogil=True)
-def _read_varint(buf: Any, p: Any, limit: Any) -> Any:
+def _read_varint(mem: Any, p: Any, limit: Any) -> Any:
     """Zig-zag varint (int32) at ``p``; returns (value, next_p, err). Reads only below ``limit``."""
     if p >= limit:
         return 0, p, ERR_VARINT_EOF
-    b = np.int64(_at(buf, p))
+    b = np.int64(_at(mem, p))
     if b < 0x80:
         return (b >> 1) ^ -(b & 1), p + 1, OK
     raw = b & 0x7F
@@ -317,7 +347,7 @@ def _read_varint(buf: Any, p: Any, limit: Any) -> Any:
     while True:
         if q >= limit:
             return 0, q, ERR_VARINT_EOF
-        b = np.int64(_at(buf, q))
+        b = np.int64(_at(mem, q))
         q += 1
         raw |= (b & 0x7F) << shift
         if b < 0x80:
@@ -330,11 +360,11 @@ def _read_varint(buf: Any, p: Any, limit: Any) -> Any:
 
 
 @njit(cache=True, nogil=True)
-def _read_varlong(buf: Any, p: Any, limit: Any) -> Any:
+def _read_varlong(mem: Any, p: Any, limit: Any) -> Any:
     """Zig-zag varlong (int64) at ``p``; returns (value, next_p, err). Reads only below ``limit``."""
     if p >= limit:
         return 0, p, ERR_VARINT_EOF
-    b = np.int64(_at(buf, p))
+    b = np.int64(_at(mem, p))
     if b < 0x80:
         return (b >> 1) ^ -(b & 1), p + 1, OK
     raw = b & 0x7F
@@ -343,7 +373,7 @@ def _read_varlong(buf: Any, p: Any, limit: Any) -> Any:
     while True:
         if q >= limit:
             return 0, q, ERR_VARINT_EOF
-        b = np.int64(_at(buf, q))
+        b = np.int64(_at(mem, q))
         q += 1
         raw |= (b & 0x7F) << shift
         if b < 0x80:
@@ -356,14 +386,14 @@ def _read_varlong(buf: Any, p: Any, limit: Any) -> Any:
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _parse_record_prefix(src: Any, p: Any, limit: Any) -> Any:
+def _parse_record_prefix(mem: Any, p: Any, limit: Any) -> Any:
     """Parse one record up to (and including) its header count.
 
     Returns ``(err, err_pos, body_end, ts_delta, offset_delta, key_pos, key_len, value_pos, value_len,
     header_count, next_p)``; ``next_p`` is the position of the first header (or of ``body_end`` when there
     are none). Every field is read strictly below ``body_end`` (itself checked against ``limit``).
     """
-    body_len, q, err = _read_varint(src, p, limit)
+    body_len, q, err = _read_varint(mem, p, limit)
     if err != OK:
         return err, p, 0, 0, 0, 0, 0, 0, 0, 0, q
     if body_len < 0 or body_len > limit - q:
@@ -372,27 +402,27 @@ def _parse_record_prefix(src: Any, p: Any, limit: Any) -> Any:
     if q >= body_end:
         return ERR_RECORD_ATTRIBUTES_EOF, q, 0, 0, 0, 0, 0, 0, 0, 0, q
     q += 1  # attributes: ignored, as in Kafka
-    ts_delta, q2, err = _read_varlong(src, q, body_end)
+    ts_delta, q2, err = _read_varlong(mem, q, body_end)
     if err != OK:
         return err, q, 0, 0, 0, 0, 0, 0, 0, 0, q2
-    offset_delta, q, err = _read_varint(src, q2, body_end)
+    offset_delta, q, err = _read_varint(mem, q2, body_end)
     if err != OK:
         return err, q2, 0, 0, 0, 0, 0, 0, 0, 0, q
-    key_len, q2, err = _read_varint(src, q, body_end)
+    key_len, q2, err = _read_varint(mem, q, body_end)
     if err != OK:
         return err, q, 0, 0, 0, 0, 0, 0, 0, 0, q2
     if key_len < -1 or key_len > body_end - q2:
         return ERR_KEY_LENGTH, q, 0, 0, 0, 0, 0, 0, 0, 0, q2
     key_pos = q2
     q = q2 + max(key_len, 0)
-    value_len, q2, err = _read_varint(src, q, body_end)
+    value_len, q2, err = _read_varint(mem, q, body_end)
     if err != OK:
         return err, q, 0, 0, 0, 0, 0, 0, 0, 0, q2
     if value_len < -1 or value_len > body_end - q2:
         return ERR_VALUE_LENGTH, q, 0, 0, 0, 0, 0, 0, 0, 0, q2
     value_pos = q2
     q = q2 + max(value_len, 0)
-    header_count, q2, err = _read_varint(src, q, body_end)
+    header_count, q2, err = _read_varint(mem, q, body_end)
     if err != OK:
         return err, q, 0, 0, 0, 0, 0, 0, 0, 0, q2
     if header_count < 0 or header_count > (body_end - q2) >> 1:
@@ -413,16 +443,16 @@ def _parse_record_prefix(src: Any, p: Any, limit: Any) -> Any:
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _parse_header(src: Any, p: Any, body_end: Any) -> Any:
+def _parse_header(mem: Any, p: Any, body_end: Any) -> Any:
     """Parse one header; returns ``(err, err_pos, key_pos, key_len, value_pos, value_len, next_p)``."""
-    key_len, q, err = _read_varint(src, p, body_end)
+    key_len, q, err = _read_varint(mem, p, body_end)
     if err != OK:
         return err, p, 0, 0, 0, 0, q
     if key_len < 0 or key_len > body_end - q:
         return ERR_HEADER_KEY_LENGTH, p, 0, 0, 0, 0, q
     key_pos = q
     q += key_len
-    value_len, q2, err = _read_varint(src, q, body_end)
+    value_len, q2, err = _read_varint(mem, q, body_end)
     if err != OK:
         return err, q, 0, 0, 0, 0, q2
     if value_len < -1 or value_len > body_end - q2:
@@ -432,8 +462,8 @@ def _parse_header(src: Any, p: Any, body_end: Any) -> Any:
 
 @njit(cache=True, nogil=True)
 def _copy(dst: Any, d: Any, src: Any, s: Any, n: Any) -> None:
-    """``dst[d:d+n] = src[s:s+n]`` for ranges the caller has checked (``0 <= n``, both ends in bounds)."""
-    _memcpy(dst, np.uint64(d), src, np.uint64(s), np.uint64(n))
+    """Copy ``n`` bytes from address ``src + s`` to ``dst + d`` (ranges checked by the caller, ``n >= 0``)."""
+    _memcpy(dst + np.uint64(d), src + np.uint64(s), n)
 
 
 # --- (a) batch-boundary scan --------------------------------------------------------------------------------
@@ -458,6 +488,7 @@ def _scan_batches(
     SCAN_MORE once the table is full or the recorded record counts / batch bytes reach ``max_records`` /
     ``max_bytes`` (at least one batch is always recorded). The CRC is not checked here.
     """
+    mem = buf.ctypes.data
     cap = table.shape[1]
     n = 0
     pos = start
@@ -470,37 +501,37 @@ def _scan_batches(
             return n, pos, SCAN_MORE
         if end - pos <= MAGIC_OFFSET:  # Kafka needs HEADER_SIZE_UP_TO_MAGIC (17) bytes to frame a batch
             return n, pos, SCAN_PARTIAL
-        batch_length = _be_i32(buf, pos + 8)
+        batch_length = _be_i32(mem, pos + 8)
         if batch_length < MIN_FRAME_SIZE:
             return n, pos, ERR_FRAME_SIZE
         size = batch_length + LOG_OVERHEAD
         if size > end - pos:
             return n, pos, SCAN_PARTIAL
-        magic = np.int64(_at(buf, pos + MAGIC_OFFSET))
+        magic = np.int64(_at(mem, pos + MAGIC_OFFSET))
         if magic == 0 or magic == 1:
             return n, pos, ERR_LEGACY_MAGIC
         if magic != 2:
             return n, pos, ERR_BAD_MAGIC
         if size < BATCH_HEADER_SIZE:
             return n, pos, ERR_V2_SIZE
-        base_offset = _be_i64(buf, pos)
+        base_offset = _be_i64(mem, pos)
         if base_offset >= stop_offset:
             return n, pos, SCAN_STOP_OFFSET
-        last_offset_delta = _be_i32(buf, pos + 23)
+        last_offset_delta = _be_i32(mem, pos + 23)
         if base_offset + last_offset_delta >= skip_below:
-            count = _be_i32(buf, pos + 57)
+            count = _be_i32(mem, pos + 57)
             table[F_POS, n] = pos
             table[F_SIZE, n] = size
             table[F_BASE_OFFSET, n] = base_offset
-            table[F_LEADER_EPOCH, n] = _be_i32(buf, pos + 12)
-            table[F_CRC, n] = _be_u32(buf, pos + CRC_OFFSET)
-            table[F_ATTRIBUTES, n] = _be_i16(buf, pos + ATTRIBUTES_OFFSET)
+            table[F_LEADER_EPOCH, n] = _be_i32(mem, pos + 12)
+            table[F_CRC, n] = _be_u32(mem, pos + CRC_OFFSET)
+            table[F_ATTRIBUTES, n] = _be_i16(mem, pos + ATTRIBUTES_OFFSET)
             table[F_LAST_OFFSET_DELTA, n] = last_offset_delta
-            table[F_BASE_TIMESTAMP, n] = _be_i64(buf, pos + 27)
-            table[F_MAX_TIMESTAMP, n] = _be_i64(buf, pos + 35)
-            table[F_PRODUCER_ID, n] = _be_i64(buf, pos + 43)
-            table[F_PRODUCER_EPOCH, n] = _be_i16(buf, pos + 51)
-            table[F_BASE_SEQUENCE, n] = _be_i32(buf, pos + 53)
+            table[F_BASE_TIMESTAMP, n] = _be_i64(mem, pos + 27)
+            table[F_MAX_TIMESTAMP, n] = _be_i64(mem, pos + 35)
+            table[F_PRODUCER_ID, n] = _be_i64(mem, pos + 43)
+            table[F_PRODUCER_EPOCH, n] = _be_i16(mem, pos + 51)
+            table[F_BASE_SEQUENCE, n] = _be_i32(mem, pos + 53)
             table[F_RECORD_COUNT, n] = count
             n += 1
             records += max(count, 0)
@@ -512,9 +543,9 @@ def _scan_batches(
 
 
 @njit(cache=True, nogil=True)
-def _batch_crc(buf: Any, pos: Any, size: Any) -> Any:
-    """CRC-32C of ``buf[pos + 21 : pos + size]`` by the crc32c library (caller checked the range)."""
-    p = buf.ctypes.data + np.uint64(pos + ATTRIBUTES_OFFSET)
+def _batch_crc(mem: Any, pos: Any, size: Any) -> Any:
+    """CRC-32C of bytes ``[pos + 21, pos + size)`` at address ``mem``, by the crc32c library (range checked)."""
+    p = mem + np.uint64(pos + ATTRIBUTES_OFFSET)
     n = np.uint64(size - ATTRIBUTES_OFFSET)
     return np.int64(_crc32c_native(np.uint32(0xFFFFFFFF), p, n) ^ np.uint32(0xFFFFFFFF))
 
@@ -522,9 +553,10 @@ def _batch_crc(buf: Any, pos: Any, size: Any) -> Any:
 @njit(cache=True, nogil=True)
 def _verify_crcs(buf: Any, table: Any, n: Any, computed: Any) -> Any:
     """CRC-32C of ``[pos + 21, pos + size)`` for batches ``0..n-1`` into ``computed``; first mismatch or -1."""
+    mem = buf.ctypes.data
     bad = -1
     for i in range(n):
-        c = _batch_crc(buf, table[F_POS, i], table[F_SIZE, i])
+        c = _batch_crc(mem, table[F_POS, i], table[F_SIZE, i])
         computed[i] = c
         if bad < 0 and c != table[F_CRC, i]:
             bad = i
@@ -575,6 +607,7 @@ def _index_records(
     """
     if count < 0:
         return 0, ERR_COUNT_NEGATIVE, start
+    mem = src.ctypes.data
     hcap = hdr.shape[1]
     nh = 0
     p = start
@@ -582,7 +615,7 @@ def _index_records(
         if p >= end:
             return nh, ERR_COUNT_TOO_MANY, p
         (err, err_pos, body_end, ts_delta, offset_delta, key_pos, key_len, value_pos, value_len, hc, q) = (
-            _parse_record_prefix(src, p, end)
+            _parse_record_prefix(mem, p, end)
         )
         if err != OK:
             return nh, err, err_pos
@@ -598,7 +631,7 @@ def _index_records(
         rec[R_POS, r] = p
         rec[R_SIZE, r] = body_end - p
         for _ in range(hc):
-            err, err_pos, hk_pos, hk_len, hv_pos, hv_len, q = _parse_header(src, q, body_end)
+            err, err_pos, hk_pos, hk_len, hv_pos, hv_len, q = _parse_header(mem, q, body_end)
             if err != OK:
                 return nh, err, err_pos
             if nh < hcap:
@@ -701,6 +734,12 @@ def _decode_columns(
     ``stats[S_CRC_COMPUTED]`` the CRC computed.
     """
     buf_len = buf.shape[0]
+    buf_mem = buf.ctypes.data
+    dbuf_mem = dbuf.ctypes.data
+    key_mem = key_data.ctypes.data
+    value_mem = value_data.ctypes.data
+    hk_mem = hk_data.ctypes.data
+    hv_mem = hv_data.ctypes.data
     row_cap = out_offset.shape[0]
     key_cap = key_data.shape[0]
     value_cap = value_data.shape[0]
@@ -727,13 +766,13 @@ def _decode_columns(
     b = 0
     while b < n_batches and err == OK:
         if plan[P_CHECK_CRC, b] != 0:
-            crc = _batch_crc(buf, plan[P_BATCH_POS, b], plan[P_BATCH_SIZE, b])
+            crc = _batch_crc(buf_mem, plan[P_BATCH_POS, b], plan[P_BATCH_SIZE, b])
             if crc != plan[P_STORED_CRC, b]:
                 err = ERR_CRC
                 err_pos = plan[P_BATCH_POS, b]
                 stats[S_CRC_COMPUTED] = crc
                 break
-        src = dbuf if plan[P_SRC, b] != 0 else buf
+        src = dbuf_mem if plan[P_SRC, b] != 0 else buf_mem
         p = plan[P_START, b]
         end = plan[P_END, b]
         count = plan[P_COUNT, b]
@@ -753,8 +792,8 @@ def _decode_columns(
                 err_pos = p
                 break
             if prefetch and p + PREFETCH_DISTANCE + 64 < buf_len:
-                _prefetch(buf, np.uint64(p + PREFETCH_DISTANCE))
-                _prefetch(buf, np.uint64(p + PREFETCH_DISTANCE + 64))
+                _prefetch(buf_mem + np.uint64(p + PREFETCH_DISTANCE))
+                _prefetch(buf_mem + np.uint64(p + PREFETCH_DISTANCE + 64))
             (
                 err,
                 err_pos,
@@ -782,14 +821,14 @@ def _decode_columns(
                 out_timestamp[ru] = max_ts if log_append else base_ts + ts_delta
                 out_ts_type[ru] = ts_type
                 if key_len >= 0:
-                    _copy(key_data, kd, src, key_pos, key_len)
+                    _copy(key_mem, kd, src, key_pos, key_len)
                     kd += key_len
                 else:
                     key_nulls += 1
                 _set_bit(key_valid, row, key_len >= 0)
                 key_offsets[ru + np.uint64(1)] = np.int32(kd)
                 if value_len >= 0:
-                    _copy(value_data, vd, src, value_pos, value_len)
+                    _copy(value_mem, vd, src, value_pos, value_len)
                     vd += value_len
                 else:
                     value_nulls += 1
@@ -805,12 +844,12 @@ def _decode_columns(
                         err = ERR_CAPACITY
                         err_pos = q
                         break
-                    _copy(hk_data, hkd, src, hk_pos, hk_len)
+                    _copy(hk_mem, hkd, src, hk_pos, hk_len)
                     hkd += hk_len
                     hu = np.uint64(nh)
                     hk_offsets[hu + np.uint64(1)] = np.int32(hkd)
                     if hv_len >= 0:
-                        _copy(hv_data, hvd, src, hv_pos, hv_len)
+                        _copy(hv_mem, hvd, src, hv_pos, hv_len)
                         hvd += hv_len
                     else:
                         hv_nulls += 1

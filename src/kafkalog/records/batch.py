@@ -92,6 +92,11 @@ _PLE_OFFSET: Final = 12
 _INT32_MAX: Final = (1 << 31) - 1
 
 
+def _i64(value: int) -> int:
+    """Java ``long`` arithmetic: wrap to a signed 64-bit value."""
+    return ((value + 2**63) & 0xFFFFFFFFFFFFFFFF) - 2**63
+
+
 def _i32(value: int) -> int:
     """Java ``int`` arithmetic: wrap to a signed 32-bit value."""
     return ((value + 2**31) & 0xFFFFFFFF) - 2**31
@@ -319,7 +324,7 @@ class DefaultRecordBatch(RecordBatch):
 
     @property
     def last_offset(self) -> int:
-        return self._base_offset + self._last_offset_delta
+        return _i64(self._base_offset + self._last_offset_delta)
 
     @property
     def size_in_bytes(self) -> int:
@@ -495,8 +500,8 @@ class DefaultRecordBatch(RecordBatch):
         base_seq = self._base_sequence
         control = bool(self._attributes & ATTR_CONTROL)
         for record, size in zip(records, idx.record_size.tolist(), strict=True):
-            delta = record.offset - base
-            seq = NO_SEQUENCE if base_seq == NO_SEQUENCE else increment_sequence(base_seq, delta)
+            delta = _i64(record.offset - base)
+            seq = increment_sequence(base_seq, delta) if base_seq >= 0 else NO_SEQUENCE
             if control:
                 ctype = ControlRecordType.parse(record.key)
                 epoch = None

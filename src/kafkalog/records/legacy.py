@@ -78,8 +78,7 @@ class _Entry:
             p += 8
         key, p = _read_bytes(buf, p, rec_end, origin)
         value, p = _read_bytes(buf, p, rec_end, origin)
-        if p != rec_end:
-            raise InvalidRecordError("legacy record size does not match its contents", position=origin + pos)
+        # Like Kafka, bytes after the value inside the declared size are ignored.
         self.position = pos
         self.offset: int = offset
         self.size: int = size
@@ -250,24 +249,25 @@ class LegacyRecordBatch(RecordBatch):
         )
         entries: list[_Entry] = []
         pos = 0
-        while pos < len(payload):
+        while len(payload) - pos >= LOG_OVERHEAD + RECORD_OVERHEAD_V0:
+            (inner_size,) = _INT32.unpack_from(payload, pos + 8)
+            if inner_size < 0 or pos + LOG_OVERHEAD + inner_size > len(payload):
+                break  # a partial inner entry ends the wrapper, as in Kafka
             entry = _Entry(payload, pos, len(payload), self.position)
-            if entry.magic != wrapper.magic:
-                raise InvalidRecordError(
-                    "compressed message magic does not match the wrapper magic", position=self.position
-                )
             if entry.attributes & 0x07:
                 raise InvalidRecordError("inner messages must not be compressed", position=self.position)
             entries.append(entry)
             pos += LOG_OVERHEAD + entry.size
         details: list[RecordDetail] = []
         if not entries:
-            self._inner = details
-            return details
+            raise InvalidRecordError(
+                "found invalid compressed record set with no inner records", position=self.position
+            )
         log_append = wrapper.magic == MAGIC_V1 and bool(wrapper.attributes & 0x08)
         base = 0
         if wrapper.magic == MAGIC_V1:
-            base = wrapper.offset - entries[-1].offset
+            # A wrapper offset of 0 (as librdkafka writes) means the inner offsets are used as they are.
+            base = 0 if wrapper.offset == 0 else wrapper.offset - entries[-1].offset
             if base < 0:
                 raise InvalidRecordError(
                     f"found invalid wrapper offset in compressed v1 message set, wrapper offset "
