@@ -312,8 +312,7 @@ def test_damaged_legacy_entries(java: KafkaJava, tmp_path: Path, sink: list[byte
     """Every byte of each legacy entry after its magic (attributes, timestamp, key/value lengths and bytes) damaged
     in turn; for compressed wrappers, the bytes up to the start of the compressed value.
 
-    One known difference, in the record reader: a value length turned negative behind a repaired CRC leaves the value's
-    bytes unread. Kafka reads a null value and ignores them; kafkalog rejects the entry (invalid_records).
+    A value length turned negative behind a repaired CRC leaves the value's bytes unread: both read a null value.
     """
     legacy_entries = sink[-6:]
     follower = sink[0]
@@ -329,12 +328,9 @@ def test_damaged_legacy_entries(java: KafkaJava, tmp_path: Path, sink: list[byte
             path = tmp_path / f"legacy-{n}-{where}.log"
             path.write_bytes(bytes(damaged) + follower)
             if repair_crc and not compressed and where == value_length_at:
+                # A value length turned negative behind a repaired CRC: both read a null value.
                 theirs, their_code = java.dump_text(path, True)
-                mine, my_code = ours(path, True)
                 assert their_code == 0 and '"value":null' in theirs.splitlines()[1]
-                assert my_code == 2 and '"error":"invalid_records"' in mine.splitlines()[1]
-                assert ours(path, False) == java.dump_text(path, False)  # a shallow dump agrees
-                continue
             assert_same(java, path)
 
 
