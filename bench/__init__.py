@@ -1,0 +1,14 @@
+"""kafkalog's benchmarks: ``python -m bench [--quick]`` (``make bench`` / ``make bench-quick``).
+
+Every figure is a median of several runs and is reported as a ratio against a baseline measured in the same
+run (raw ``os.write``, raw read + CRC, kafka-python, Kafka's Java code, SQLite, LMDB ...), never as a timed
+unit test. Results go to ``docs/benchmarks.md``, ``docs/benchmarks.json`` and ``docs/benchmarks/*.png``.
+
+Modules:
+
+* :mod:`bench.harness` - timing helpers, :class:`~bench.harness.Row`, the registry, the report writer;
+* :mod:`bench.bench_records` - the record layer (batch validation, decode, encode) against kafka-python;
+* :mod:`bench.bench_baselines` - raw file I/O, fsync, SQLite, LMDB and persist-queue figures that later
+  benchmarks (log append/read) compare against;
+* ``bench.bench_columnar`` (when present) - columnar decode.
+"""

@@ -1,0 +1,135 @@
+"""``python -m bench [--quick] [--only AREA ...] [--out docs/benchmarks.md]``: run the benchmarks, write the report.
+
+Writes the Markdown report (``--out``), its JSON twin (same path, ``.json``) and one PNG chart per area
+(``<out dir>/<out stem>/<area>.png``), then prints the target summary. Exits 1 if an area raised (the
+report is still written, with the traceback), 2 on bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from bench.harness import (
+    Report,
+    attainment,
+    discover,
+    format_ratio,
+    format_value,
+    load_average,
+    log,
+    machine_info,
+    now_text,
+    run_area,
+    write_report,
+)
+
+DEFAULT_OUT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line (see the module docstring)."""
+    parser = argparse.ArgumentParser(prog="python -m bench", description="Run kafkalog's benchmarks.")
+    parser.add_argument("--quick", action="store_true", help="smaller inputs and fewer runs (a few minutes)")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        metavar="AREA",
+        default=None,
+        help="run only these areas (see --list); the report then holds only them, so use --out elsewhere "
+        "to keep the full report",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help="Markdown report path (default: docs/benchmarks.md)"
+    )
+    parser.add_argument("--json", type=Path, default=None, help="JSON path (default: --out with .json)")
+    parser.add_argument("--no-charts", action="store_true", help="skip the PNG charts")
+    parser.add_argument("--list", action="store_true", help="list the benchmark areas and exit")
+    parser.add_argument(
+        "--render",
+        type=Path,
+        default=None,
+        metavar="JSON",
+        help="measure nothing: re-render the report and charts from a previous run's JSON",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit status."""
+    args = parse_args(argv)
+    areas = discover()
+    if args.list:
+        for area, module in areas.items():
+            print(f"{area:12} {module}")
+        return 0
+    if args.render is not None:
+        report = Report.from_dict(json.loads(args.render.read_text()))
+        for kind, path in write_report(report, args.out, args.json, charts=not args.no_charts).items():
+            log(f"wrote {kind}: {path}")
+        return 0
+    if args.only:
+        unknown = [a for a in args.only if a not in areas]
+        if unknown:
+            print(f"unknown area(s): {', '.join(unknown)}; known: {', '.join(areas)}", file=sys.stderr)
+            return 2
+        areas = {a: m for a, m in areas.items() if a in args.only}
+
+    command = "python -m bench" + (" --quick" if args.quick else "")
+    if args.only:
+        command += " --only " + " ".join(args.only)
+    started = now_text()
+    t0 = time.perf_counter()
+    machine = machine_info()
+    rows = []
+    area_seconds: dict[str, float] = {}
+    failures: dict[str, str] = {}
+    for area, module in areas.items():
+        log(f"== {area} ({module}) ==")
+        result = run_area(area, module, args.quick)
+        area_seconds[area] = result.seconds
+        rows.extend(result.rows)
+        if result.error is not None:
+            failures[area] = result.error
+            log(f"{area} FAILED after {result.seconds:.0f} s:\n{result.error}")
+        else:
+            log(f"{area} done in {result.seconds:.0f} s ({len(result.rows)} rows)")
+
+    machine["load average at end"] = load_average()
+    report = Report(
+        rows=rows,
+        machine=machine,
+        quick=args.quick,
+        started=started,
+        seconds=time.perf_counter() - t0,
+        area_seconds=area_seconds,
+        failures=failures,
+        command=command,
+    )
+    written = write_report(report, args.out, args.json, charts=not args.no_charts)
+    for kind, path in written.items():
+        log(f"wrote {kind}: {path}")
+
+    print(f"\n{command}: {report.seconds:.0f} s")
+    for row in rows:
+        verdict = "" if row.passed is None else "  PASS" if row.passed else "  SHORT"
+        frac = attainment(row)
+        if row.passed is False and frac is not None:
+            verdict += f" ({frac:.0%} of target)"
+        base = f"  vs {format_value(row.baseline_value, row.unit)}" if row.baseline_name else ""
+        ratio = f"  = {format_ratio(row.ratio)}" if row.ratio is not None else ""
+        target = f"  [{row.target}]" if row.target else ""
+        print(
+            f"{row.area:10} {row.name[:60]:60} {format_value(row.value, row.unit):>18}{base}{ratio}{target}{verdict}"
+        )
+    for area in failures:
+        print(f"{area}: FAILED (see the report)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
