@@ -27,17 +27,21 @@ Invariants every kernel keeps (the reason this module exists):
   fields must consume exactly ``length`` bytes;
 * a batch's records must consume exactly ``[records_start, records_end)`` after ``recordCount`` records
   (fewer bytes → :data:`ERR_COUNT_TOO_MANY`, bytes left over → :data:`ERR_COUNT_TOO_FEW`);
-* key/value/header-value lengths are ``-1`` (null) or ``>= 0``; header keys ``>= 0``; header count ``>= 0``
+* key/value/header-value lengths ``< 0`` are null (as Kafka reads them, normalised to ``-1``); header keys ``>= 0``; header count ``>= 0``
   and at most half the remaining body bytes; the record attributes byte is ignored as Kafka does;
 * outputs are written only below the capacities of the arrays passed in (checked, :data:`ERR_CAPACITY`).
 
-Speed notes (measured on the 2-core VM, see ``bench/bench_columnar.py``): subscripts use ``np.uint64``
-(numba adds a negative-index wraparound select to signed subscripts); byte copies are ``llvm.memcpy`` on
-ranges the caller has bounds-checked (faster than a vectorised byte loop for 16-100 byte fields); the decode
-kernel verifies each batch's CRC right before parsing it (one pass over memory instead of two) and
-prefetches the input :data:`PREFETCH_DISTANCE` bytes ahead so the next batch's CRC reads from cache. Small
-helpers are left to LLVM's inliner: numba-level ``inline="always"`` on helpers that take arrays adds
-reference-count traffic in the loops and measured 30% slower, except for the two record parsers.
+Speed notes (measured on the 2-core VM; ``bench/bench_columnar.py``):
+
+* Parsers read input bytes through a raw address (``arr.ctypes.data``, the ``_load_u8`` intrinsic) rather
+  than an array: passing arrays into numba helpers made numba emit atomic reference-count calls in the
+  record loop (17% of the time, seen with ``perf``). The bounds discipline is the same: every read is at
+  ``0 <= p < limit`` with ``limit <= len(buffer)`` checked by the wrapper.
+* Field copies are ``llvm.memcpy`` on bounds-checked ranges; output stores use ``np.uint64`` subscripts
+  (numba adds a negative-index wraparound select to signed subscripts).
+* The decode kernel verifies each batch's CRC right before parsing it (one pass over memory instead of two)
+  and prefetches the input :data:`PREFETCH_DISTANCE` bytes ahead, so the next batch's CRC reads from cache.
+* What remains is latency-bound: each record field's position depends on the previous varint.
 
 Compiled code is cached on disk (``cache=True``) next to this module's ``__pycache__``. On a read-only install
 (e.g. a Spark executor's site-packages) set ``NUMBA_CACHE_DIR`` to a writable directory before import, or each
@@ -87,9 +91,8 @@ MAGIC_OFFSET: Final = 16
 CRC_OFFSET: Final = 17
 ATTRIBUTES_OFFSET: Final = 21  # first byte covered by the CRC
 MIN_FRAME_SIZE: Final = 14  # Kafka LegacyRecord.RECORD_OVERHEAD_V0: smallest batchLength of any format
-MIN_RECORD_SIZE: Final = (
-    7  # length, attributes, tsDelta, offsetDelta, keyLen, valueLen, headerCount: 1 byte each
-)
+# smallest record: length, attributes, tsDelta, offsetDelta, keyLen, valueLen, headerCount of 1 byte each
+MIN_RECORD_SIZE: Final = 7
 
 # Rows of the scan table (``table[F_X, i]`` is field X of batch i); all int64.
 F_POS: Final = 0  # position of the batch in the buffer
@@ -154,9 +157,8 @@ ERR_RECORD_SIZE_MISMATCH: Final = 210
 ERR_COUNT_TOO_FEW: Final = 211  # bytes remain after recordCount records
 ERR_COUNT_TOO_MANY: Final = 212  # records end before recordCount records
 ERR_RECORD_ATTRIBUTES_EOF: Final = 213
-ERR_CAPACITY: Final = (
-    301  # output arrays too small (a caller bug, never data-dependent when sized as documented)
-)
+# output arrays too small: a caller bug, never caused by the data when sized as documented
+ERR_CAPACITY: Final = 301
 
 ERROR_MESSAGES: Final[dict[int, str]] = {
     ERR_FRAME_SIZE: "batch size smaller than the minimum record overhead (14)",
@@ -168,11 +170,11 @@ ERROR_MESSAGES: Final[dict[int, str]] = {
     ERR_VARINT_EOF: "varint runs past the end of the record",
     ERR_VARINT_TOO_LONG: "varint longer than 5 bytes / varlong longer than 10 bytes",
     ERR_RECORD_SIZE: "record length negative or past the end of the batch",
-    ERR_KEY_LENGTH: "invalid key length (negative other than -1, or past the end of the record)",
-    ERR_VALUE_LENGTH: "invalid value length (negative other than -1, or past the end of the record)",
+    ERR_KEY_LENGTH: "invalid key length (past the end of the record)",
+    ERR_VALUE_LENGTH: "invalid value length (past the end of the record)",
     ERR_HEADER_COUNT: "invalid header count (negative, or more headers than bytes left in the record)",
     ERR_HEADER_KEY_LENGTH: "invalid header key length (negative, or past the end of the record)",
-    ERR_HEADER_VALUE_LENGTH: "invalid header value length (negative other than -1, or past the end of the record)",
+    ERR_HEADER_VALUE_LENGTH: "invalid header value length (past the end of the record)",
     ERR_RECORD_SIZE_MISMATCH: "record fields do not fill the declared record length",
     ERR_COUNT_TOO_FEW: "bytes left in the batch after its declared record count",
     ERR_COUNT_TOO_MANY: "batch records end before its declared record count",
@@ -246,28 +248,6 @@ def _load_u8_typer(typingctx: Any, mem: Any, i: Any) -> Any:
 _load_u8: Any = intrinsic(_load_u8_typer)
 
 
-def _load_be_typer(typingctx: Any, mem: Any, i: Any, width: Any) -> Any:
-    """Big-endian signed integer of ``width`` (a literal 2, 4 or 8) bytes at ``mem + i``, as int64."""
-    if not isinstance(width, types.IntegerLiteral):
-        return None
-    bits = 8 * width.literal_value
-    sig = types.int64(types.uintp, types.intp, width)
-
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        ity = ir.IntType(bits)
-        ptr = builder.bitcast(builder.gep(_address(builder, args[0]), [args[1]]), ity.as_pointer())
-        raw = builder.load(ptr, align=1)
-        if bits > 8:
-            fn = builder.module.declare_intrinsic("llvm.bswap", [ity])
-            raw = builder.call(fn, [raw])
-        return builder.sext(raw, ir.IntType(64)) if bits < 64 else raw
-
-    return sig, codegen
-
-
-_load_be: Any = intrinsic(_load_be_typer)
-
-
 def _memcpy_typer(typingctx: Any, dst: Any, src: Any, n: Any) -> Any:
     """``llvm.memcpy((void *)dst, (void *)src, n)`` on addresses: callers check both ranges first."""
     sig = types.void(types.uintp, types.uintp, types.intp)
@@ -315,22 +295,29 @@ def _at(mem: Any, p: Any) -> Any:
 
 @njit(cache=True, nogil=True)
 def _be_u32(mem: Any, p: Any) -> Any:
-    return _load_be(mem, p, 4) & 0xFFFFFFFF
+    return (
+        (np.int64(_at(mem, p)) << 24)
+        | (np.int64(_at(mem, p + 1)) << 16)
+        | (np.int64(_at(mem, p + 2)) << 8)
+        | np.int64(_at(mem, p + 3))
+    )
 
 
 @njit(cache=True, nogil=True)
 def _be_i32(mem: Any, p: Any) -> Any:
-    return _load_be(mem, p, 4)
+    v = _be_u32(mem, p)
+    return v - ((v >> 31) << 32)
 
 
 @njit(cache=True, nogil=True)
 def _be_i16(mem: Any, p: Any) -> Any:
-    return _load_be(mem, p, 2)
+    v = (np.int64(_at(mem, p)) << 8) | np.int64(_at(mem, p + 1))
+    return v - ((v >> 15) << 16)
 
 
 @njit(cache=True, nogil=True)
 def _be_i64(mem: Any, p: Any) -> Any:
-    return _load_be(mem, p, 8)
+    return (_be_u32(mem, p) << 32) | _be_u32(mem, p + 4)
 
 
 @njit(cache=True, nogil=True)
@@ -411,14 +398,18 @@ def _parse_record_prefix(mem: Any, p: Any, limit: Any) -> Any:
     key_len, q2, err = _read_varint(mem, q, body_end)
     if err != OK:
         return err, q, 0, 0, 0, 0, 0, 0, 0, 0, q2
-    if key_len < -1 or key_len > body_end - q2:
+    if key_len < 0:
+        key_len = -1  # Kafka reads any negative length as null
+    if key_len > body_end - q2:
         return ERR_KEY_LENGTH, q, 0, 0, 0, 0, 0, 0, 0, 0, q2
     key_pos = q2
     q = q2 + max(key_len, 0)
     value_len, q2, err = _read_varint(mem, q, body_end)
     if err != OK:
         return err, q, 0, 0, 0, 0, 0, 0, 0, 0, q2
-    if value_len < -1 or value_len > body_end - q2:
+    if value_len < 0:
+        value_len = -1  # Kafka reads any negative length as null
+    if value_len > body_end - q2:
         return ERR_VALUE_LENGTH, q, 0, 0, 0, 0, 0, 0, 0, 0, q2
     value_pos = q2
     q = q2 + max(value_len, 0)
@@ -455,7 +446,9 @@ def _parse_header(mem: Any, p: Any, body_end: Any) -> Any:
     value_len, q2, err = _read_varint(mem, q, body_end)
     if err != OK:
         return err, q, 0, 0, 0, 0, q2
-    if value_len < -1 or value_len > body_end - q2:
+    if value_len < 0:
+        value_len = -1  # Kafka reads any negative length as null
+    if value_len > body_end - q2:
         return ERR_HEADER_VALUE_LENGTH, q, 0, 0, 0, 0, q2
     return OK, 0, key_pos, key_len, q2, value_len, q2 + max(value_len, 0)
 

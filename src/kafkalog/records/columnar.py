@@ -44,8 +44,11 @@ Rules, as Kafka's readers apply them:
 Memory: output buffers come from a :class:`BufferPool`. Ownership of each buffer passes to Arrow (through
 ``pa.py_buffer`` of a NumPy view); when Arrow releases the last reference, a finalizer returns the memory to
 the pool, so memory is reused only once no Arrow data refers to it. On this VM a first-touch page fault costs
-about 4 µs per 4 KiB page, about 100x the cost of writing into a page already mapped, which is what the pool
-saves when a consumer processes and drops batches one at a time (``bench/bench_columnar.py`` measures it).
+about 4 µs per 4 KiB page, about 100x the cost of writing into a page already mapped; reusing pages is what
+makes the pooled decode about 2x faster than allocating fresh output memory on every call when a consumer
+processes and drops batches one at a time (``bench/bench_columnar.py`` measures it). Buffers are sized by
+upper bounds that need no parsing (key, value and header data each at most the records' bytes; at most one
+header per 2 bytes); only the pages actually written become resident.
 
 The hot loop is a numba kernel (compiled once and cached on disk; set ``NUMBA_CACHE_DIR`` to a writable
 directory on read-only installs). Kernels release the GIL, so threads decode different buffers in parallel.
@@ -68,7 +71,10 @@ from kafkalog.records.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, decompr
 
 __all__ = [
     "DEFAULT_MAX_DECOMPRESSED_BYTES",
+    "DEFAULT_TARGET_BYTES",
+    "DEFAULT_TARGET_ROWS",
     "HEADERS_TYPE",
+    "HEADER_STRUCT_TYPE",
     "SCHEMA",
     "SCHEMA_WITHOUT_HEADERS",
     "BufferPool",
@@ -226,7 +232,7 @@ _EMPTY_U8: Final[U8Array] = K.as_uint8(bytes(1))
 def _plan_group(
     buf: U8Array, table: I64Array, n: int, verify_crc: bool, max_decompressed_bytes: int
 ) -> _Group:
-    """Build the kernel plan for batches ``table[:, :n]``: drop control batches, decompress, bound counts.
+    """Build the kernel plan for batches ``table[:, :n]``: drop control batches and decompress.
 
     CRCs of uncompressed data batches are verified inside the kernel, batch by batch while the bytes are in
     cache; control and compressed batches (and every batch without the native CRC) are verified here first,
@@ -447,6 +453,12 @@ def _raise_record_error(err: int, plan: I64Array, stats: I64Array) -> None:
     raise InvalidRecordError(f"{message} (in the batch at position {batch_pos})", position=err_pos)
 
 
+def _scan_table(buf: U8Array, max_batches: int) -> I64Array:
+    """A scan table with room for ``max_batches`` batches, or for as many as ``buf`` can hold if fewer."""
+    cols = max(1, min(max_batches, buf.shape[0] // K.BATCH_HEADER_SIZE + 1))
+    return np.empty((K.N_BATCH_FIELDS, cols), np.int64)
+
+
 def _split_columns(group: _Group, max_bytes: int) -> list[slice]:
     """Split plan columns so each part's records bytes stay within ``max_bytes`` (at least one batch each)."""
     sizes = group.records_bytes
@@ -499,7 +511,7 @@ def iter_columnar(
     buf = K.as_uint8(data)
     lo, hi = _bounds(start_offset, end_offset)
     out_bytes = min(target_bytes, _INT32_MAX)
-    table = np.empty((K.N_BATCH_FIELDS, min(_SCAN_BATCHES, max(64, target_rows))), np.int64)
+    table = _scan_table(buf, min(_SCAN_BATCHES, max(64, target_rows)))
     pos = 0
     end = buf.shape[0]
     while True:
@@ -548,12 +560,11 @@ def decode_columnar(
     buf = K.as_uint8(data)
     lo, hi = _bounds(start_offset, end_offset)
     tables: list[I64Array] = []
+    table = _scan_table(buf, _SCAN_BATCHES)
     pos = 0
     while True:
-        scan = K.scan_batches(
-            buf, pos, buf.shape[0], max_batches=_SCAN_BATCHES, skip_below=lo, stop_offset=hi
-        )
-        tables.append(scan.table[:, : scan.n])
+        scan = K.scan_batches(buf, pos, buf.shape[0], skip_below=lo, stop_offset=hi, table=table)
+        tables.append(scan.table[:, : scan.n].copy())
         pos = scan.next_pos
         if scan.code != K.SCAN_MORE:
             break
