@@ -10,11 +10,14 @@ it does not touch a ``Log``. The passes, in order:
 2. **Interrupted swaps** — the segments that the remaining ``.swap`` logs replace (offsets in
    ``[min swap base, max swap next offset)``) are deleted, then ``.swap`` is stripped from every file.
 3. **Segments** — ``.log`` files in name order become segments; an index file with no ``.log`` is an
-   orphan and is deleted; a segment with a missing or corrupt index is recovered (indexes rebuilt).
-   A legacy segment whose offsets overflow is split and the pass restarts (``retry_on_offset_overflow``).
+   orphan and is deleted; a segment with a missing or corrupt index is recovered (indexes rebuilt) once
+   all are loaded — unless pass 4 recovers it anyway, which it then leaves to pass 4 (in order, after the
+   segments before it are validated). A legacy segment whose offsets overflow is split and the pass
+   restarts (``retry_on_offset_overflow``).
 4. **Recovery** — with a clean-shutdown marker nothing is scanned. Without one, every segment from the
-   recovery point on is recovered (CRC of every batch, indexes rebuilt, producer state replayed); at the
-   first invalid batch the segment is truncated and every later segment deleted. If the log end ends up
+   recovery point on is recovered (CRC of every batch, indexes rebuilt, producer state replayed, and a
+   producer snapshot taken at its end so the next one starts there); at the first invalid batch the
+   segment is truncated and every later segment deleted. If the log end ends up
    below the log start offset all segments are deleted; with no segment left an empty one is created at
    the log start offset. The active segment's indexes get their preallocation back.
 5. **State** — the leader epoch cache is truncated to the loaded log; stray producer snapshots are
@@ -222,11 +225,15 @@ class _Loader:
             prefix=self.prefix,
         )
         truncated = segment.recover(psm, self.epoch_cache)
+        # Kafka's segment recovery moves the map end offset past every batch it replays, so this snapshot lands at
+        # the end of the recovered segment and the next segment's rebuild starts there instead of re-reading it.
+        psm.update_map_end_offset(segment.read_next_offset())
         psm.take_snapshot()
         self.recovered += 1
         return truncated
 
     def load_segment_files(self) -> None:
+        needs_recovery: list[LogSegment] = []
         for path in sorted(self.dir.iterdir()):
             if not path.is_file():
                 continue
@@ -260,7 +267,7 @@ class _Loader:
                             self.prefix,
                             path,
                         )
-                    self._recover_segment(segment)
+                    needs_recovery.append(segment)
                 except CorruptIndexError as exc:
                     _log.warning(
                         "%sFound a corrupted index file corresponding to log file %s due to %s, recovering "
@@ -269,8 +276,19 @@ class _Loader:
                         path,
                         exc,
                     )
-                    self._recover_segment(segment)
+                    needs_recovery.append(segment)
                 self.segments.add(segment)
+        # A segment that the recovery of the unflushed segments will recover anyway is left to it: recovering it
+        # here would rebuild its producer state from the segments before it, which may be unflushed and not yet
+        # validated (a torn tail must be truncated by the recovery, in order, which then drops what follows).
+        recovered_later = set()
+        if not self.had_clean_shutdown and not self.dir.name.endswith(DELETE_DIR_SUFFIX):
+            recovered_later = {
+                s.base_offset for s in self.segments.values(self.recovery_point_checkpoint, 2**63 - 1)
+            }
+        for segment in needs_recovery:
+            if segment.base_offset not in recovered_later:
+                self._recover_segment(segment)
 
     def _delete_async(self, segments: list[LogSegment]) -> None:
         for s in segments:
@@ -518,6 +536,13 @@ def split_overflowed_segment(
     """
     if not is_log_file(segment.log.path.name):
         raise ValueError(f"cannot split file {segment.log.path}")
+    next_offset = segment.read_next_offset()
+    if not (
+        next_offset > segment.base_offset and not segment.can_convert_to_relative_offset(next_offset - 1)
+    ):
+        raise ValueError(
+            f"split operation is only permitted for segments with overflow, and the problem path is {segment.log.path}"
+        )
     _log.info("%sSplitting overflowed segment %s", prefix, segment)
     new_segments: list[LogSegment] = []
     source = segment.log

@@ -169,6 +169,8 @@ class LocalLog:
         self._on_dir_failure = on_dir_failure
         self.last_flushed_time = time.milliseconds()
         self.closed = False
+        # Kafka's ``isMemoryMappedBufferClosed``: set by close_handlers and delete_all_segments (not by close).
+        self.buffers_closed = False
         self.offline = False
         self.log_prefix = f"[LocalLog partition={topic_partition}, dir={self.dir.parent}] "
 
@@ -193,8 +195,8 @@ class LocalLog:
             raise KafkaStorageError(f"{message}: {exc}") from exc
 
     def check_if_closed(self) -> None:
-        """Fail fast on a closed log (Kafka's ``checkIfMemoryMappedBufferClosed``)."""
-        if self.closed:
+        """Fail fast once the file handles are gone (Kafka's ``checkIfMemoryMappedBufferClosed``)."""
+        if self.buffers_closed:
             raise KafkaStorageError(
                 f"the memory mapped buffer for log of {self.topic_partition} is already closed"
             )
@@ -446,7 +448,8 @@ class LocalLog:
     def truncate_to(self, target_offset: int) -> list[LogSegment]:
         """Drop every offset >= ``target_offset``; returns the whole segments deleted."""
         deletable = self.segments.filter(lambda s: s.base_offset > target_offset)
-        self.remove_and_delete_segments(deletable, True, "log truncation")
+        # Newest first: a crash part-way leaves a prefix of the log, never a hole.
+        self.remove_and_delete_segments(list(reversed(deletable)), True, "log truncation")
         self.active_segment.truncate_to(target_offset)
         self.update_log_end_offset(target_offset)
         return deletable
@@ -473,6 +476,7 @@ class LocalLog:
             for segment in deleted:
                 self.segments.remove(segment.base_offset)
             delete_segment_files(deleted, False, self.dir, self.scheduler, self.config, self.log_prefix)
+            self.buffers_closed = True
             return deleted
 
     def delete_empty_dir(self) -> None:
@@ -481,9 +485,9 @@ class LocalLog:
             raise RuntimeError(
                 f"can not delete directory when {len(self.segments)} segments are still present"
             )
-        if not self.closed:
+        if not self.buffers_closed:
             raise RuntimeError(
-                f"can not delete directory when the log of {self.topic_partition} is still open"
+                f"can not delete directory when the log of {self.topic_partition} still has open file handles"
             )
         shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -500,7 +504,7 @@ class LocalLog:
             return True
 
     def close(self) -> None:
-        """Close every segment (final time-index entries, trims, flushes)."""
+        """Close every segment (final time-index entries, trims, flushes); closing twice is harmless."""
         with self.io(f"error while closing log for {self.topic_partition} in dir {self.dir.parent}"):
             self.check_if_closed()
             self.segments.close()
@@ -509,4 +513,5 @@ class LocalLog:
     def close_handlers(self) -> None:
         """Close file descriptors without flushing (the directory went offline)."""
         self.segments.close_handlers()
+        self.buffers_closed = True
         self.closed = True

@@ -12,7 +12,7 @@ Invariants (checked by the tests and assumed everywhere):
 * The last stable offset is ``min(first unstable offset, high watermark)``.
 * One writer at a time (``self.lock``); readers take no lock: they work from immutable offset metadata and
   segment snapshots, and a segment deleted under a reader yields :class:`OffsetOutOfRangeError`, never a
-  crash.
+  crash. ``read`` returns records in memory, never a lazy slice of a segment that could be deleted later.
 
 Logging uses Kafka's prefix ``[Log partition=<topic>-<p>, dir=<parent>] `` and Kafka's messages for load,
 roll and deletion.
@@ -20,6 +20,7 @@ roll and deletion.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import uuid
@@ -38,7 +39,7 @@ from kafkalog.errors import (
     UnexpectedAppendOffsetError,
 )
 from kafkalog.log import retention
-from kafkalog.log.checkpoint import read_partition_metadata, write_partition_metadata
+from kafkalog.log.checkpoint import read_partition_metadata, write_clean_shutdown, write_partition_metadata
 from kafkalog.log.config import LogConfig
 from kafkalog.log.leader_epoch import LeaderEpochFileCache
 from kafkalog.log.loader import LoadedLog, load_log, rebuild_producer_state, split_overflowed_segment
@@ -50,7 +51,14 @@ from kafkalog.log.types import AppendOrigin, FetchIsolation, LogAppendInfo, LogO
 from kafkalog.log.validator import analyze_and_validate_records, validate_and_assign_offsets
 from kafkalog.records import Compression, MemoryRecords, Record, SimpleRecord
 from kafkalog.records.batch import MAGIC_V2
-from kafkalog.storage import FetchDataInfo, LogOffsetMetadata, LogSegment, RollParams, TimestampAndOffset
+from kafkalog.storage import (
+    FetchDataInfo,
+    FileRecords,
+    LogOffsetMetadata,
+    LogSegment,
+    RollParams,
+    TimestampAndOffset,
+)
 from kafkalog.time import SYSTEM_TIME, Time
 
 __all__ = ["EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "Log"]
@@ -92,6 +100,7 @@ class Log:
         self.topic_id = topic_id
         self.had_clean_shutdown = had_clean_shutdown
         self.loaded_fully = True
+        self.owns_clean_shutdown_marker = False
         self._closed = False
         self._expiry_task: ScheduledTask | None = None
         self._pending_metadata_flush = False
@@ -165,6 +174,8 @@ class Log:
             on_dir_failure,
         )
         log = cls(local, loaded.log_start_offset, psm, epoch_cache, topic_id, clean)
+        # A standalone log keeps its own clean-shutdown marker; a LogManager keeps one per log dir.
+        log.owns_clean_shutdown_marker = last_shutdown_clean is None
         log.logger.info(
             "Completed load of log with %d segments, log start offset %d and log end offset %d in %d ms",
             local.segments.number_of_segments,
@@ -489,7 +500,8 @@ class Log:
                 info.shallow_offset_of_max_timestamp = result.shallow_offset_of_max_timestamp
                 info.last_offset = result.next_offset - 1
                 info.num_messages = result.num_records
-                info.target_compression = self.config.target_compression or info.source_compression
+                topic_codec = self.config.target_compression
+                info.target_compression = info.source_compression if topic_codec is None else topic_codec
                 if self.config.timestamp_type.kafka_name == "LogAppendTime":
                     info.log_append_time = result.log_append_time
                 if not ignore_record_size and result.message_size_maybe_changed:
@@ -630,6 +642,7 @@ class Log:
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment; the previous one is flushed in the background (``flush-log``)."""
         with self.lock:
+            rolled = self.local_log.segments.active_segment
             new_segment = self.local_log.roll(expected_next_offset)
             self.producer_state.update_map_end_offset(new_segment.base_offset)
             snapshot = self.producer_state.take_snapshot(sync=False)
@@ -646,6 +659,13 @@ class Log:
                     finally:
                         os.close(fd)
                 self.flush_up_to_offset_exclusive(base)
+                # The rolled segment's trimmed indexes and final time-index entry must reach the disk even
+                # when the recovery point already passed it (a flush just before the roll).
+                if rolled is not None and rolled is not new_segment and not rolled.deleted:
+                    try:
+                        rolled.flush()
+                    except (OSError, KafkaError):
+                        pass  # deleted concurrently by retention or truncation
 
             scheduler = self.local_log.scheduler
             if scheduler is not None:
@@ -692,7 +712,12 @@ class Log:
         isolation: FetchIsolation = FetchIsolation.LOG_END,
         min_one_message: bool = True,
     ) -> FetchDataInfo:
-        """Read from the batch holding ``start_offset``, bounded by the isolation level's offset."""
+        """Read from the batch holding ``start_offset``, bounded by the isolation level's offset.
+
+        The records are read into memory before returning (one ``pread`` of at most ``max_length`` bytes):
+        a lazy file slice could outlive its segment (retention deletes files without delay when
+        ``file.delete.delay.ms`` is 0), and a deleted segment must read as ``OffsetOutOfRangeError``.
+        """
         if start_offset < self.log_start_offset:
             raise OffsetOutOfRangeError(
                 f"received request for offset {start_offset} for partition {self.topic_partition}, but we only have "
@@ -705,9 +730,12 @@ class Log:
         else:
             max_meta = self._fetch_lso_metadata()
         try:
-            return self.local_log.read(
+            info = self.local_log.read(
                 start_offset, max_length, min_one_message, max_meta, isolation is FetchIsolation.TXN_COMMITTED
             )
+            if isinstance(info.records, FileRecords):
+                info = dataclasses.replace(info, records=info.records.to_memory_records())
+            return info
         except KafkaStorageError:
             if self.local_log.offline:
                 raise
@@ -849,18 +877,24 @@ class Log:
 
     # --- lifecycle ----------------------------------------------------------------------------------------
     def close(self) -> None:
-        """Snapshot producer state at the log end offset and close every segment (a clean close)."""
+        """A clean close: flush everything (the empty active segment's files too), snapshot producer state at
+        the log end offset, close every segment, then (for a standalone log that loaded fully) write the
+        clean-shutdown marker so the next open scans nothing (KAFKA-15375: never for a partial load)."""
         with self.lock:
             if self._closed:
                 return
             if self._expiry_task is not None:
                 self._expiry_task.cancel()
             with self.local_log.io(
-                f"error while renaming dir for {self.topic_partition} in dir {self.dir.parent}"
+                f"error while closing log for {self.topic_partition} in dir {self.dir.parent}"
             ):
                 self._maybe_flush_metadata_file()
+                if not self.local_log.offline:
+                    self.flush(include_offset=True)
                 self.producer_state.take_snapshot()
                 self.local_log.close()
+                if self.owns_clean_shutdown_marker and self.loaded_fully:
+                    write_clean_shutdown(self.dir)
             self._closed = True
 
     def close_handlers(self) -> None:
@@ -889,14 +923,14 @@ class Log:
                 self.leader_epoch_cache = self.leader_epoch_cache.with_directory(self.dir)
 
     def delete(self) -> None:
-        """Delete every segment, snapshot and the directory now."""
+        """Delete every segment, snapshot and the directory now (also after ``close``)."""
         with self.lock:
+            self.local_log.check_if_closed()
             if self._expiry_task is not None:
                 self._expiry_task.cancel()
-            self.local_log.delete_all_segments()
             self.leader_epoch_cache.clear()
+            self.local_log.delete_all_segments()
             self.producer_state.truncate_fully_and_start_at(0)
-            self.local_log.close()
             self._closed = True
             self.local_log.delete_empty_dir()
 

@@ -12,8 +12,9 @@ to the first remaining segment. Deleted segments are renamed ``.deleted`` and re
 ``file.delete.delay.ms``; their producer snapshots are deleted too.
 
 Timestamp lookup (``fetch_offset_by_timestamp``): -2 earliest (log start offset), -1 latest (log end
-offset), -3 the record with the largest timestamp; otherwise the first record at or after the log start
-offset with a timestamp >= the target, or None.
+offset), -3 the record with the largest timestamp, -5 latest tiered and -6 earliest pending upload (always
+``(-1, -1, -1)``: there is no remote storage, as in Kafka with remote storage disabled); otherwise the first
+record at or after the log start offset with a timestamp >= the target, or None.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
 __all__ = ["deletable_segments", "delete_old_segments", "fetch_offset_by_timestamp"]
 
 _NO_TIMESTAMP = -1
+#: ListOffsets sentinels that only mean something with tiered storage (KIP-405 / KIP-1023).
+_TIERED_ONLY_TIMESTAMPS = (-5, -6)
 
 
 def deletable_segments(
@@ -146,6 +149,8 @@ def fetch_offset_by_timestamp(log: Log, target: int) -> TimestampAndOffset | Non
         return TimestampAndOffset(_NO_TIMESTAMP, log.log_start_offset, epoch)
     if target == LATEST_TIMESTAMP:
         return TimestampAndOffset(_NO_TIMESTAMP, log.log_end_offset, cache.latest_epoch)
+    if target in _TIERED_ONLY_TIMESTAMPS:
+        return TimestampAndOffset(_NO_TIMESTAMP, -1, -1)
     segments = log.local_log.segments.values()
     if target == MAX_TIMESTAMP:
         best = max(segments, key=lambda s: s.max_timestamp_so_far, default=None)

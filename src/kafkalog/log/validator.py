@@ -246,7 +246,9 @@ def validate_and_assign_offsets(
     if not batches:
         raise InvalidRecordError(f"record batch with no batches in append to partition {topic_partition}")
     first = batches[0]
-    target = config.target_compression or source_compression
+    # Compression.NONE is falsy (an IntEnum 0): compare with None, never ``or``.
+    topic_codec = config.target_compression
+    target = source_compression if topic_codec is None else topic_codec
     if first.is_control_batch:
         target = Compression.NONE  # markers are never compressed
     if (source_compression is not Compression.NONE or first.magic >= MAGIC_V2) and len(batches) > 1:

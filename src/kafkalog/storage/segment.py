@@ -96,6 +96,10 @@ class ProducerStateLike(Protocol):
         """Mark the transaction complete."""
         ...
 
+    def update_map_end_offset(self, offset: int) -> None:
+        """Record that the state now covers every offset below ``offset``."""
+        ...
+
 
 class EpochCacheLike(Protocol):
     """What segment recovery needs from the leader epoch cache."""
@@ -423,8 +427,9 @@ class LogSegment:
     ) -> int:
         """Validate every batch, rebuild all indexes, cut the invalid tail; return the bytes truncated.
 
-        Producer state and the leader epoch cache (when given) are replayed from the batches, and
-        aborted transactions are written to the rebuilt transaction index.
+        Producer state and the leader epoch cache (when given) are replayed from the magic-2 batches (the
+        producer state's map end offset moves past each one, as in Kafka), and aborted transactions are
+        written to the rebuilt transaction index.
         """
         self._offset_index.reset()
         self._time_index.reset()
@@ -433,9 +438,20 @@ class LogSegment:
         valid_bytes = 0
         last_index_entry = 0
         try:
+            previous_last = self.base_offset - 1
             for batch in self.log.batches():
                 batch.ensure_valid()
                 self.ensure_offset_in_range(batch.last_offset)
+                # The base offset is outside the CRC: offsets must grow from batch to batch (a damaged base
+                # offset that goes backwards is caught here; a forward jump looks like a compaction gap).
+                first = batch.base_offset if batch.magic >= MAGIC_V2 else batch.last_offset
+                if first <= previous_last or batch.last_offset < first:
+                    raise CorruptRecordError(
+                        f"offsets go backwards in segment {self.log.path}: batch [{first}, {batch.last_offset}] after "
+                        f"offset {previous_last}",
+                        position=batch.position,
+                    )
+                previous_last = batch.last_offset
                 self._note_max_timestamp(batch.max_timestamp, batch.last_offset)
                 if valid_bytes - last_index_entry > self.index_interval_bytes:
                     self._offset_index.append(batch.last_offset, valid_bytes)
@@ -454,6 +470,7 @@ class LogSegment:
                         if completed is not None:
                             self.update_txn_index(completed, producer_state.last_stable_offset(completed))
                             producer_state.complete_txn(completed)
+                        producer_state.update_map_end_offset(batch.last_offset + 1)
         except (CorruptRecordError, InvalidRecordError, InvalidOffsetError) as exc:
             _log.warning(
                 "Found invalid messages in log segment %s at byte offset %d: %s",
