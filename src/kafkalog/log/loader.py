@@ -90,16 +90,29 @@ def _delete_indexes_if_exist(directory: Path, base_offset: int, suffix: str = ""
         path.unlink(missing_ok=True)
 
 
+def _file_names(directory: Path) -> list[str]:
+    """Names of the regular files in ``directory``, sorted (one listing, no per-file stat)."""
+    with os.scandir(directory) as entries:
+        return sorted(e.name for e in entries if e.is_file())
+
+
 def _remove_temp_files_and_collect_swap_files(directory: Path, prefix: str) -> list[Path]:
     swap_files: list[Path] = []
     cleaned_files: list[Path] = []
     min_cleaned = 2**63 - 1
-    for path in sorted(directory.iterdir()):
-        if not path.is_file():
+    for name in _file_names(directory):
+        path = (
+            directory / name
+            if name.endswith((DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX))
+            else None
+        )
+        full = os.path.join(directory, name)
+        if not os.access(full, os.R_OK):
+            if not os.path.exists(full):
+                continue  # removed earlier in this pass (indexes of an interrupted swap)
+            raise KafkaStorageError(f"could not read file {directory / name}")
+        if path is None:
             continue
-        if not os.access(path, os.R_OK):
-            raise KafkaStorageError(f"could not read file {path}")
-        name = path.name
         if name.endswith(DELETED_FILE_SUFFIX) and not name.endswith(".checkpoint" + DELETED_FILE_SUFFIX):
             _log.debug("%sDeleting stray temporary file %s", prefix, path)
             path.unlink(missing_ok=True)
@@ -158,24 +171,26 @@ def _complete_swaps(
         min_swap = min(min_swap, segment.base_offset)
         max_swap = max(max_swap, segment.read_next_offset())
         segment.close_handlers()
-    for path in sorted(directory.iterdir()):
-        if not path.is_file() or path.name.endswith(SWAP_FILE_SUFFIX):
-            continue
-        try:
-            offset = offset_from_file_name(path.name)
-        except ValueError:
-            continue
-        if min_swap <= offset < max_swap:
-            _log.info(
-                "%sDeleting segment files %s that is compacted but has not been deleted yet.",
-                prefix,
-                path.name,
-            )
-            path.unlink(missing_ok=True)
-    for path in sorted(directory.iterdir()):
-        if path.is_file() and path.name.endswith(SWAP_FILE_SUFFIX):
-            _log.info("%sRecovering file %s by renaming from .swap files.", prefix, path.name)
-            os.replace(path, path.with_name(path.name[: -len(SWAP_FILE_SUFFIX)]))
+    if swap_files:
+        for name in _file_names(directory):
+            if name.endswith(SWAP_FILE_SUFFIX):
+                continue
+            try:
+                offset = offset_from_file_name(name)
+            except ValueError:
+                continue
+            if min_swap <= offset < max_swap:
+                _log.info(
+                    "%sDeleting segment files %s that is compacted but has not been deleted yet.",
+                    prefix,
+                    name,
+                )
+                (directory / name).unlink(missing_ok=True)
+    # Every remaining .swap file (index swaps included) becomes a regular file; indexes are rebuilt later.
+    for name in _file_names(directory):
+        if name.endswith(SWAP_FILE_SUFFIX):
+            _log.info("%sRecovering file %s by renaming from .swap files.", prefix, name)
+            os.replace(directory / name, directory / name[: -len(SWAP_FILE_SUFFIX)])
 
 
 class _Loader:
@@ -234,14 +249,14 @@ class _Loader:
 
     def load_segment_files(self) -> None:
         needs_recovery: list[LogSegment] = []
-        for path in sorted(self.dir.iterdir()):
-            if not path.is_file():
-                continue
-            name = path.name
+        names = _file_names(self.dir)
+        present = set(names)
+        for name in names:
+            path = self.dir / name
             if is_index_file(name):
                 if not name.split(".", 1)[0].isdigit():
                     continue
-                if not (self.dir / (name.split(".", 1)[0] + ".log")).exists():
+                if name.split(".", 1)[0] + ".log" not in present:
                     _log.warning(
                         "%sFound an orphaned index file %s, with no corresponding log file.",
                         self.prefix,
@@ -253,12 +268,13 @@ class _Loader:
                     base = offset_from_file_name(name)
                 except ValueError:
                     continue
-                time_index_missing = not time_index_file(self.dir, base).exists()
+                stem = name[: -len(".log")]
                 segment = open_segment(self.dir, base, self.config, self.time, file_already_exists=True)
                 try:
-                    if time_index_missing:
-                        raise FileNotFoundError(f"time index file of {path} does not exist")
-                    segment.sanity_check()
+                    if stem + ".index" not in present or stem + ".timeindex" not in present:
+                        raise FileNotFoundError(f"offset or time index file of {path} does not exist")
+                    if stem + ".txnindex" in present:
+                        segment.txn_index.sanity_check()
                 except FileNotFoundError:
                     if self.had_clean_shutdown or base < self.recovery_point_checkpoint:
                         _log.error(

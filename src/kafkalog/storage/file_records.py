@@ -10,9 +10,8 @@ Invariants:
 * Reads never go past the logical end (``size_in_bytes``), so a reader never sees a half-written batch:
   the logical size moves only after the bytes are written.
 * A slice is a view (file, start, end): nothing is read until its bytes are asked for. Slices share
-  the parent's file descriptor; the descriptor is closed only when no read is in flight, so a reader on
-  another thread never reads from a closed or reused descriptor (it gets
-  :class:`~kafkalog.errors.KafkaStorageError` instead).
+  the parent's file descriptor; reads take no lock, yet a reader on another thread never reads from a
+  closed or reused descriptor (it gets :class:`~kafkalog.errors.KafkaStorageError`, see ``_Channel``).
 * Batch walks read the file in large chunks (:data:`READ_CHUNK`) and parse batches from memory.
 * A segment file is at most ``2**31 - 1`` bytes (positions in the indexes are int32).
 """
@@ -21,10 +20,10 @@ from __future__ import annotations
 
 import os
 import struct
-import threading
-from collections.abc import Iterator
+import weakref
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
 from kafkalog.errors import CorruptRecordError, KafkaError, KafkaStorageError
 from kafkalog.records import MemoryRecords, RecordBatch, read_batch_at
@@ -34,99 +33,122 @@ from kafkalog.storage.types import LogOffsetPosition, TimestampAndOffset, Timest
 
 __all__ = ["MAX_SEGMENT_SIZE", "READ_CHUNK", "FileRecords"]
 
+_T = TypeVar("_T")
+
 MAX_SEGMENT_SIZE: Final = 2**31 - 1
 #: Bytes read at a time when walking batches.
 READ_CHUNK: Final = 1 << 20
 _OFFSET_SIZE = struct.Struct(">qi")
 _INT32 = struct.Struct(">i")
+_OFFSET_SIZE_UNPACK = _OFFSET_SIZE.unpack_from
+_INT32_UNPACK = _INT32.unpack_from
 #: Bytes of a batch header needed to know its last offset (through lastOffsetDelta).
 _HEADER_PREFIX: Final = 27
 
 
-class _Channel:
-    """A file descriptor shared by a file and its slices, closed only when no read is in flight."""
+_DEVNULL_FD = -1
 
-    __slots__ = ("_closing", "_cond", "_fd", "_users", "path", "writable")
+
+def _devnull_fd() -> int:
+    global _DEVNULL_FD
+    if _DEVNULL_FD < 0:
+        _DEVNULL_FD = os.open(os.devnull, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+    return _DEVNULL_FD
+
+
+class _Channel:
+    """A file descriptor shared by a file and its slices.
+
+    Reads take no lock. ``close`` atomically points the descriptor at ``/dev/null`` (``dup2``) instead of
+    closing it, so a read in flight on another thread finishes on the old file or sees end-of-file, and the
+    descriptor number is never reused while anyone may still hold it; the number itself is released when the
+    last file or slice using it is garbage collected. Every operation checks the closed flag before and after
+    its system call, so nothing read from a closed file is ever returned (:class:`KafkaStorageError`).
+    """
+
+    __slots__ = ("__weakref__", "_closed", "_fd", "path", "writable")
 
     def __init__(self, path: Path, fd: int, writable: bool) -> None:
         self.path = path
         self._fd = fd
         self.writable = writable
-        self._cond = threading.Condition(threading.Lock())
-        self._users = 0
-        self._closing = False
+        self._closed = False
+        weakref.finalize(self, os.close, fd)
 
-    def _acquire(self) -> int:
-        with self._cond:
-            if self._closing:
-                raise KafkaStorageError(f"file {self.path} is closed")
-            self._users += 1
-            return self._fd
-
-    def _release(self) -> None:
-        with self._cond:
-            self._users -= 1
-            if self._users == 0:
-                self._cond.notify_all()
+    def _closed_error(self) -> KafkaStorageError:
+        return KafkaStorageError(f"file {self.path} is closed")
 
     def pread(self, size: int, position: int) -> bytes:
-        fd = self._acquire()
+        if self._closed:
+            raise self._closed_error()
         try:
-            chunks = []
-            while size > 0:
-                chunk = os.pread(fd, size, position)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                size -= len(chunk)
-                position += len(chunk)
-            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        finally:
-            self._release()
+            data = os.pread(self._fd, size, position)
+            if len(data) < size and data:
+                chunks = [data]
+                size -= len(data)
+                position += len(data)
+                while size > 0:
+                    more = os.pread(self._fd, size, position)
+                    if not more:
+                        break
+                    chunks.append(more)
+                    size -= len(more)
+                    position += len(more)
+                data = b"".join(chunks)
+        except OSError:
+            if self._closed:
+                raise self._closed_error() from None
+            raise
+        if self._closed:
+            raise self._closed_error()
+        return data
 
     def pwrite(self, data: memoryview, position: int) -> None:
-        fd = self._acquire()
+        if self._closed:
+            raise self._closed_error()
         try:
             while data:
-                n = os.pwrite(fd, data, position)
+                n = os.pwrite(self._fd, data, position)
                 data = data[n:]
                 position += n
-        finally:
-            self._release()
+        except OSError:
+            if self._closed:
+                raise self._closed_error() from None
+            raise
+        if self._closed:
+            raise self._closed_error()
+
+    def _call(self, fn: Callable[[int], _T]) -> _T:
+        if self._closed:
+            raise self._closed_error()
+        try:
+            result = fn(self._fd)
+        except OSError:
+            if self._closed:
+                raise self._closed_error() from None
+            raise
+        if self._closed:
+            raise self._closed_error()
+        return result
 
     def file_size(self) -> int:
-        fd = self._acquire()
-        try:
-            return os.fstat(fd).st_size
-        finally:
-            self._release()
+        return self._call(lambda fd: os.fstat(fd).st_size)
 
     def truncate(self, size: int) -> None:
-        fd = self._acquire()
-        try:
-            os.ftruncate(fd, size)
-        finally:
-            self._release()
+        self._call(lambda fd: os.ftruncate(fd, size))
 
     def fsync(self) -> None:
-        fd = self._acquire()
-        try:
-            os.fsync(fd)
-        finally:
-            self._release()
+        self._call(os.fsync)
 
     @property
     def closed(self) -> bool:
-        return self._closing
+        return self._closed
 
     def close(self) -> None:
-        with self._cond:
-            if self._closing:
-                return
-            self._closing = True
-            while self._users:
-                self._cond.wait()
-            os.close(self._fd)
+        if self._closed:
+            return
+        self._closed = True
+        os.dup2(_devnull_fd(), self._fd)
 
 
 class FileRecords:
@@ -373,39 +395,65 @@ class FileRecords:
         return int(size) + LOG_OVERHEAD
 
     # --- searches -----------------------------------------------------------------------------------------
+    def batch_range_at(self, position: int) -> tuple[int, int, int] | None:
+        """``(base offset, last offset, size)`` of the v2 batch at ``position`` from one small read, or None
+        when there is no complete v2 batch header there (legacy entries need their payload for a base offset)."""
+        remaining = self._size - position
+        if remaining < _HEADER_PREFIX or position < 0:
+            return None
+        head = self._channel.pread(_HEADER_PREFIX, self._start + position)
+        if len(head) < _HEADER_PREFIX or head[16] != MAGIC_V2:
+            return None
+        base, size = _OFFSET_SIZE_UNPACK(head, 0)
+        total = size + LOG_OVERHEAD
+        if size < RECORD_OVERHEAD_V0 or total > remaining or total < _HEADER_PREFIX:
+            return None
+        return base, base + _INT32_UNPACK(head, 23)[0], total
+
     def search_for_offset_with_size(
         self, target_offset: int, starting_position: int
     ) -> LogOffsetPosition | None:
         """The first batch from ``starting_position`` whose last offset is >= ``target_offset``.
 
-        Only batch headers are parsed (offset, size, magic, last offset delta), from 8 KiB reads.
+        Only batch headers are parsed (offset, size, magic, last offset delta): a 4 KiB read covers an index
+        interval of small batches; after a large batch only the next header is read. This is the hot path of
+        every offset lookup, hence the plain loop.
         """
-        pos = starting_position
+        pread = self._channel.pread
+        base_pos = self._start
         end = self._size
+        pos = starting_position
         chunk = b""
         chunk_pos = pos
+        chunk_len = 0
+        read_size = 4096
         while True:
             remaining = end - pos
             if remaining <= HEADER_SIZE_UP_TO_MAGIC:
                 return None
             rel = pos - chunk_pos
-            if len(chunk) - rel < min(_HEADER_PREFIX, remaining):
-                chunk = self.read(pos, min(8192, remaining))
+            need = _HEADER_PREFIX if remaining > _HEADER_PREFIX else remaining
+            if chunk_len - rel < need:
+                chunk = pread(read_size if read_size < remaining else remaining, base_pos + pos)
                 chunk_pos = pos
+                chunk_len = len(chunk)
                 rel = 0
-            base, size = _OFFSET_SIZE.unpack_from(chunk, rel)
+                read_size = 512
+                if chunk_len < need:
+                    return None
+            base, size = _OFFSET_SIZE_UNPACK(chunk, rel)
             if size < RECORD_OVERHEAD_V0:
                 raise CorruptRecordError(
                     f"found record size {size} smaller than minimum record overhead ({RECORD_OVERHEAD_V0}) "
                     f"in file {self._path}",
-                    position=self._start + pos,
+                    position=base_pos + pos,
                 )
             total = size + LOG_OVERHEAD
             if total > remaining:
                 return None
             last = base
             if chunk[rel + 16] == MAGIC_V2 and total >= _HEADER_PREFIX:
-                last = base + _INT32.unpack_from(chunk, rel + 23)[0]
+                last = base + _INT32_UNPACK(chunk, rel + 23)[0]
             if last >= target_offset:
                 return LogOffsetPosition(last, pos, total)
             pos += total

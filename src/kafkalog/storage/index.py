@@ -357,6 +357,15 @@ class OffsetIndex(AbstractIndex):
             slot = bisect_right(self._rel, rel, 0, n) - 1
             return OffsetPosition(self.base_offset + self._rel[slot], self._pos[slot])
 
+    def lookup_upper(self, target_offset: int) -> OffsetPosition | None:
+        """The first entry with offset >= ``target_offset`` (smallest upper bound), if any."""
+        with self._lock:
+            self._ensure()
+            slot = bisect_left(self._rel, target_offset - self.base_offset, 0, self._entries)
+            if slot >= self._entries:
+                return None
+            return OffsetPosition(self.base_offset + self._rel[slot], self._pos[slot])
+
     def entry(self, n: int) -> OffsetPosition:
         """The ``n``-th entry."""
         with self._lock:

@@ -356,7 +356,14 @@ class LogSegment:
     # --- lookups and reads --------------------------------------------------------------------------------
     def translate_offset(self, offset: int, starting_file_position: int = 0) -> LogOffsetPosition | None:
         """The batch holding ``offset`` (or the first one after it): its last offset, position and size."""
-        mapping = self.offset_index.lookup(offset)
+        index = self.offset_index
+        upper = index.lookup_upper(offset)
+        if upper is not None and upper.position >= starting_file_position:
+            # Usually one batch per index entry: the batch at the smallest upper bound holds ``offset``.
+            found = self.log.batch_range_at(upper.position)
+            if found is not None and found[0] <= offset <= found[1]:
+                return LogOffsetPosition(found[1], upper.position, found[2])
+        mapping = index.lookup(offset)
         return self.log.search_for_offset_with_size(offset, max(mapping.position, starting_file_position))
 
     def read(

@@ -192,9 +192,15 @@ class TransactionIndex:
             self._path = parent / self._path.name
 
     def sanity_check(self) -> None:
-        """Every entry's last offset must be at or after the segment's base offset."""
+        """Every entry's last offset must be at or after the segment's base offset (CorruptIndexError)."""
         with self._lock:
-            for txn in self._load():
+            try:
+                entries = self._load()
+            except CorruptIndexError:
+                raise
+            except KafkaError as exc:
+                raise CorruptIndexError(str(exc)) from exc
+            for txn in entries:
                 if txn.last_offset < self.start_offset:
                     raise CorruptIndexError(
                         f"last offset of aborted transaction {txn} in index {self._path} is less than start offset "
