@@ -134,22 +134,40 @@ def run(quick: bool) -> list[Row]:
         targets = [rng.randrange(end_offset) for _ in range(n)]
         pos_sample = [rng.choice(positions) for _ in range(n)]
         assert lookups(seg, targets[:1000]) == 1000
-        result = compare(rate(lambda: lookups(seg, targets), n), rate(lambda: raw_preads(seg.log.path, pos_sample), n),
-                         runs=runs)
-        rows.append(comparison_row(
-            AREA, f"translate_offset on a full {seg.size / MIB:.0f} MiB segment (random offsets)", "lookups/s",
-            result, "one raw os.pread of 8 KiB at a random batch position", target=">= 200k lookups/s",
-            note="offset index lookup (binary search of the in-memory mirror) + batch-header walk of one 8 KiB read",
-        ))
+        result = compare(
+            rate(lambda: lookups(seg, targets), n),
+            rate(lambda: raw_preads(seg.log.path, pos_sample), n),
+            runs=runs,
+        )
+        rows.append(
+            comparison_row(
+                AREA,
+                f"translate_offset on a full {seg.size / MIB:.0f} MiB segment (random offsets)",
+                "lookups/s",
+                result,
+                "one raw os.pread of 8 KiB at a random batch position",
+                target=">= 200k lookups/s",
+                note="offset index lookup (binary search of the in-memory mirror) + batch-header walk of one 8 KiB read",
+            )
+        )
         gib = seg.size / GIB
         assert read_through_segment(seg, end_offset) == seg.size
-        result = compare(rate(lambda: read_through_segment(seg, end_offset), gib),
-                         lambda: raw_read_gib_s(seg.log.path), runs=runs)
-        rows.append(comparison_row(
-            AREA, "sequential read through LogSegment.read (1 MiB views, bytes read)", "GiB/s", result,
-            "raw sequential read of the same .log (1 MiB readinto)", target=">= 0.5x",
-            note="each read returns a file slice (a view); the bench reads its bytes and finds the next offset",
-        ))
+        result = compare(
+            rate(lambda: read_through_segment(seg, end_offset), gib),
+            lambda: raw_read_gib_s(seg.log.path),
+            runs=runs,
+        )
+        rows.append(
+            comparison_row(
+                AREA,
+                "sequential read through LogSegment.read (1 MiB views, bytes read)",
+                "GiB/s",
+                result,
+                "raw sequential read of the same .log (1 MiB readinto)",
+                target=">= 0.5x",
+                note="each read returns a file slice (a view); the bench reads its bytes and finds the next offset",
+            )
+        )
         seg.close()
         count = 2_000 if quick else 10_000
         part = build_clean_log(tmp, count)
@@ -159,10 +177,16 @@ def run(quick: bool) -> list[Row]:
             seconds, loaded = open_log_seconds(part, count)
             samples.append(seconds)
             write_clean_shutdown(part)  # consumed by the open
-        rows.append(single_row(
-            AREA, f"Log.open of a cleanly shut down log with {count:,} segments", "s", Stats.of(samples),
-            target="< 1 s", note=f"{loaded} non-active segment indexes loaded (should be 0)",
-        ))
+        rows.append(
+            single_row(
+                AREA,
+                f"Log.open of a cleanly shut down log with {count:,} segments",
+                "s",
+                Stats.of(samples),
+                target="< 1 s",
+                note=f"{loaded} non-active segment indexes loaded (should be 0)",
+            )
+        )
     return rows
 
 
