@@ -430,19 +430,23 @@ def test_opening_a_segment_opens_no_index_file(tmp_path: Path, open_calls: OpenC
     open_calls.paths.clear()
 
     seg = _open(tmp_path)
-    assert open_calls.names() == [files.log_file(tmp_path, 1000).name], "only the .log is opened"
+    assert open_calls.names() == [], "opening a segment only stats the .log"
     # Private attributes: the public properties would load the indexes.
     assert not seg._offset_index.is_loaded and not seg._time_index.is_loaded
     # Metadata that needs no index: still nothing opened.
     assert seg.size > 0 and seg.base_offset == 1000 and seg.has_suffix("")
     repr(seg)
-    assert len(open_calls.paths) == 1
+    assert len(open_calls.paths) == 0
 
     fetched = seg.read(1003, 100)
     assert fetched is not None
-    assert sorted(open_calls.names()[1:]) == sorted(
-        [files.offset_index_file(tmp_path, 1000).name, files.time_index_file(tmp_path, 1000).name]
-    ), "the first read loads both indexes, once"
+    assert sorted(open_calls.names()) == sorted(
+        [
+            files.log_file(tmp_path, 1000).name,
+            files.offset_index_file(tmp_path, 1000).name,
+            files.time_index_file(tmp_path, 1000).name,
+        ]
+    ), "the first read opens the .log and loads both indexes, once"
     seg.read(1005, 100)
     assert len(open_calls.paths) == 3
     seg.close()
@@ -456,13 +460,13 @@ def test_closing_renaming_and_deleting_never_load_indexes(tmp_path: Path, open_c
     seg = _open(tmp_path)
     seg.change_file_suffixes("", ".deleted")
     seg.close()
-    assert open_calls.names() == [files.log_file(tmp_path, 1000).name]
+    assert open_calls.names() == [], "closing a segment that was never read opens nothing"
     assert files.offset_index_file(tmp_path, 1000, ".deleted").read_bytes() == original[".index"]
     assert files.time_index_file(tmp_path, 1000, ".deleted").read_bytes() == original[".timeindex"]
     again = LogSegment.open(tmp_path, 1000, file_already_exists=True, file_suffix=".deleted")
     again.delete_if_exists()
     assert list(tmp_path.iterdir()) == []
-    assert len(open_calls.paths) == 2
+    assert len(open_calls.paths) == 0
 
 
 def test_segment_open_does_not_create_index_files(tmp_path: Path) -> None:

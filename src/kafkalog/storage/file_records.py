@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
 import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -47,6 +48,7 @@ _HEADER_PREFIX: Final = 27
 
 
 _DEVNULL_FD = -1
+_OPEN_LOCK = threading.Lock()
 
 
 def _devnull_fd() -> int:
@@ -154,21 +156,48 @@ class _Channel:
 class FileRecords:
     """Record batches in a file: append, slice, walk, search, truncate (Kafka's ``FileRecords``)."""
 
-    def __init__(self, path: Path, channel: _Channel, start: int, end: int | None, is_slice: bool) -> None:
+    def __init__(
+        self,
+        path: Path,
+        channel: _Channel | None,
+        start: int,
+        end: int | None,
+        is_slice: bool,
+        *,
+        size: int | None = None,
+        mutable: bool = True,
+    ) -> None:
         self._path = path
         self._channel = channel
+        self._mutable = mutable
+        self._closed = False
         self._start = start
         self._is_slice = is_slice
         if is_slice:
             assert end is not None
             self._size = end - start
         else:
-            size = channel.file_size()
+            if size is None:
+                size = self._chan().file_size()
             if size > MAX_SEGMENT_SIZE:
                 raise KafkaError(
                     f"the size of segment {path} ({size}) is larger than the maximum allowed segment size"
                 )
             self._size = size - start if end is None else min(size, end) - start
+
+    def _chan(self) -> _Channel:
+        """The descriptor, opened on first use (an existing file costs one ``stat`` until it is read)."""
+        channel = self._channel
+        if channel is None:
+            with _OPEN_LOCK:
+                channel = self._channel
+                if channel is None:
+                    if self._closed:
+                        raise KafkaStorageError(f"file {self._path} is closed")
+                    flags = os.O_RDWR if self._mutable else os.O_RDONLY
+                    fd = os.open(self._path, flags | getattr(os, "O_CLOEXEC", 0))
+                    channel = self._channel = _Channel(self._path, fd, self._mutable)
+        return channel
 
     # --- opening ------------------------------------------------------------------------------------------
     @classmethod
@@ -181,16 +210,21 @@ class FileRecords:
         init_file_size: int = 0,
         preallocate: bool = False,
     ) -> FileRecords:
-        """Open (or create) a ``.log`` file. A new preallocated file is extended to ``init_file_size``."""
+        """Open (or create) a ``.log`` file. A new preallocated file is extended to ``init_file_size``.
+
+        An existing file is only ``stat``-ed; its descriptor is opened when it is first read or written.
+        """
         path = Path(path)
+        if file_already_exists:
+            return cls(path, None, 0, None, is_slice=False, size=os.stat(path).st_size, mutable=mutable)
         flags = (os.O_RDWR | os.O_CREAT) if mutable else os.O_RDONLY
         fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
         channel = _Channel(path, fd, mutable)
         try:
             if preallocate and not file_already_exists and mutable:
                 os.ftruncate(fd, init_file_size)
-                return cls(path, channel, 0, 0, is_slice=False)._as_empty_preallocated()
-            return cls(path, channel, 0, None, is_slice=False)
+                return cls(path, channel, 0, 0, is_slice=False, mutable=mutable)._as_empty_preallocated()
+            return cls(path, channel, 0, None, is_slice=False, mutable=mutable)
         except BaseException:
             channel.close()
             raise
@@ -234,7 +268,7 @@ class FileRecords:
             raise ValueError(
                 f"append of size {n} bytes is too large for segment with current file position at {self._size}"
             )
-        self._channel.pwrite(data, self._size)
+        self._chan().pwrite(data, self._size)
         self._size += n
         return n
 
@@ -250,7 +284,7 @@ class FileRecords:
 
     def flush(self) -> None:
         """fsync the file."""
-        self._channel.fsync()
+        self._chan().fsync()
 
     def truncate_to(self, target_size: int) -> int:
         """Cut the file to ``target_size`` bytes; returns how many bytes were removed."""
@@ -262,8 +296,9 @@ class FileRecords:
                 f"attempt to truncate log segment {self._path} to {target_size} bytes failed, "
                 f"size of this log segment is {original} bytes"
             )
-        if target_size < self._channel.file_size():
-            self._channel.truncate(target_size)
+        channel = self._chan()
+        if target_size < channel.file_size():
+            channel.truncate(target_size)
         self._size = target_size
         return original - target_size
 
@@ -272,17 +307,21 @@ class FileRecords:
         self.truncate_to(self._size)
 
     def close(self) -> None:
-        """Flush, trim and close (Kafka's ``close``)."""
-        if self._channel.closed:
+        """Flush, trim and close (Kafka's ``close``); a file never opened has nothing to flush."""
+        if self.closed:
             return
-        if self._channel.writable and not self._is_slice:
+        channel = self._channel
+        if channel is not None and channel.writable and not self._is_slice:
             self.flush()
             self.trim()
-        self._channel.close()
+        self.close_handlers()
 
     def close_handlers(self) -> None:
         """Close the file descriptor without flushing (the directory went offline)."""
-        self._channel.close()
+        with _OPEN_LOCK:
+            self._closed = True
+            if self._channel is not None:
+                self._channel.close()
 
     def delete(self) -> bool:
         """Close and delete the file; returns whether it existed."""
@@ -297,17 +336,19 @@ class FileRecords:
         """Rename the file (open readers keep working: the descriptor survives the rename)."""
         os.replace(self._path, path)
         self._path = path
-        self._channel.path = path
+        if self._channel is not None:
+            self._channel.path = path
 
     def update_parent_dir(self, parent: Path) -> None:
         """Point at the file's new location after its directory was renamed."""
         self._path = parent / self._path.name
-        self._channel.path = self._path
+        if self._channel is not None:
+            self._channel.path = self._path
 
     @property
     def closed(self) -> bool:
-        """Whether the descriptor is closed."""
-        return self._channel.closed
+        """Whether the file is closed."""
+        return self._closed or (self._channel is not None and self._channel.closed)
 
     # --- reading ------------------------------------------------------------------------------------------
     def read(self, position: int, size: int) -> bytes:
@@ -317,7 +358,7 @@ class FileRecords:
         size = min(size, self._size - position)
         if size <= 0:
             return b""
-        return self._channel.pread(size, self._start + position)
+        return self._chan().pread(size, self._start + position)
 
     def slice(self, position: int, size: int) -> FileRecords:
         """A view of ``size`` bytes from ``position`` (clamped to the end); nothing is read now."""
@@ -329,9 +370,7 @@ class FileRecords:
         if size < 0:
             raise ValueError(f"invalid size: {size} in read from {self}")
         end = min(position + size, current)
-        return FileRecords(
-            self._path, self._channel, self._start + position, self._start + end, is_slice=True
-        )
+        return FileRecords(self._path, self._chan(), self._start + position, self._start + end, is_slice=True)
 
     def to_memory_records(self) -> MemoryRecords:
         """All bytes of this file or slice, read into memory (one ``pread``)."""
@@ -401,7 +440,7 @@ class FileRecords:
         remaining = self._size - position
         if remaining < _HEADER_PREFIX or position < 0:
             return None
-        head = self._channel.pread(_HEADER_PREFIX, self._start + position)
+        head = self._chan().pread(_HEADER_PREFIX, self._start + position)
         if len(head) < _HEADER_PREFIX or head[16] != MAGIC_V2:
             return None
         base, size = _OFFSET_SIZE_UNPACK(head, 0)
@@ -419,7 +458,7 @@ class FileRecords:
         interval of small batches; after a large batch only the next header is read. This is the hot path of
         every offset lookup, hence the plain loop.
         """
-        pread = self._channel.pread
+        pread = self._chan().pread
         base_pos = self._start
         end = self._size
         pos = starting_position
