@@ -81,6 +81,7 @@ class _Channel:
         return KafkaStorageError(f"file {self.path} is closed")
 
     def pread(self, size: int, position: int) -> bytes:
+        # The offset-lookup hot path: the checks of ``_call`` are inlined here on purpose.
         if self._closed:
             raise self._closed_error()
         try:
@@ -106,19 +107,14 @@ class _Channel:
         return data
 
     def pwrite(self, data: memoryview, position: int) -> None:
-        if self._closed:
-            raise self._closed_error()
-        try:
-            while data:
-                n = os.pwrite(self._fd, data, position)
-                data = data[n:]
-                position += n
-        except OSError:
-            if self._closed:
-                raise self._closed_error() from None
-            raise
-        if self._closed:
-            raise self._closed_error()
+        def write_all(fd: int) -> None:
+            view, pos = data, position
+            while view:
+                n = os.pwrite(fd, view, pos)
+                view = view[n:]
+                pos += n
+
+        self._call(write_all)
 
     def _call(self, fn: Callable[[int], _T]) -> _T:
         if self._closed:

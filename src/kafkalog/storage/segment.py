@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -213,14 +213,38 @@ class LogSegment:
 
         Returns the number of valid bytes scanned.
         """
+        valid_bytes = self._reindex()
+        self._time_index.maybe_append(
+            self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True
+        )
+        return valid_bytes
+
+    def _reindex(self, on_batch: Callable[[RecordBatch], None] | None = None) -> int:
+        """Reset both indexes and rebuild them from the valid prefix of the ``.log``; returns its length.
+
+        Every batch is checked (CRC, offsets fit the segment, offsets grow from batch to batch: the base
+        offset is outside the CRC, so a damaged one that goes backwards is caught here, while a forward
+        jump looks like a compaction gap); ``on_batch`` sees each valid batch after it is indexed. The walk
+        stops at the first invalid batch.
+        """
         self._offset_index.reset()
         self._time_index.reset()
         self._max_ts_and_offset = UNKNOWN_TIMESTAMP_OFFSET
         valid_bytes = 0
         last_index_entry = 0
+        previous_last = self.base_offset - 1
         try:
             for batch in self.log.batches():
                 batch.ensure_valid()
+                self.ensure_offset_in_range(batch.last_offset)
+                first = batch.base_offset if batch.magic >= MAGIC_V2 else batch.last_offset
+                if first <= previous_last or batch.last_offset < first:
+                    raise CorruptRecordError(
+                        f"offsets go backwards in segment {self.log.path}: batch [{first}, {batch.last_offset}] "
+                        f"after offset {previous_last}",
+                        position=batch.position,
+                    )
+                previous_last = batch.last_offset
                 self._note_max_timestamp(batch.max_timestamp, batch.last_offset)
                 if valid_bytes - last_index_entry > self.index_interval_bytes:
                     self._offset_index.append(batch.last_offset, valid_bytes)
@@ -229,11 +253,15 @@ class LogSegment:
                     )
                     last_index_entry = valid_bytes
                 valid_bytes += batch.size_in_bytes
-        except (CorruptRecordError, InvalidRecordError):
-            pass
-        self._time_index.maybe_append(
-            self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True
-        )
+                if on_batch is not None:
+                    on_batch(batch)
+        except (CorruptRecordError, InvalidRecordError, InvalidOffsetError) as exc:
+            _log.warning(
+                "Found invalid messages in log segment %s at byte offset %d: %s",
+                self.log.path,
+                valid_bytes,
+                exc,
+            )
         return valid_bytes
 
     # --- sizes and offsets --------------------------------------------------------------------------------
@@ -438,53 +466,23 @@ class LogSegment:
         producer state's map end offset moves past each one, as in Kafka), and aborted transactions are
         written to the rebuilt transaction index.
         """
-        self._offset_index.reset()
-        self._time_index.reset()
         self.txn_index.reset()
-        self._max_ts_and_offset = UNKNOWN_TIMESTAMP_OFFSET
-        valid_bytes = 0
-        last_index_entry = 0
-        try:
-            previous_last = self.base_offset - 1
-            for batch in self.log.batches():
-                batch.ensure_valid()
-                self.ensure_offset_in_range(batch.last_offset)
-                # The base offset is outside the CRC: offsets must grow from batch to batch (a damaged base
-                # offset that goes backwards is caught here; a forward jump looks like a compaction gap).
-                first = batch.base_offset if batch.magic >= MAGIC_V2 else batch.last_offset
-                if first <= previous_last or batch.last_offset < first:
-                    raise CorruptRecordError(
-                        f"offsets go backwards in segment {self.log.path}: batch [{first}, {batch.last_offset}] after "
-                        f"offset {previous_last}",
-                        position=batch.position,
-                    )
-                previous_last = batch.last_offset
-                self._note_max_timestamp(batch.max_timestamp, batch.last_offset)
-                if valid_bytes - last_index_entry > self.index_interval_bytes:
-                    self._offset_index.append(batch.last_offset, valid_bytes)
-                    self._time_index.maybe_append(
-                        self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far
-                    )
-                    last_index_entry = valid_bytes
-                valid_bytes += batch.size_in_bytes
-                if batch.magic >= MAGIC_V2:
-                    if leader_epoch_cache is not None and batch.partition_leader_epoch >= 0:
-                        latest = leader_epoch_cache.latest_epoch
-                        if latest is None or batch.partition_leader_epoch > latest:
-                            leader_epoch_cache.assign(batch.partition_leader_epoch, batch.base_offset)
-                    if producer_state is not None:
-                        completed = producer_state.update_from_batch(batch)
-                        if completed is not None:
-                            self.update_txn_index(completed, producer_state.last_stable_offset(completed))
-                            producer_state.complete_txn(completed)
-                        producer_state.update_map_end_offset(batch.last_offset + 1)
-        except (CorruptRecordError, InvalidRecordError, InvalidOffsetError) as exc:
-            _log.warning(
-                "Found invalid messages in log segment %s at byte offset %d: %s",
-                self.log.path,
-                valid_bytes,
-                exc,
-            )
+
+        def replay(batch: RecordBatch) -> None:
+            if batch.magic < MAGIC_V2:
+                return
+            if leader_epoch_cache is not None and batch.partition_leader_epoch >= 0:
+                latest = leader_epoch_cache.latest_epoch
+                if latest is None or batch.partition_leader_epoch > latest:
+                    leader_epoch_cache.assign(batch.partition_leader_epoch, batch.base_offset)
+            if producer_state is not None:
+                completed = producer_state.update_from_batch(batch)
+                if completed is not None:
+                    self.update_txn_index(completed, producer_state.last_stable_offset(completed))
+                    producer_state.complete_txn(completed)
+                producer_state.update_map_end_offset(batch.last_offset + 1)
+
+        valid_bytes = self._reindex(replay)
         truncated = self.log.size_in_bytes - valid_bytes
         if truncated > 0:
             _log.debug(
