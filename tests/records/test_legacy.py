@@ -97,3 +97,18 @@ def test_legacy_truncated_fields() -> None:
     data[30:34] = (50).to_bytes(4, "big")  # value length past the end
     with pytest.raises(InvalidRecordError):
         list(MemoryRecords(data).batches())
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+@pytest.mark.parametrize("codec", CODECS)
+def test_up_convert_to_v2_keeps_offsets_and_timestamps(magic: int, codec: Compression) -> None:
+    legacy = MemoryRecords(_legacy(magic, codec, 5, base=40) + V1)
+    converted = legacy.up_convert()
+    converted.ensure_valid()
+    assert all(b.magic == 2 for b in converted.batches())
+    assert [(r.offset, r.timestamp, r.key, r.value) for r in converted.records()] == [
+        (r.offset, r.timestamp, r.key, r.value) for r in legacy.records()
+    ]
+    again = legacy.up_convert(compression="zstd")
+    assert {b.compression for b in again.batches()} == {Compression.ZSTD}
+    assert list(again.records()) == list(converted.records())

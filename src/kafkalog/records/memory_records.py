@@ -258,6 +258,37 @@ class MemoryRecords:
         builder.append_many(records, now_ms=now)
         return builder.build()
 
+    def up_convert(self, compression: Compression | str | None = None) -> MemoryRecords:
+        """The same records as magic-2 batches: each legacy (v0/v1) entry becomes one v2 batch keeping its
+        offsets (gaps included), timestamps and timestamp type; v2 batches are kept as they are.
+
+        ``compression`` None keeps each entry's codec. v0 records have no timestamp (-1 in v2 too).
+        """
+        from kafkalog.records.builder import MemoryRecordsBuilder
+
+        out = bytearray()
+        for batch in self.batches():
+            if batch.magic >= MAGIC_V2:
+                out += batch.to_bytes()
+                continue
+            records = list(batch.records())
+            if not records:
+                continue
+            codec = batch.compression if compression is None else Compression.from_name(compression)
+            ts_type = batch.timestamp_type
+            if ts_type is TimestampType.NO_TIMESTAMP_TYPE:
+                ts_type = TimestampType.CREATE_TIME
+            builder = MemoryRecordsBuilder(
+                base_offset=records[0].offset,
+                compression=codec,
+                timestamp_type=ts_type,
+                log_append_time=batch.max_timestamp,
+            )
+            for r in records:
+                builder.append_with_offset(r.offset, r.timestamp, r.key, r.value)
+            out += builder.build().buffer
+        return MemoryRecords(bytes(out))
+
     @classmethod
     def end_transaction_marker(
         cls,
