@@ -8,7 +8,7 @@ v2 batch must have base offset 0, batch size <= ``max.message.bytes`` (leader on
 
 Leader checks (``validate_and_assign_offsets``): a v2 or compressed append is exactly one batch; a client
 batch has a consistent offset range and count, no control flag, and a base sequence when it has a producer
-id. Per record (vectorised over the batch with :func:`kafkalog.records._kernels.index_records`): CreateTime
+id. Per record (vectorised over the batch with ``DefaultRecordBatch.record_index``, the record kernel): CreateTime
 timestamps within ``[now - message.timestamp.before.max.ms, now + message.timestamp.after.max.ms]``, no
 client-set LogAppendTime on a LogAppendTime topic, a key on compacted topics. Problems are collected and
 raised together as :class:`~kafkalog.errors.RecordValidationError` (an invalid timestamp wins over an
@@ -45,8 +45,7 @@ from kafkalog.records import (
     RecordBatch,
     TimestampType,
 )
-from kafkalog.records._kernels import as_uint8, index_records
-from kafkalog.records.batch import MAGIC_V2, RECORD_BATCH_OVERHEAD
+from kafkalog.records.batch import MAGIC_V2
 
 __all__ = ["ValidationResult", "analyze_and_validate_records", "validate_and_assign_offsets"]
 
@@ -271,34 +270,24 @@ def validate_and_assign_offsets(
     )
 
 
-def _index_batch(batch: DefaultRecordBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(timestamps as Kafka reads them, key lengths, offset deltas) of an uncompressed or compressed v2 batch."""
-    lat = batch.max_timestamp if batch.timestamp_type is TimestampType.LOG_APPEND_TIME else None
-    if batch.is_compressed:
-        payload = bytes(batch.records_payload())
-        buf = as_uint8(payload)
-        idx = index_records(
-            buf,
-            0,
-            len(payload),
-            batch.count,
-            base_offset=0,
-            base_timestamp=batch.base_timestamp,
-            log_append_time=lat,
-        )
-    else:
-        raw = batch.buffer()
-        buf = as_uint8(raw)
-        idx = index_records(
-            buf,
-            RECORD_BATCH_OVERHEAD,
-            len(raw),
-            batch.count,
-            base_offset=0,
-            base_timestamp=batch.base_timestamp,
-            log_append_time=lat,
-        )
-    return idx.timestamps, idx.key_len, idx.offsets
+def _record_arrays(batch: RecordBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(timestamps as Kafka reads them, key lengths (-1 null), offset deltas) of every record of a batch.
+
+    v2 batches go through the record kernel (no ``Record`` objects); legacy entries are decoded.
+    """
+    if isinstance(batch, DefaultRecordBatch):
+        indexed = batch.record_index()
+        if indexed is None:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty, empty
+        idx = indexed[1]
+        return idx.timestamps, idx.key_len, idx.offsets - batch.base_offset
+    recs = list(batch.records())
+    return (
+        np.array([r.timestamp for r in recs], dtype=np.int64),
+        np.array([-1 if r.key is None else len(r.key) for r in recs], dtype=np.int64),
+        np.array([r.offset - batch.base_offset for r in recs], dtype=np.int64),
+    )
 
 
 def _assign_in_place(
@@ -318,7 +307,7 @@ def _assign_in_place(
     total = 0
     topic_ts = config.timestamp_type
     for batch in batches:
-        timestamps, key_len, _deltas = _index_batch(batch)
+        timestamps, key_len, _deltas = _record_arrays(batch)
         n = len(timestamps)
         msg_offsets = np.arange(counter, counter + n, dtype=np.int64)
         errors, ts_problem = _record_errors(
@@ -364,20 +353,19 @@ def _rebuild(
     first = batches[0]
     topic_ts = config.timestamp_type
     in_place_compressed = isinstance(first, DefaultRecordBatch) and target is source
-    recs = [r for b in batches for r in b.records()]
-    n = len(recs)
-    timestamps = np.array([r.timestamp for r in recs], dtype=np.int64)
-    key_len = np.array([-1 if r.key is None else len(r.key) for r in recs], dtype=np.int64)
+    arrays = [_record_arrays(b) for b in batches]
+    timestamps = np.concatenate([a[0] for a in arrays])
+    key_len = np.concatenate([a[1] for a in arrays])
+    n = len(timestamps)
     msg_offsets = np.arange(offset, offset + n, dtype=np.int64)
     errors, ts_problem = _record_errors(
         timestamps, key_len, msg_offsets, first.timestamp_type, config, now, tp
     )
-    if isinstance(first, DefaultRecordBatch) and first.is_compressed:
-        deltas = [r.offset - first.base_offset for r in recs]
-        if deltas != list(range(n)):
-            raise InvalidRecordError(
-                f"inner record offsets of the compressed batch in the append to {tp} are not sequential"
-            )
+    sequential = np.array_equal(arrays[0][2], np.arange(n, dtype=np.int64))
+    if isinstance(first, DefaultRecordBatch) and first.is_compressed and not sequential:
+        raise InvalidRecordError(
+            f"inner record offsets of the compressed batch in the append to {tp} are not sequential"
+        )
     _raise_record_errors(errors, ts_problem, tp)
     max_ts = int(timestamps.max()) if n else -1
     if in_place_compressed:
@@ -412,6 +400,8 @@ def _rebuild(
         is_transactional=first.is_transactional,
         partition_leader_epoch=ple,
     )
+    # Re-encoding (another codec, or a legacy batch) is the only path that needs Record objects.
+    recs = [r for b in batches for r in b.records()]
     for i, r in enumerate(recs):
         builder.append_with_offset(offset + i, r.timestamp, r.key, r.value, r.headers)
     out = builder.build()

@@ -442,8 +442,13 @@ class DefaultRecordBatch(RecordBatch):
             decompress(codec, self._buf[start:end], max_decompressed_bytes, position=self.position)
         )
 
-    def _index(self, max_decompressed_bytes: int) -> tuple[bytes | memoryview, RecordIndex] | None:
-        """Decompress if needed and index the records with the single v2 record parser (the numba kernel)."""
+    def record_index(
+        self, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
+    ) -> tuple[bytes | memoryview, RecordIndex] | None:
+        """The records' bytes (decompressed if needed) and their index from the single v2 record parser (the
+        numba kernel): absolute offsets, timestamps as Kafka reads them, key/value/header positions and
+        lengths, as arrays. None for a batch with no records. Used by ``records()`` and by the log's
+        validator, which needs timestamps and key lengths without building ``Record`` objects."""
         count = self._count
         if count < 0:
             raise InvalidRecordError(
@@ -482,7 +487,7 @@ class DefaultRecordBatch(RecordBatch):
         return payload, idx
 
     def records(self, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> Iterator[Record]:
-        indexed = self._index(max_decompressed_bytes)
+        indexed = self.record_index(max_decompressed_bytes)
         if indexed is None:
             return iter(())
         payload, idx = indexed
@@ -491,7 +496,7 @@ class DefaultRecordBatch(RecordBatch):
     def record_details(
         self, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
     ) -> Iterator[RecordDetail]:
-        indexed = self._index(max_decompressed_bytes)
+        indexed = self.record_index(max_decompressed_bytes)
         if indexed is None:
             return
         payload, idx = indexed

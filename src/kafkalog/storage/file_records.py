@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Final, TypeVar
 
 from kafkalog.errors import CorruptRecordError, KafkaError, KafkaStorageError
-from kafkalog.records import MemoryRecords, RecordBatch, read_batch_at
+from kafkalog.records import MemoryRecords, Record, RecordBatch, read_batch_at
 from kafkalog.records.batch import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC_V2
 from kafkalog.records.legacy import RECORD_OVERHEAD_V0
 from kafkalog.storage.types import LogOffsetPosition, TimestampAndOffset, TimestampOffset
@@ -410,7 +410,7 @@ class FileRecords:
                 off = batch.size_in_bytes
             pos += off
 
-    def records(self) -> Iterator[object]:
+    def records(self) -> Iterator[Record]:
         """Every record of every batch (see :meth:`MemoryRecords.records`)."""
         for batch in self.batches():
             yield from batch.records()
