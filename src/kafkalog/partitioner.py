@@ -34,19 +34,14 @@ _M = 0x5BD1E995
 _MASK = 0xFFFFFFFF
 
 
-@numba.njit(cache=True, nogil=True)  # type: ignore[misc]
+@numba.njit(cache=True, nogil=True)
 def _murmur2(data: npt.NDArray[np.uint8], start: int, end: int) -> int:  # pragma: no cover - compiled
     length = end - start
     h = (_SEED ^ length) & _MASK
     n4 = length // 4
     for i in range(n4):
         p = start + i * 4
-        k = (
-            np.int64(data[p])
-            | (np.int64(data[p + 1]) << 8)
-            | (np.int64(data[p + 2]) << 16)
-            | (np.int64(data[p + 3]) << 24)
-        )
+        k = int(data[p]) | (int(data[p + 1]) << 8) | (int(data[p + 2]) << 16) | (int(data[p + 3]) << 24)
         k = (k * _M) & _MASK
         k ^= k >> 24
         k = (k * _M) & _MASK
@@ -55,11 +50,11 @@ def _murmur2(data: npt.NDArray[np.uint8], start: int, end: int) -> int:  # pragm
     tail = start + (length & ~3)
     rem = length % 4
     if rem == 3:
-        h ^= np.int64(data[tail + 2]) << 16
+        h ^= int(data[tail + 2]) << 16
     if rem >= 2:
-        h ^= np.int64(data[tail + 1]) << 8
+        h ^= int(data[tail + 1]) << 8
     if rem >= 1:
-        h ^= np.int64(data[tail])
+        h ^= int(data[tail])
         h = (h * _M) & _MASK
     h ^= h >> 13
     h = (h * _M) & _MASK
@@ -67,7 +62,7 @@ def _murmur2(data: npt.NDArray[np.uint8], start: int, end: int) -> int:  # pragm
     return h  # unsigned 32-bit value of Java's int
 
 
-@numba.njit(cache=True, nogil=True)  # type: ignore[misc]
+@numba.njit(cache=True, nogil=True)
 def _partitions(
     offsets: npt.NDArray[np.int64],
     data: npt.NDArray[np.uint8],
