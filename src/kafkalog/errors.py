@@ -38,6 +38,11 @@ CorruptSnapshotError                    storage.internals.log.CorruptSnapshotExc
 LogCleaningAbortedError                 kafka.common.LogCleaningAbortedException
 RecordDecompressionError                (kafkalog) a compressed payload that cannot be decompressed
 DecompressionBombError                  (kafkalog) a payload that expands past the configured bound
+UnknownTopicOrPartitionError            UnknownTopicOrPartitionException
+TopicExistsError                        TopicExistsException
+InvalidPartitionsError                  InvalidPartitionsException
+LogDirLockedError                       (kafkalog) KafkaException "Failed to acquire lock on file .lock"
+LogDirNotAvailableError                 LogDirNotFoundException / KafkaStorageException (dir offline)
 =====================================  =====================================================================
 """
 
@@ -52,6 +57,7 @@ __all__ = [
     "IndexOffsetOverflowError",
     "InvalidConfigurationError",
     "InvalidOffsetError",
+    "InvalidPartitionsError",
     "InvalidProducerEpochError",
     "InvalidRecordError",
     "InvalidTimestampError",
@@ -60,6 +66,8 @@ __all__ = [
     "KafkaError",
     "KafkaStorageError",
     "LogCleaningAbortedError",
+    "LogDirLockedError",
+    "LogDirNotAvailableError",
     "LogSegmentOffsetOverflowError",
     "OffsetOutOfRangeError",
     "OffsetsOutOfOrderError",
@@ -68,8 +76,10 @@ __all__ = [
     "RecordDecompressionError",
     "RecordTooLargeError",
     "RecordValidationError",
+    "TopicExistsError",
     "TransactionCoordinatorFencedError",
     "UnexpectedAppendOffsetError",
+    "UnknownTopicOrPartitionError",
     "UnsupportedCompressionTypeError",
     "UnsupportedForMessageFormatError",
 ]
@@ -232,3 +242,29 @@ class InvalidTopicError(KafkaError, ValueError):
 
 class InvalidConfigurationError(KafkaError, ValueError):
     """A configuration value is unknown, of the wrong type or out of its range."""
+
+
+# --- topics and log directories (LogManager) --------------------------------------------------------------
+
+
+class UnknownTopicOrPartitionError(KafkaError, KeyError):
+    """The topic or the partition does not exist in this data directory."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class TopicExistsError(KafkaError):
+    """``create_topic`` for a topic that already exists."""
+
+
+class InvalidPartitionsError(KafkaError, ValueError):
+    """A partition count or number is not valid (not positive, or not more than the current count)."""
+
+
+class LogDirLockedError(KafkaError):
+    """Another process (or another LogManager in this one) holds the ``.lock`` file of a log directory."""
+
+
+class LogDirNotAvailableError(KafkaStorageError):
+    """The log directory is offline after an I/O error; its partitions cannot be used until restart."""
