@@ -101,6 +101,7 @@ class Log:
         self.had_clean_shutdown = had_clean_shutdown
         self.loaded_fully = True
         self.owns_clean_shutdown_marker = False
+        self._hw_follows_leo = False
         self._closed = False
         self._expiry_task: ScheduledTask | None = None
         self._pending_metadata_flush = False
@@ -370,6 +371,20 @@ class Log:
                 return old
             return None
 
+    @property
+    def hw_follows_leo(self) -> bool:
+        """Whether the high watermark follows the log end offset after every append (a partition whose only
+        in-sync replica is the leader, as in a :class:`~kafkalog.manager.LogManager`); False leaves it to
+        :meth:`update_high_watermark` / :meth:`maybe_increment_high_watermark` (the caller replicates)."""
+        return self._hw_follows_leo
+
+    @hw_follows_leo.setter
+    def hw_follows_leo(self, value: bool) -> None:
+        with self.lock:
+            self._hw_follows_leo = bool(value)
+            if self._hw_follows_leo:
+                self._update_high_watermark_metadata(self.log_end_offset_metadata)
+
     def _update_high_watermark_with_log_end_offset(self) -> None:
         end = self.log_end_offset_metadata
         if end.message_offset <= self.high_watermark:
@@ -555,7 +570,10 @@ class Log:
             self.local_log.append(
                 info.last_offset, info.max_timestamp, info.shallow_offset_of_max_timestamp, valid
             )
-            self._update_high_watermark_with_log_end_offset()
+            if self._hw_follows_leo:
+                self._update_high_watermark_metadata(self.log_end_offset_metadata)
+            else:
+                self._update_high_watermark_with_log_end_offset()
             for pinfo in producer_infos.values():
                 self.producer_state.update(pinfo)
             for txn in completed:

@@ -1,0 +1,902 @@
+"""LogManager: a data directory (Kafka's ``log.dirs``) holding many topic-partitions.
+
+Invariants owned here:
+
+* **One process per log dir.** ``open`` takes every dir's ``.lock`` (:class:`~kafkalog.datadir.DirLock`)
+  before reading anything and keeps it until :meth:`LogManager.close`; a second opener gets
+  :class:`~kafkalog.errors.LogDirLockedError` and nothing on disk changes.
+* **Every log comes back where it stopped.** Logs open with the recovery point, log start offset and high
+  watermark of the dir's checkpoint files (Kafka's text format, written atomically), and with the dir's
+  ``.kafka_cleanshutdown`` marker: present means no segment is scanned, absent means recovery from the
+  checkpointed recovery point. The marker is deleted as soon as it is read and written again on close only
+  for a dir whose logs all loaded fully (KAFKA-10471, KAFKA-15375).
+* **A bad partition does not stop the others.** A partition directory that fails to load is skipped and
+  reported in :attr:`LogManager.load_failures`; an I/O error later takes only its log dir offline
+  (Kafka's LogDirFailureChannel): the error is logged once with its cause, that dir's logs raise
+  :class:`~kafkalog.errors.KafkaStorageError` from then on, logs in other dirs keep working.
+* **Topic names cannot escape the data directory**: they are validated as Kafka does before any path is
+  built (``[a-zA-Z0-9._-]``, at most 249 characters, not ``.`` or ``..``).
+* **Topic metadata** (partition count, config overrides, topic id) lives in ``kafkalog-topics.json`` in
+  every log dir (:mod:`kafkalog.datadir`) and survives restarts; a data dir written by Kafka has its topics
+  inferred from the partition directories.
+* **High watermark.** kafkalog is a single-replica store: by default (``hw_follows_leo=True``) a managed log's
+  high watermark follows its log end offset after every append, as Kafka's does for a partition whose only
+  in-sync replica is the leader. With ``hw_follows_leo=False`` the caller moves it
+  (``Log.update_high_watermark``), e.g. when replicating the partition itself.
+
+Background tasks (on the scheduler, Kafka's names and settings; ``config`` takes Kafka's broker names):
+``kafka-log-retention`` (``log.retention.check.interval.ms``), ``kafka-log-flusher``
+(``log.flush.scheduler.interval.ms``; flushes logs whose last flush is older than their ``flush.ms``),
+``kafka-recovery-point-checkpoint`` (``log.flush.offset.checkpoint.interval.ms``),
+``kafka-log-start-offset-checkpoint`` (``log.flush.start.offset.checkpoint.interval.ms``),
+``highwatermark-checkpoint`` (``replica.high.watermark.checkpoint.interval.ms``) and ``kafka-delete-logs``
+(removes ``-delete`` directories ``log.delete.delay.ms`` after they were renamed). Each log also runs its own
+``PeriodicProducerExpirationCheck``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+import threading
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from kafkalog.datadir import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    DirLock,
+    TopicMetadata,
+    TopicsDocument,
+    read_topics,
+    write_topics,
+)
+from kafkalog.errors import (
+    InvalidConfigurationError,
+    InvalidPartitionsError,
+    KafkaError,
+    KafkaStorageError,
+    LogDirNotAvailableError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
+from kafkalog.log.checkpoint import (
+    offset_checkpoint,
+    read_clean_shutdown,
+    topic_id_from_string,
+    topic_id_to_string,
+    write_clean_shutdown,
+)
+from kafkalog.log.config import LogConfig
+from kafkalog.log.log import Log
+from kafkalog.log.names import (
+    DELETE_DIR_SUFFIX,
+    FUTURE_DIR_SUFFIX,
+    STRAY_DIR_SUFFIX,
+    TopicPartition,
+    log_delete_dir_name,
+    log_dir_name,
+    log_future_dir_name,
+    parse_topic_partition_name,
+    validate_topic_name,
+)
+from kafkalog.log.scheduler import KafkaScheduler, ScheduledTask, Scheduler
+from kafkalog.log.types import AppendOrigin, FetchIsolation, LogAppendInfo
+from kafkalog.partitioner import NullKeyPartitioner, partition_for_key
+from kafkalog.records import Compression, MemoryRecords, SimpleRecord
+from kafkalog.storage.file_records import FileRecords
+from kafkalog.time import SYSTEM_TIME, Time
+
+__all__ = ["LoadFailure", "LogManager", "ManagerConfig"]
+
+_log = logging.getLogger("kafkalog.manager")
+LONG_MAX = (1 << 63) - 1
+
+
+@dataclass(frozen=True)
+class ManagerConfig:
+    """The broker-level settings a LogManager uses (Kafka's names in :meth:`from_props`)."""
+
+    num_recovery_threads_per_data_dir: int = 2
+    log_retention_check_interval_ms: int = 300_000
+    log_flush_scheduler_interval_ms: int = LONG_MAX
+    log_flush_offset_checkpoint_interval_ms: int = 60_000
+    log_flush_start_offset_checkpoint_interval_ms: int = 60_000
+    replica_high_watermark_checkpoint_interval_ms: int = 5_000
+    log_initial_task_delay_ms: int = 30_000
+    log_delete_delay_ms: int = 60_000
+    num_partitions: int = 1
+
+    _NAMES: ClassVar[dict[str, str]] = {
+        "num.recovery.threads.per.data.dir": "num_recovery_threads_per_data_dir",
+        "log.retention.check.interval.ms": "log_retention_check_interval_ms",
+        "log.flush.scheduler.interval.ms": "log_flush_scheduler_interval_ms",
+        "log.flush.offset.checkpoint.interval.ms": "log_flush_offset_checkpoint_interval_ms",
+        "log.flush.start.offset.checkpoint.interval.ms": "log_flush_start_offset_checkpoint_interval_ms",
+        "replica.high.watermark.checkpoint.interval.ms": "replica_high_watermark_checkpoint_interval_ms",
+        "log.initial.task.delay.ms": "log_initial_task_delay_ms",
+        "log.delete.delay.ms": "log_delete_delay_ms",
+        "num.partitions": "num_partitions",
+    }
+
+    @classmethod
+    def from_props(cls, props: Mapping[str, Any] | None = None) -> ManagerConfig:
+        """Build from Kafka's dotted broker names; unknown names and out-of-range values are refused."""
+        values: dict[str, int] = {}
+        for name, value in (props or {}).items():
+            attr = cls._NAMES.get(name)
+            if attr is None:
+                raise InvalidConfigurationError(f"unknown LogManager configuration {name!r}")
+            try:
+                number = int(value)
+            except (TypeError, ValueError):
+                raise InvalidConfigurationError(f"{name} must be an integer, got {value!r}") from None
+            minimum = 1 if attr in ("num_recovery_threads_per_data_dir", "num_partitions") else 0
+            if number < minimum:
+                raise InvalidConfigurationError(f"{name} must be at least {minimum}, got {number}")
+            values[attr] = number
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class LoadFailure:
+    """A partition directory that could not be loaded (it is left as it is on disk)."""
+
+    path: Path
+    error: BaseException
+
+
+@dataclass
+class _DirState:
+    path: Path
+    lock: DirLock
+    had_clean_shutdown: bool = False
+    online: bool = True
+    loaded_fully: bool = True
+    failure_logged: bool = False
+    logs: dict[TopicPartition, Log] = field(default_factory=dict)
+
+
+class LogManager:
+    """The logs of every topic-partition in a set of log directories (see the module doc).
+
+    Use :meth:`open`; the manager is a context manager (``close`` on exit). Thread-safe: topic operations
+    take one manager lock; appends and reads take only the log's own lock.
+    """
+
+    def __init__(
+        self,
+        dirs: list[_DirState],
+        default_config: LogConfig,
+        config: ManagerConfig,
+        scheduler: Scheduler,
+        owns_scheduler: bool,
+        time: Time,
+        hw_follows_leo: bool,
+    ) -> None:
+        self._dirs = dirs
+        self.default_config = default_config
+        self.config = config
+        self.scheduler = scheduler
+        self._owns_scheduler = owns_scheduler
+        self.time = time
+        self.hw_follows_leo = hw_follows_leo
+        self._lock = threading.RLock()
+        self._topics = TopicsDocument(hw_follows_leo=hw_follows_leo)
+        self._future_logs: dict[TopicPartition, Log] = {}
+        self._logs_to_delete: list[tuple[Log, int]] = []
+        self._null_key: dict[str, NullKeyPartitioner] = {}
+        self._tasks: list[ScheduledTask] = []
+        self.load_failures: list[LoadFailure] = []
+        self._closed = False
+
+    # --- opening ------------------------------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        log_dirs: Path | str | Sequence[Path | str],
+        default_config: LogConfig | Mapping[str, Any] | None = None,
+        *,
+        config: ManagerConfig | Mapping[str, Any] | None = None,
+        scheduler: Scheduler | None = None,
+        time: Time | None = None,
+        hw_follows_leo: bool = True,
+        background: bool = True,
+    ) -> LogManager:
+        """Lock and load every log dir (created if missing); see the module doc for what is read."""
+        paths = [Path(log_dirs)] if isinstance(log_dirs, str | Path) else [Path(d) for d in log_dirs]
+        if not paths:
+            raise InvalidConfigurationError("at least one log dir is required")
+        if len({p.resolve() for p in paths}) != len(paths):
+            raise InvalidConfigurationError(f"duplicate log dir in {[str(p) for p in paths]}")
+        base = (
+            default_config if isinstance(default_config, LogConfig) else LogConfig.from_props(default_config)
+        )
+        mcfg = config if isinstance(config, ManagerConfig) else ManagerConfig.from_props(config)
+        dirs: list[_DirState] = []
+        try:
+            for path in paths:
+                path.mkdir(parents=True, exist_ok=True)
+                dirs.append(_DirState(path, DirLock(path).acquire()))
+        except BaseException:
+            for d in dirs:
+                d.lock.release()
+            raise
+        owns = scheduler is None
+        time = time or SYSTEM_TIME
+        sched: Scheduler = scheduler if scheduler is not None else KafkaScheduler(1, "kafka-scheduler-", time)
+        if owns and isinstance(sched, KafkaScheduler):
+            sched.startup()
+        manager = cls(dirs, base, mcfg, sched, owns, time, hw_follows_leo)
+        try:
+            manager._load()
+        except BaseException:
+            manager._release(close_logs=True)
+            raise
+        if background:
+            manager._start_background_tasks()
+        return manager
+
+    def _load(self) -> None:
+        docs = [doc for doc in (read_topics(d.path) for d in self._dirs) if doc is not None]
+        if docs:
+            newest = max(docs, key=lambda doc: doc.generation)
+            self._topics = TopicsDocument(dict(newest.topics), newest.generation, self.hw_follows_leo)
+        for d in self._dirs:
+            d.had_clean_shutdown = read_clean_shutdown(d.path)
+            recovery = self._read_checkpoint(d, RECOVERY_POINT_CHECKPOINT)
+            starts = self._read_checkpoint(d, LOG_START_OFFSET_CHECKPOINT)
+            hws = self._read_checkpoint(d, REPLICATION_OFFSET_CHECKPOINT)
+            candidates = sorted(p for p in d.path.iterdir() if p.is_dir() and not p.name.startswith("."))
+            threads = self.config.num_recovery_threads_per_data_dir
+            with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="log-recovery-") as pool:
+                jobs = [
+                    (p, pool.submit(self._load_one, d, p, recovery, starts, hws))
+                    for p in candidates
+                    if not p.name.endswith(STRAY_DIR_SUFFIX)
+                ]
+                for path, job in jobs:
+                    try:
+                        job.result()
+                    except Exception as exc:
+                        d.loaded_fully = False
+                        self.load_failures.append(LoadFailure(path, exc))
+                        _log.error("Error while loading log dir %s: skipping %s: %s", d.path, path.name, exc)
+        changed = False
+        for tp in self.all_logs():
+            meta = self._topics.topics.get(tp.topic)
+            if meta is None:
+                self._topics.topics[tp.topic] = TopicMetadata(tp.partition + 1)
+                changed = True
+            elif tp.partition >= meta.partitions:
+                meta.partitions = tp.partition + 1
+                changed = True
+        if changed or not docs:
+            self._write_topics()
+
+    def _read_checkpoint(self, d: _DirState, name: str) -> dict[TopicPartition, int]:
+        try:
+            return dict(offset_checkpoint(d.path / name).read())
+        except FileNotFoundError:
+            return {}
+        except (KafkaError, OSError) as exc:
+            _log.warning("Ignoring unreadable checkpoint %s: %s", d.path / name, exc)
+            return {}
+
+    def _load_one(
+        self,
+        d: _DirState,
+        path: Path,
+        recovery: dict[TopicPartition, int],
+        starts: dict[TopicPartition, int],
+        hws: dict[TopicPartition, int],
+    ) -> None:
+        tp = parse_topic_partition_name(path)
+        validate_topic_name(tp.topic)
+        config = self._config_for(tp.topic)
+        topic_id = self._topic_uuid(tp.topic)
+        log = Log.open(
+            path,
+            config,
+            log_start_offset=starts.get(tp, 0),
+            recovery_point=recovery.get(tp, 0),
+            scheduler=self.scheduler,
+            time=self.time,
+            last_shutdown_clean=d.had_clean_shutdown,
+            topic_id=topic_id,
+            on_dir_failure=self._handle_dir_failure,
+        )
+        if path.name.endswith(DELETE_DIR_SUFFIX):
+            with self._lock:
+                self._logs_to_delete.append((log, self.time.milliseconds()))
+            return
+        if self.hw_follows_leo:
+            log.hw_follows_leo = True
+        elif tp in hws:
+            log.update_high_watermark(hws[tp])
+        with self._lock:
+            if path.name.endswith(FUTURE_DIR_SUFFIX):
+                self._future_logs[tp] = log
+                return
+            if tp in self.all_logs():
+                log.close()
+                raise KafkaError(f"duplicate log directories for {tp} ({path} and another log dir)")
+            d.logs[tp] = log
+
+    def _topic_uuid(self, topic: str) -> uuid.UUID | None:
+        meta = self._topics.topics.get(topic)
+        if meta is None or meta.topic_id is None:
+            return None
+        return topic_id_from_string(meta.topic_id)
+
+    def _config_for(self, topic: str) -> LogConfig:
+        meta = self._topics.topics.get(topic)
+        if meta is None or not meta.config:
+            return self.default_config
+        return self.default_config.updated(meta.config)
+
+    def _start_background_tasks(self) -> None:
+        c, delay = self.config, self.config.log_initial_task_delay_ms
+        specs = [
+            ("kafka-log-retention", self.delete_old_segments, c.log_retention_check_interval_ms),
+            ("kafka-log-flusher", self.flush_dirty_logs, c.log_flush_scheduler_interval_ms),
+            (
+                "kafka-recovery-point-checkpoint",
+                self.checkpoint_recovery_points,
+                c.log_flush_offset_checkpoint_interval_ms,
+            ),
+            (
+                "kafka-log-start-offset-checkpoint",
+                self.checkpoint_log_start_offsets,
+                c.log_flush_start_offset_checkpoint_interval_ms,
+            ),
+            (
+                "highwatermark-checkpoint",
+                self.checkpoint_high_watermarks,
+                c.replica_high_watermark_checkpoint_interval_ms,
+            ),
+        ]
+        for name, fn, period in specs:
+            if 0 < period < LONG_MAX:
+                self._tasks.append(self.scheduler.schedule(name, self._background(fn), delay, period))
+        self._tasks.append(
+            self.scheduler.schedule("kafka-delete-logs", self._background(self.delete_logs), delay, 1000)
+        )
+
+    def _background(self, fn: Any) -> Any:
+        def run() -> None:
+            if self._closed:
+                return
+            try:
+                fn()
+            except Exception:
+                _log.exception("Error in background task %s", getattr(fn, "__name__", fn))
+
+        return run
+
+    # --- directory failure --------------------------------------------------------------------------------
+    def _dir_of(self, log_dir: Path) -> _DirState | None:
+        for d in self._dirs:
+            if d.path == log_dir or d.path.resolve() == Path(log_dir).resolve():
+                return d
+        return None
+
+    def _handle_dir_failure(self, log_dir: Path, message: str, cause: BaseException) -> None:
+        """Kafka's LogDirFailureChannel: take the whole log dir offline, once, with the cause logged."""
+        d = self._dir_of(log_dir)
+        if d is None:
+            _log.error("%s: %s", message, cause)
+            return
+        with self._lock:
+            first = d.online
+            d.online = False
+            logs = list(d.logs.values())
+        if first:
+            _log.error(
+                "Error while handling log dir %s: %s (%s); the directory is now offline and its %d partitions "
+                "are unavailable",
+                d.path,
+                message,
+                cause,
+                len(logs),
+            )
+        for log in logs:
+            log.local_log.offline = True
+            with contextlib.suppress(Exception):
+                log.local_log.close_handlers()
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        """Every configured log dir."""
+        return [d.path for d in self._dirs]
+
+    @property
+    def offline_dirs(self) -> list[Path]:
+        """Log dirs taken offline by an I/O error."""
+        return [d.path for d in self._dirs if not d.online]
+
+    # --- topics -------------------------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KafkaError("the LogManager is closed")
+
+    def topics(self) -> list[str]:
+        """Every topic, sorted."""
+        with self._lock:
+            return sorted(self._topics.topics)
+
+    def _meta(self, topic: str) -> TopicMetadata:
+        meta = self._topics.topics.get(topic)
+        if meta is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}")
+        return meta
+
+    def num_partitions(self, topic: str) -> int:
+        """The topic's partition count."""
+        with self._lock:
+            return self._meta(topic).partitions
+
+    def partitions(self, topic: str) -> list[int]:
+        """The topic's partition numbers, sorted."""
+        return list(range(self.num_partitions(topic)))
+
+    def topic_config(self, topic: str) -> LogConfig:
+        """The topic's effective config (defaults plus its overrides)."""
+        with self._lock:
+            self._meta(topic)
+            return self._config_for(topic)
+
+    def topic_id(self, topic: str) -> uuid.UUID | None:
+        """The topic id written to each partition's ``partition.metadata``."""
+        with self._lock:
+            self._meta(topic)
+            return self._topic_uuid(topic)
+
+    def create_topic(
+        self, name: str, partitions: int | None = None, config: Mapping[str, Any] | None = None
+    ) -> list[Log]:
+        """Create a topic with ``partitions`` partitions (``num.partitions`` by default) and config overrides."""
+        self._check_open()
+        validate_topic_name(name)
+        count = self.config.num_partitions if partitions is None else partitions
+        if not isinstance(count, int) or count <= 0:
+            raise InvalidPartitionsError(f"number of partitions must be larger than 0, got {count!r}")
+        overrides = _normalize_overrides(config)
+        LogConfig.from_props(overrides, base=self.default_config)  # validate before anything is written
+        with self._lock:
+            if name in self._topics.topics:
+                raise TopicExistsError(f"topic {name!r} already exists")
+            colliding = [t for t in self._topics.topics if t.replace(".", "_") == name.replace(".", "_")]
+            if colliding:
+                raise InvalidConfigurationError(
+                    f"topic {name!r} collides with existing topic {colliding[0]!r} ('.' and '_' collide in metric names)"
+                )
+            self._topics.topics[name] = TopicMetadata(count, overrides, topic_id_to_string(uuid.uuid4()))
+            self._write_topics()
+            return [self._create_log(TopicPartition(name, p)) for p in range(count)]
+
+    def add_partitions(self, topic: str, total: int) -> list[Log]:
+        """Grow a topic to ``total`` partitions; returns the new partitions' logs."""
+        self._check_open()
+        with self._lock:
+            meta = self._meta(topic)
+            if not isinstance(total, int) or total <= meta.partitions:
+                raise InvalidPartitionsError(
+                    f"topic {topic!r} currently has {meta.partitions} partitions, {total!r} would not be an increase"
+                )
+            old = meta.partitions
+            meta.partitions = total
+            self._write_topics()
+            self._null_key.pop(topic, None)
+            return [self._create_log(TopicPartition(topic, p)) for p in range(old, total)]
+
+    def alter_topic_config(self, topic: str, changes: Mapping[str, Any]) -> LogConfig:
+        """Set (or with a None value remove) config overrides; live logs switch to the new config at once."""
+        self._check_open()
+        with self._lock:
+            meta = self._meta(topic)
+            overrides = dict(meta.config)
+            for key, value in changes.items():
+                if value is None:
+                    overrides.pop(key, None)
+                else:
+                    overrides.update(_normalize_overrides({key: value}))
+            new_config = LogConfig.from_props(overrides, base=self.default_config)
+            meta.config = overrides
+            self._write_topics()
+            for tp, log in self.all_logs().items():
+                if tp.topic == topic:
+                    log.update_config(new_config)
+            return new_config
+
+    def delete_topic(self, topic: str) -> None:
+        """Delete a topic: its partition dirs are renamed to ``<tp>.<uuid>-delete`` now and removed
+        ``log.delete.delay.ms`` later by the ``kafka-delete-logs`` task (or on the next open)."""
+        self._check_open()
+        with self._lock:
+            self._meta(topic)
+            for d in self._dirs:
+                for tp in [tp for tp in d.logs if tp.topic == topic]:
+                    log = d.logs.pop(tp)
+                    if d.online:
+                        log.rename_dir(log_delete_dir_name(tp))
+                        self._logs_to_delete.append((log, self.time.milliseconds()))
+            for tp in [tp for tp in self._future_logs if tp.topic == topic]:
+                log = self._future_logs.pop(tp)
+                log.rename_dir(log_delete_dir_name(tp))
+                self._logs_to_delete.append((log, self.time.milliseconds()))
+            del self._topics.topics[topic]
+            self._null_key.pop(topic, None)
+            self._write_topics()
+            for d in self._dirs:
+                if d.online:
+                    self._write_dir_checkpoints(d)
+
+    def delete_logs(self) -> None:
+        """Remove ``-delete`` directories whose delay has passed (the ``kafka-delete-logs`` task)."""
+        now = self.time.milliseconds()
+        with self._lock:
+            due = [(log, t) for log, t in self._logs_to_delete if now - t >= self.config.log_delete_delay_ms]
+            self._logs_to_delete = [e for e in self._logs_to_delete if e not in due]
+        for log, _ in due:
+            try:
+                log.delete()
+                _log.info("Deleted log for partition %s in %s", log.topic_partition, log.dir)
+            except (KafkaError, OSError) as exc:
+                _log.error("Exception while deleting %s: %s", log.dir, exc)
+                with contextlib.suppress(OSError):
+                    shutil.rmtree(log.dir)
+
+    # --- logs ---------------------------------------------------------------------------------------------
+    def all_logs(self) -> dict[TopicPartition, Log]:
+        """Every current (not future, not deleted) log, in online and offline dirs."""
+        with self._lock:
+            out: dict[TopicPartition, Log] = {}
+            for d in self._dirs:
+                out.update(d.logs)
+            return out
+
+    def _find(self, tp: TopicPartition) -> tuple[_DirState, Log] | None:
+        for d in self._dirs:
+            log = d.logs.get(tp)
+            if log is not None:
+                return d, log
+        return None
+
+    def get_log(self, topic: str, partition: int) -> Log:
+        """The log of a partition; ``UnknownTopicOrPartitionError`` if it does not exist,
+        ``LogDirNotAvailableError`` if its log dir is offline."""
+        self._check_open()
+        with self._lock:
+            found = self._find(TopicPartition(topic, partition))
+            if found is None:
+                meta = self._topics.topics.get(topic)
+                if meta is not None and 0 <= partition < meta.partitions:
+                    return self._create_log(TopicPartition(topic, partition))
+                raise UnknownTopicOrPartitionError(f"unknown topic or partition {topic}-{partition}")
+            d, log = found
+            if not d.online:
+                raise LogDirNotAvailableError(f"the log dir {d.path} of {topic}-{partition} is offline")
+            return log
+
+    def get_or_create_log(self, topic: str, partition: int, config: Mapping[str, Any] | None = None) -> Log:
+        """The partition's log, creating it (and registering the topic, with ``config`` as its overrides, or
+        growing its partition count) when needed."""
+        self._check_open()
+        validate_topic_name(topic)
+        if not isinstance(partition, int) or partition < 0:
+            raise InvalidPartitionsError(f"invalid partition {partition!r}")
+        with self._lock:
+            if topic not in self._topics.topics:
+                overrides = _normalize_overrides(config)
+                LogConfig.from_props(overrides, base=self.default_config)
+                meta = TopicMetadata(partition + 1, overrides, topic_id_to_string(uuid.uuid4()))
+                self._topics.topics[topic] = meta
+                self._write_topics()
+            elif partition >= self._topics.topics[topic].partitions:
+                self._topics.topics[topic].partitions = partition + 1
+                self._write_topics()
+            return self.get_log(topic, partition)
+
+    def _next_dir(self) -> _DirState:
+        online = [d for d in self._dirs if d.online]
+        if not online:
+            raise LogDirNotAvailableError("all log dirs are offline")
+        return min(online, key=lambda d: len(d.logs))
+
+    def _create_log(self, tp: TopicPartition) -> Log:
+        found = self._find(tp)
+        if found is not None:
+            return found[1]
+        d = self._next_dir()
+        log = Log.open(
+            d.path / log_dir_name(tp),
+            self._config_for(tp.topic),
+            scheduler=self.scheduler,
+            time=self.time,
+            last_shutdown_clean=True,
+            topic_id=self._topic_uuid(tp.topic),
+            on_dir_failure=self._handle_dir_failure,
+        )
+        log.hw_follows_leo = self.hw_follows_leo
+        d.logs[tp] = log
+        return log
+
+    # --- producing ----------------------------------------------------------------------------------------
+    def partition_for_key(self, topic: str, key: bytes | None) -> int:
+        """Kafka's default partitioner: murmur2 of the key; null keys sticky round robin."""
+        n = self.num_partitions(topic)
+        if key is not None:
+            return partition_for_key(key, n)
+        with self._lock:
+            spreader = self._null_key.get(topic)
+            if spreader is None:
+                spreader = self._null_key[topic] = NullKeyPartitioner(n)
+            return spreader.next_partition()
+
+    def append(
+        self,
+        topic: str,
+        partition: int,
+        records: MemoryRecords,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        leader_epoch: int = 0,
+    ) -> LogAppendInfo:
+        """Append pre-built batches to a partition as its leader."""
+        return self.get_log(topic, partition).append_as_leader(records, leader_epoch, origin)
+
+    def produce(
+        self,
+        topic: str,
+        records: Iterable[SimpleRecord | tuple[bytes | None, bytes | None]],
+        *,
+        partition: int | None = None,
+        compression: Compression | str | None = None,
+    ) -> dict[int, LogAppendInfo]:
+        """Append records the way a Kafka producer would place them: one batch per partition (keys hashed with
+        murmur2 unless ``partition`` is given), compressed with ``compression`` or the topic's codec."""
+        groups: dict[int, list[SimpleRecord]] = {}
+        for rec in records:
+            r = rec if isinstance(rec, SimpleRecord) else SimpleRecord(key=rec[0], value=rec[1])
+            p = self.partition_for_key(topic, r.key) if partition is None else partition
+            groups.setdefault(p, []).append(r)
+        out: dict[int, LogAppendInfo] = {}
+        for p in sorted(groups):
+            out[p] = self.get_log(topic, p).append(groups[p], compression=compression)
+        return out
+
+    # --- reading ------------------------------------------------------------------------------------------
+    def read(
+        self,
+        topic: str,
+        partition: int,
+        start_offset: int,
+        max_length: int = 1 << 20,
+        isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK,
+    ) -> MemoryRecords:
+        """Whole batches from the one holding ``start_offset``, up to the isolation level's bound."""
+        info = self.get_log(topic, partition).read(start_offset, max_length, isolation)
+        return _as_memory(info.records)
+
+    # --- moving a partition between log dirs (future logs) ------------------------------------------------
+    def move_partition(self, topic: str, partition: int, log_dir: Path | str) -> Log:
+        """Move a partition to another log dir, as Kafka's alter-log-dirs does: copy into a ``-future`` log
+        (resumed if one exists), catch up under the log's lock, then swap: the old dir becomes ``-delete``."""
+        self._check_open()
+        tp = TopicPartition(topic, partition)
+        dest = self._dir_of(Path(log_dir))
+        if dest is None or not dest.online:
+            raise LogDirNotAvailableError(f"{log_dir} is not an online log dir of this manager")
+        with self._lock:
+            found = self._find(tp)
+            if found is None:
+                raise UnknownTopicOrPartitionError(f"unknown topic or partition {tp}")
+            src_dir, current = found
+            if src_dir is dest:
+                return current
+            future = self._future_logs.get(tp)
+            if future is None or future.dir.parent != dest.path:
+                future = Log.open(
+                    dest.path / log_future_dir_name(tp),
+                    current.config,
+                    log_start_offset=current.log_start_offset,
+                    scheduler=self.scheduler,
+                    time=self.time,
+                    last_shutdown_clean=True,
+                    topic_id=current.topic_id,
+                    on_dir_failure=self._handle_dir_failure,
+                )
+                self._future_logs[tp] = future
+        self._copy_into(current, future)  # most of the data without blocking appends
+        with current.lock, self._lock:
+            self._copy_into(current, future)
+            future.flush(include_offset=True)
+            del src_dir.logs[tp]
+            current.rename_dir(log_delete_dir_name(tp))
+            self._logs_to_delete.append((current, self.time.milliseconds()))
+            future.rename_dir(log_dir_name(tp))
+            future.hw_follows_leo = self.hw_follows_leo
+            if not self.hw_follows_leo:
+                future.update_high_watermark(current.high_watermark)
+            del self._future_logs[tp]
+            dest.logs[tp] = future
+            for d in (src_dir, dest):
+                self._write_dir_checkpoints(d)
+            return future
+
+    @staticmethod
+    def _copy_into(source: Log, target: Log) -> None:
+        if target.log_end_offset < source.log_start_offset or target.log_end_offset > source.log_end_offset:
+            target.truncate_fully_and_start_at(source.log_start_offset)
+        while target.log_end_offset < source.log_end_offset:
+            info = source.read(target.log_end_offset, 1 << 20, FetchIsolation.LOG_END)
+            mem = _as_memory(info.records)
+            if mem.size_in_bytes == 0:
+                break
+            target.append_as_follower(mem)
+        target.maybe_increment_log_start_offset(source.log_start_offset, "alter log dirs")
+
+    # --- maintenance --------------------------------------------------------------------------------------
+    def _online_logs(self) -> Iterator[Log]:
+        for d in self._dirs:
+            if d.online:
+                yield from list(d.logs.values())
+
+    def delete_old_segments(self) -> int:
+        """Apply retention to every online log now (the ``kafka-log-retention`` task)."""
+        total = 0
+        for log in self._online_logs():
+            with contextlib.suppress(KafkaStorageError):
+                if log.config.delete:
+                    total += log.delete_old_segments()
+        return total
+
+    def flush_dirty_logs(self) -> None:
+        """Flush logs whose last flush is older than their ``flush.ms`` (the ``kafka-log-flusher`` task)."""
+        now = self.time.milliseconds()
+        for log in self._online_logs():
+            with contextlib.suppress(KafkaStorageError):
+                if now - log.last_flush_time >= log.config.flush_ms:
+                    log.flush()
+
+    def flush(self) -> None:
+        """Flush every online log to its log end offset."""
+        for log in self._online_logs():
+            log.flush(include_offset=True)
+
+    def _write_dir_checkpoints(self, d: _DirState) -> None:
+        self._checkpoint(d, RECOVERY_POINT_CHECKPOINT, lambda log: log.recovery_point)
+        self._checkpoint(d, LOG_START_OFFSET_CHECKPOINT, _start_offset_entry)
+        self._checkpoint(d, REPLICATION_OFFSET_CHECKPOINT, lambda log: log.high_watermark)
+
+    def _checkpoint(self, d: _DirState, name: str, value: Any) -> None:
+        if not d.online:
+            return
+        entries = []
+        for tp, log in sorted(d.logs.items()):
+            v = value(log)
+            if v is not None:
+                entries.append((tp, v))
+        try:
+            offset_checkpoint(d.path / name).write(entries)
+        except OSError as exc:
+            self._handle_dir_failure(d.path, f"error while writing {name}", exc)
+
+    def checkpoint_recovery_points(self) -> None:
+        """Write ``recovery-point-offset-checkpoint`` in every online dir."""
+        for d in self._dirs:
+            self._checkpoint(d, RECOVERY_POINT_CHECKPOINT, lambda log: log.recovery_point)
+
+    def checkpoint_log_start_offsets(self) -> None:
+        """Write ``log-start-offset-checkpoint`` (logs whose start is past their first segment, as Kafka)."""
+        for d in self._dirs:
+            self._checkpoint(d, LOG_START_OFFSET_CHECKPOINT, _start_offset_entry)
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write ``replication-offset-checkpoint`` (high watermarks) in every online dir."""
+        for d in self._dirs:
+            self._checkpoint(d, REPLICATION_OFFSET_CHECKPOINT, lambda log: log.high_watermark)
+
+    def checkpoint(self) -> None:
+        """Write every checkpoint file now."""
+        with self._lock:
+            for d in self._dirs:
+                self._write_dir_checkpoints(d)
+
+    def _write_topics(self) -> None:
+        self._topics.generation += 1
+        self._topics.hw_follows_leo = self.hw_follows_leo
+        for d in self._dirs:
+            if not d.online:
+                continue
+            try:
+                write_topics(d.path, self._topics)
+            except OSError as exc:
+                self._handle_dir_failure(d.path, "error while writing topic metadata", exc)
+
+    # --- lifecycle ----------------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Flush and close every log, write the checkpoints and (for dirs that loaded fully) the
+        clean-shutdown marker, stop the background tasks and release the locks."""
+        if self._closed:
+            return
+        for task in self._tasks:
+            task.cancel()
+        with self._lock:
+            self._closed = True
+            for d in self._dirs:
+                if not d.online:
+                    continue
+                clean = d.loaded_fully
+                for log in list(d.logs.values()):
+                    try:
+                        log.close()
+                    except (KafkaError, OSError) as exc:
+                        clean = False
+                        _log.error("Error while closing %s: %s", log.topic_partition, exc)
+                self._write_dir_checkpoints(d)
+                if clean and d.online:
+                    try:
+                        write_clean_shutdown(d.path)
+                    except OSError as exc:
+                        _log.error("Could not write the clean shutdown marker in %s: %s", d.path, exc)
+            for log in self._future_logs.values():
+                with contextlib.suppress(KafkaError, OSError):
+                    log.close()
+            for log, _ in self._logs_to_delete:
+                with contextlib.suppress(KafkaError, OSError):
+                    log.close()
+        self._release(close_logs=False)
+
+    def _release(self, close_logs: bool) -> None:
+        if close_logs:
+            self._closed = True
+            for d in self._dirs:
+                for log in d.logs.values():
+                    with contextlib.suppress(Exception):
+                        log.close_handlers()
+        if self._owns_scheduler and isinstance(self.scheduler, KafkaScheduler):
+            self.scheduler.shutdown()
+        for d in self._dirs:
+            d.lock.release()
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def __enter__(self) -> LogManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"LogManager(log_dirs={[str(d.path) for d in self._dirs]}, topics={len(self._topics.topics)})"
+
+
+def _as_memory(records: MemoryRecords | FileRecords) -> MemoryRecords:
+    return records if isinstance(records, MemoryRecords) else records.to_memory_records()
+
+
+def _start_offset_entry(log: Log) -> int | None:
+    segments = log.segments
+    if segments and log.log_start_offset > segments[0].base_offset:
+        return log.log_start_offset
+    return None
+
+
+def _normalize_overrides(config: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Topic overrides as JSON-friendly dotted names (validated by LogConfig before use)."""
+    out: dict[str, Any] = {}
+    for key, value in (config or {}).items():
+        if not isinstance(key, str):
+            raise InvalidConfigurationError(f"config names must be strings, got {key!r}")
+        out[key] = ",".join(value) if isinstance(value, tuple | list) else value
+    return out
