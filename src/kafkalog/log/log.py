@@ -34,23 +34,19 @@ from kafkalog.errors import (
     KafkaError,
     KafkaStorageError,
     OffsetOutOfRangeError,
-    RecordBatchTooLargeError,
-    RecordTooLargeError,
-    UnexpectedAppendOffsetError,
 )
-from kafkalog.log import retention
+from kafkalog.log import append as append_path
+from kafkalog.log import retention, truncation
 from kafkalog.log.checkpoint import read_partition_metadata, write_clean_shutdown, write_partition_metadata
 from kafkalog.log.config import LogConfig
 from kafkalog.log.leader_epoch import LeaderEpochFileCache
-from kafkalog.log.loader import LoadedLog, load_log, rebuild_producer_state, split_overflowed_segment
+from kafkalog.log.loader import LoadedLog, load_log, split_overflowed_segment
 from kafkalog.log.local_log import LocalLog, LogDirFailureHandler, replace_segments
 from kafkalog.log.names import TopicPartition, parse_topic_partition_name
-from kafkalog.log.producer_state import BatchMetadata, CompletedTxn, ProducerAppendInfo, ProducerStateManager
+from kafkalog.log.producer_state import ProducerStateManager
 from kafkalog.log.scheduler import ScheduledTask, Scheduler
 from kafkalog.log.types import AppendOrigin, FetchIsolation, LogAppendInfo, LogOffsetSnapshot
-from kafkalog.log.validator import analyze_and_validate_records, validate_and_assign_offsets
 from kafkalog.records import Compression, MemoryRecords, Record, SimpleRecord
-from kafkalog.records.batch import MAGIC_V2
 from kafkalog.storage import (
     FetchDataInfo,
     FileRecords,
@@ -64,7 +60,7 @@ from kafkalog.time import SYSTEM_TIME, Time
 __all__ = ["EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "Log"]
 
 _log = logging.getLogger("kafkalog.log")
-UNKNOWN_OFFSET = -1
+UNKNOWN_OFFSET = append_path.UNKNOWN_OFFSET
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
@@ -479,141 +475,14 @@ class Log:
         leader_epoch: int,
         ignore_record_size: bool,
     ) -> LogAppendInfo:
-        tp = str(self.topic_partition)
-        info = analyze_and_validate_records(
+        return append_path.append(
+            self,
             records,
-            origin=origin,
-            config=self.config,
-            topic_partition=tp,
-            log_start_offset=self.log_start_offset,
-            ignore_record_size=ignore_record_size,
-            require_offsets_monotonic=not validate_and_assign,
+            origin,
+            validate_and_assign=validate_and_assign,
             leader_epoch=leader_epoch,
+            ignore_record_size=ignore_record_size,
         )
-        if info.valid_bytes <= 0:
-            return info
-        valid = records if info.valid_bytes == records.size_in_bytes else records.slice(0, info.valid_bytes)
-        with self.lock, self.local_log.io(f"error while appending records to {tp} in dir {self.dir.parent}"):
-            self.local_log.check_if_closed()
-            self._maybe_flush_metadata_file()
-            if validate_and_assign:
-                offset = self.local_log.log_end_offset
-                info.first_offset = offset
-                now = self.time.milliseconds()
-                result = validate_and_assign_offsets(
-                    valid,
-                    offset=offset,
-                    now=now,
-                    config=self.config,
-                    source_compression=info.source_compression,
-                    origin=origin,
-                    partition_leader_epoch=leader_epoch,
-                    topic_partition=tp,
-                )
-                valid = result.validated_records
-                info.max_timestamp = result.max_timestamp
-                info.shallow_offset_of_max_timestamp = result.shallow_offset_of_max_timestamp
-                info.last_offset = result.next_offset - 1
-                info.num_messages = result.num_records
-                topic_codec = self.config.target_compression
-                info.target_compression = info.source_compression if topic_codec is None else topic_codec
-                if self.config.timestamp_type.kafka_name == "LogAppendTime":
-                    info.log_append_time = result.log_append_time
-                if not ignore_record_size and result.message_size_maybe_changed:
-                    for batch in valid.batches():
-                        if batch.size_in_bytes > self.config.max_message_bytes:
-                            raise RecordTooLargeError(
-                                f"message batch size is {batch.size_in_bytes} bytes in append to partition {tp} which "
-                                f"exceeds the maximum configured size of {self.config.max_message_bytes}"
-                            )
-            else:
-                first = (
-                    info.first_offset
-                    if info.first_offset != UNKNOWN_OFFSET
-                    else info.last_offset_of_first_batch
-                )
-                if first < self.local_log.log_end_offset:
-                    first_batch = next(iter(valid.batches()))
-                    raise UnexpectedAppendOffsetError(
-                        f"unexpected offset in append to {tp}. First offset {first} is less than the next offset "
-                        f"{self.local_log.log_end_offset}. Log start offset = {self.log_start_offset}",
-                        first_batch.base_offset,
-                        info.last_offset,
-                    )
-            batches = list(valid.batches())
-            if not validate_and_assign:
-                info.num_messages = sum(b.count or 0 for b in batches)
-            if valid.size_in_bytes > self.config.segment_bytes:
-                raise RecordBatchTooLargeError(
-                    f"message batch size is {valid.size_in_bytes} bytes in append to partition {tp}, which exceeds the "
-                    f"maximum configured segment size of {self.config.segment_bytes}"
-                )
-            producer_infos, completed, duplicate = self._analyze_producer_state(batches, origin)
-            if duplicate is not None:
-                info.first_offset = duplicate.first_offset
-                info.last_offset = duplicate.last_offset
-                info.log_append_time = duplicate.timestamp
-                info.log_start_offset = self.log_start_offset
-                info.duplicate = True
-                return info
-            for batch in batches:
-                if batch.magic >= MAGIC_V2:
-                    if batch.partition_leader_epoch >= 0:
-                        self.maybe_assign_epoch_start_offset(batch.partition_leader_epoch, batch.base_offset)
-                elif not self.leader_epoch_cache.is_empty:
-                    self.logger.warning(
-                        "Clearing leader epoch cache after unexpected append with message format v%d",
-                        batch.magic,
-                    )
-                    self.leader_epoch_cache.clear_and_flush()
-            segment = self._maybe_roll(valid.size_in_bytes, info)
-            self.local_log.append(
-                info.last_offset, info.max_timestamp, info.shallow_offset_of_max_timestamp, valid
-            )
-            if self._hw_follows_leo:
-                self._update_high_watermark_metadata(self.log_end_offset_metadata)
-            else:
-                self._update_high_watermark_with_log_end_offset()
-            for pinfo in producer_infos.values():
-                self.producer_state.update(pinfo)
-            for txn in completed:
-                lso = self.producer_state.last_stable_offset(txn)
-                segment.update_txn_index(txn, lso)
-                self.producer_state.complete_txn(txn)
-            self.producer_state.update_map_end_offset(info.last_offset + 1)
-            self._maybe_increment_first_unstable_offset()
-            info.log_start_offset = self.log_start_offset
-            if self.local_log.unflushed_messages >= self.config.flush_messages:
-                self.flush()
-            return info
-
-    def _analyze_producer_state(
-        self, batches: list[Any], origin: AppendOrigin
-    ) -> tuple[dict[int, ProducerAppendInfo], list[CompletedTxn], BatchMetadata | None]:
-        infos: dict[int, ProducerAppendInfo] = {}
-        completed: list[CompletedTxn] = []
-        active = self.local_log.active_segment
-        position = active.size
-        for batch in batches:
-            if batch.producer_id >= 0:
-                if origin is AppendOrigin.CLIENT:
-                    entry = self.producer_state.last_entry(batch.producer_id)
-                    if entry is not None:
-                        dup = entry.find_duplicate_batch(batch)
-                        if dup is not None:
-                            return infos, completed, dup
-                first_meta = None
-                if batch.is_transactional:
-                    first_meta = LogOffsetMetadata(batch.base_offset, active.base_offset, position)
-                pinfo = infos.get(batch.producer_id)
-                if pinfo is None:
-                    pinfo = self.producer_state.prepare_update(batch.producer_id, origin)
-                    infos[batch.producer_id] = pinfo
-                txn = pinfo.append(batch, first_meta)
-                if txn is not None:
-                    completed.append(txn)
-            position += batch.size_in_bytes
-        return infos, completed, None
 
     def maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
         """Record in the leader epoch cache that ``leader_epoch`` starts at ``start_offset``."""
@@ -798,68 +667,11 @@ class Log:
 
     def truncate_to(self, target_offset: int) -> bool:
         """Drop every offset >= ``target_offset`` (whole batches); returns whether anything was truncated."""
-        if target_offset < 0:
-            raise ValueError(
-                f"cannot truncate partition {self.topic_partition} to a negative offset ({target_offset})"
-            )
-        with self.lock:
-            if target_offset >= self.log_end_offset:
-                self.logger.info(
-                    "Truncating to %d has no effect as the largest offset in the log is %d",
-                    target_offset,
-                    self.log_end_offset - 1,
-                )
-                self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
-                return False
-            self.logger.info("Truncating to offset %d", target_offset)
-            first = self.local_log.segments.first_segment
-            if first is not None and first.base_offset > target_offset:
-                self.truncate_fully_and_start_at(target_offset)
-                return True
-            with self.local_log.io(
-                f"error while truncating log to offset {target_offset} for {self.topic_partition}"
-            ):
-                deleted = self.local_log.truncate_to(target_offset)
-                for s in deleted:
-                    self.producer_state.delete_snapshot(s.base_offset)
-                self.leader_epoch_cache.truncate_from_end(target_offset)
-                self._log_start_offset = min(target_offset, self._log_start_offset)
-                rebuild_producer_state(
-                    self.producer_state,
-                    self.local_log.segments,
-                    self.log_start_offset,
-                    target_offset,
-                    self.time,
-                    reload_from_clean_shutdown=False,
-                )
-                if self.high_watermark >= self.log_end_offset:
-                    self._update_high_watermark_metadata(self.log_end_offset_metadata)
-            return True
+        return truncation.truncate_to(self, target_offset)
 
     def truncate_fully_and_start_at(self, new_offset: int, log_start_offset: int | None = None) -> None:
         """Delete everything and start an empty log at ``new_offset``."""
-        with self.lock:
-            self.logger.debug(
-                "Truncate and start at offset %d, logStartOffset: %s", new_offset, log_start_offset
-            )
-            self.local_log.truncate_fully_and_start_at(new_offset)
-            self.leader_epoch_cache.clear_and_flush()
-            self.producer_state.truncate_fully_and_start_at(new_offset)
-            self._log_start_offset = new_offset if log_start_offset is None else log_start_offset
-            rebuild_producer_state(
-                self.producer_state,
-                self.local_log.segments,
-                self.log_start_offset,
-                new_offset,
-                self.time,
-                reload_from_clean_shutdown=False,
-            )
-            self._update_high_watermark_metadata(self.log_end_offset_metadata)
-            if (
-                self.local_log.recovery_point > new_offset
-                or self.local_log.recovery_point < self.log_start_offset
-            ):
-                self.local_log.update_recovery_point(new_offset)
+        truncation.truncate_fully_and_start_at(self, new_offset, log_start_offset)
 
     def split_overflowed_segment(self, segment: LogSegment) -> list[LogSegment]:
         """Split a legacy segment whose offsets overflow its base (KAFKA-6264)."""
