@@ -45,35 +45,29 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from kafkalog.datadir import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
     DirLock,
-    TopicMetadata,
-    TopicsDocument,
     read_topics,
     write_topics,
 )
 from kafkalog.errors import (
     InvalidConfigurationError,
-    InvalidPartitionsError,
     KafkaError,
     KafkaStorageError,
     LogDirNotAvailableError,
-    TopicExistsError,
     UnknownTopicOrPartitionError,
 )
 from kafkalog.log.checkpoint import (
     offset_checkpoint,
     read_clean_shutdown,
-    topic_id_from_string,
-    topic_id_to_string,
     write_clean_shutdown,
 )
-from kafkalog.log.config import LogConfig
+from kafkalog.log.config import LONG_MAX, LogConfig, ManagerConfig
 from kafkalog.log.log import Log
 from kafkalog.log.names import (
     DELETE_DIR_SUFFIX,
@@ -92,56 +86,11 @@ from kafkalog.partitioner import NullKeyPartitioner, partition_for_key
 from kafkalog.records import Compression, MemoryRecords, SimpleRecord
 from kafkalog.storage.file_records import FileRecords
 from kafkalog.time import SYSTEM_TIME, Time
+from kafkalog.topics import TopicRegistry
 
 __all__ = ["LoadFailure", "LogManager", "ManagerConfig"]
 
 _log = logging.getLogger("kafkalog.manager")
-LONG_MAX = (1 << 63) - 1
-
-
-@dataclass(frozen=True)
-class ManagerConfig:
-    """The broker-level settings a LogManager uses (Kafka's names in :meth:`from_props`)."""
-
-    num_recovery_threads_per_data_dir: int = 2
-    log_retention_check_interval_ms: int = 300_000
-    log_flush_scheduler_interval_ms: int = LONG_MAX
-    log_flush_offset_checkpoint_interval_ms: int = 60_000
-    log_flush_start_offset_checkpoint_interval_ms: int = 60_000
-    replica_high_watermark_checkpoint_interval_ms: int = 5_000
-    log_initial_task_delay_ms: int = 30_000
-    log_delete_delay_ms: int = 60_000
-    num_partitions: int = 1
-
-    _NAMES: ClassVar[dict[str, str]] = {
-        "num.recovery.threads.per.data.dir": "num_recovery_threads_per_data_dir",
-        "log.retention.check.interval.ms": "log_retention_check_interval_ms",
-        "log.flush.scheduler.interval.ms": "log_flush_scheduler_interval_ms",
-        "log.flush.offset.checkpoint.interval.ms": "log_flush_offset_checkpoint_interval_ms",
-        "log.flush.start.offset.checkpoint.interval.ms": "log_flush_start_offset_checkpoint_interval_ms",
-        "replica.high.watermark.checkpoint.interval.ms": "replica_high_watermark_checkpoint_interval_ms",
-        "log.initial.task.delay.ms": "log_initial_task_delay_ms",
-        "log.delete.delay.ms": "log_delete_delay_ms",
-        "num.partitions": "num_partitions",
-    }
-
-    @classmethod
-    def from_props(cls, props: Mapping[str, Any] | None = None) -> ManagerConfig:
-        """Build from Kafka's dotted broker names; unknown names and out-of-range values are refused."""
-        values: dict[str, int] = {}
-        for name, value in (props or {}).items():
-            attr = cls._NAMES.get(name)
-            if attr is None:
-                raise InvalidConfigurationError(f"unknown LogManager configuration {name!r}")
-            try:
-                number = int(value)
-            except (TypeError, ValueError):
-                raise InvalidConfigurationError(f"{name} must be an integer, got {value!r}") from None
-            minimum = 1 if attr in ("num_recovery_threads_per_data_dir", "num_partitions") else 0
-            if number < minimum:
-                raise InvalidConfigurationError(f"{name} must be at least {minimum}, got {number}")
-            values[attr] = number
-        return cls(**values)
 
 
 @dataclass(frozen=True)
@@ -188,7 +137,7 @@ class LogManager:
         self.time = time
         self.hw_follows_leo = hw_follows_leo
         self._lock = threading.RLock()
-        self._topics = TopicsDocument(hw_follows_leo=hw_follows_leo)
+        self._topics = TopicRegistry(default_config, hw_follows_leo)
         self._future_logs: dict[TopicPartition, Log] = {}
         self._logs_to_delete: list[tuple[Log, int]] = []
         self._null_key: dict[str, NullKeyPartitioner] = {}
@@ -244,10 +193,7 @@ class LogManager:
         return manager
 
     def _load(self) -> None:
-        docs = [doc for doc in (read_topics(d.path) for d in self._dirs) if doc is not None]
-        if docs:
-            newest = max(docs, key=lambda doc: doc.generation)
-            self._topics = TopicsDocument(dict(newest.topics), newest.generation, self.hw_follows_leo)
+        had_metadata = self._topics.load(doc for doc in (read_topics(d.path) for d in self._dirs) if doc)
         for d in self._dirs:
             d.had_clean_shutdown = read_clean_shutdown(d.path)
             recovery = self._read_checkpoint(d, RECOVERY_POINT_CHECKPOINT)
@@ -268,16 +214,8 @@ class LogManager:
                         d.loaded_fully = False
                         self.load_failures.append(LoadFailure(path, exc))
                         _log.error("Error while loading log dir %s: skipping %s: %s", d.path, path.name, exc)
-        changed = False
-        for tp in self.all_logs():
-            meta = self._topics.topics.get(tp.topic)
-            if meta is None:
-                self._topics.topics[tp.topic] = TopicMetadata(tp.partition + 1)
-                changed = True
-            elif tp.partition >= meta.partitions:
-                meta.partitions = tp.partition + 1
-                changed = True
-        if changed or not docs:
+        changed = [self._topics.infer(tp) for tp in self.all_logs()]
+        if any(changed) or not had_metadata:
             self._write_topics()
 
     def _read_checkpoint(self, d: _DirState, name: str) -> dict[TopicPartition, int]:
@@ -299,8 +237,8 @@ class LogManager:
     ) -> None:
         tp = parse_topic_partition_name(path)
         validate_topic_name(tp.topic)
-        config = self._config_for(tp.topic)
-        topic_id = self._topic_uuid(tp.topic)
+        config = self._topics.config_for(tp.topic)
+        topic_id = self._topics.topic_uuid(tp.topic)
         log = Log.open(
             path,
             config,
@@ -328,18 +266,6 @@ class LogManager:
                 log.close()
                 raise KafkaError(f"duplicate log directories for {tp} ({path} and another log dir)")
             d.logs[tp] = log
-
-    def _topic_uuid(self, topic: str) -> uuid.UUID | None:
-        meta = self._topics.topics.get(topic)
-        if meta is None or meta.topic_id is None:
-            return None
-        return topic_id_from_string(meta.topic_id)
-
-    def _config_for(self, topic: str) -> LogConfig:
-        meta = self._topics.topics.get(topic)
-        if meta is None or not meta.config:
-            return self.default_config
-        return self.default_config.updated(meta.config)
 
     def _start_background_tasks(self) -> None:
         c, delay = self.config, self.config.log_initial_task_delay_ms
@@ -429,18 +355,12 @@ class LogManager:
     def topics(self) -> list[str]:
         """Every topic, sorted."""
         with self._lock:
-            return sorted(self._topics.topics)
-
-    def _meta(self, topic: str) -> TopicMetadata:
-        meta = self._topics.topics.get(topic)
-        if meta is None:
-            raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}")
-        return meta
+            return self._topics.names()
 
     def num_partitions(self, topic: str) -> int:
         """The topic's partition count."""
         with self._lock:
-            return self._meta(topic).partitions
+            return self._topics.get(topic).partitions
 
     def partitions(self, topic: str) -> list[int]:
         """The topic's partition numbers, sorted."""
@@ -449,35 +369,24 @@ class LogManager:
     def topic_config(self, topic: str) -> LogConfig:
         """The topic's effective config (defaults plus its overrides)."""
         with self._lock:
-            self._meta(topic)
-            return self._config_for(topic)
+            self._topics.get(topic)
+            return self._topics.config_for(topic)
 
     def topic_id(self, topic: str) -> uuid.UUID | None:
         """The topic id written to each partition's ``partition.metadata``."""
         with self._lock:
-            self._meta(topic)
-            return self._topic_uuid(topic)
+            self._topics.get(topic)
+            return self._topics.topic_uuid(topic)
 
     def create_topic(
         self, name: str, partitions: int | None = None, config: Mapping[str, Any] | None = None
     ) -> list[Log]:
-        """Create a topic with ``partitions`` partitions (``num.partitions`` by default) and config overrides."""
+        """Create a topic with ``partitions`` partitions (``num.partitions`` by default) and config overrides;
+        nothing is written when the name, count or config is refused."""
         self._check_open()
-        validate_topic_name(name)
         count = self.config.num_partitions if partitions is None else partitions
-        if not isinstance(count, int) or count <= 0:
-            raise InvalidPartitionsError(f"number of partitions must be larger than 0, got {count!r}")
-        overrides = _normalize_overrides(config)
-        LogConfig.from_props(overrides, base=self.default_config)  # validate before anything is written
         with self._lock:
-            if name in self._topics.topics:
-                raise TopicExistsError(f"topic {name!r} already exists")
-            colliding = [t for t in self._topics.topics if t.replace(".", "_") == name.replace(".", "_")]
-            if colliding:
-                raise InvalidConfigurationError(
-                    f"topic {name!r} collides with existing topic {colliding[0]!r} ('.' and '_' collide in metric names)"
-                )
-            self._topics.topics[name] = TopicMetadata(count, overrides, topic_id_to_string(uuid.uuid4()))
+            self._topics.register(name, count, config)
             self._write_topics()
             return [self._create_log(TopicPartition(name, p)) for p in range(count)]
 
@@ -485,13 +394,7 @@ class LogManager:
         """Grow a topic to ``total`` partitions; returns the new partitions' logs."""
         self._check_open()
         with self._lock:
-            meta = self._meta(topic)
-            if not isinstance(total, int) or total <= meta.partitions:
-                raise InvalidPartitionsError(
-                    f"topic {topic!r} currently has {meta.partitions} partitions, {total!r} would not be an increase"
-                )
-            old = meta.partitions
-            meta.partitions = total
+            old = self._topics.grow(topic, total)
             self._write_topics()
             self._null_key.pop(topic, None)
             return [self._create_log(TopicPartition(topic, p)) for p in range(old, total)]
@@ -500,15 +403,7 @@ class LogManager:
         """Set (or with a None value remove) config overrides; live logs switch to the new config at once."""
         self._check_open()
         with self._lock:
-            meta = self._meta(topic)
-            overrides = dict(meta.config)
-            for key, value in changes.items():
-                if value is None:
-                    overrides.pop(key, None)
-                else:
-                    overrides.update(_normalize_overrides({key: value}))
-            new_config = LogConfig.from_props(overrides, base=self.default_config)
-            meta.config = overrides
+            new_config = self._topics.alter(topic, changes)
             self._write_topics()
             for tp, log in self.all_logs().items():
                 if tp.topic == topic:
@@ -520,7 +415,7 @@ class LogManager:
         ``log.delete.delay.ms`` later by the ``kafka-delete-logs`` task (or on the next open)."""
         self._check_open()
         with self._lock:
-            self._meta(topic)
+            self._topics.get(topic)
             for d in self._dirs:
                 for tp in [tp for tp in d.logs if tp.topic == topic]:
                     log = d.logs.pop(tp)
@@ -531,7 +426,7 @@ class LogManager:
                 log = self._future_logs.pop(tp)
                 log.rename_dir(log_delete_dir_name(tp))
                 self._logs_to_delete.append((log, self.time.milliseconds()))
-            del self._topics.topics[topic]
+            self._topics.remove(topic)
             self._null_key.pop(topic, None)
             self._write_topics()
             for d in self._dirs:
@@ -576,7 +471,7 @@ class LogManager:
         with self._lock:
             found = self._find(TopicPartition(topic, partition))
             if found is None:
-                meta = self._topics.topics.get(topic)
+                meta = self._topics.document.topics.get(topic)
                 if meta is not None and 0 <= partition < meta.partitions:
                     return self._create_log(TopicPartition(topic, partition))
                 raise UnknownTopicOrPartitionError(f"unknown topic or partition {topic}-{partition}")
@@ -589,18 +484,8 @@ class LogManager:
         """The partition's log, creating it (and registering the topic, with ``config`` as its overrides, or
         growing its partition count) when needed."""
         self._check_open()
-        validate_topic_name(topic)
-        if not isinstance(partition, int) or partition < 0:
-            raise InvalidPartitionsError(f"invalid partition {partition!r}")
         with self._lock:
-            if topic not in self._topics.topics:
-                overrides = _normalize_overrides(config)
-                LogConfig.from_props(overrides, base=self.default_config)
-                meta = TopicMetadata(partition + 1, overrides, topic_id_to_string(uuid.uuid4()))
-                self._topics.topics[topic] = meta
-                self._write_topics()
-            elif partition >= self._topics.topics[topic].partitions:
-                self._topics.topics[topic].partitions = partition + 1
+            if self._topics.ensure_partition(topic, partition, config):
                 self._write_topics()
             return self.get_log(topic, partition)
 
@@ -617,11 +502,11 @@ class LogManager:
         d = self._next_dir()
         log = Log.open(
             d.path / log_dir_name(tp),
-            self._config_for(tp.topic),
+            self._topics.config_for(tp.topic),
             scheduler=self.scheduler,
             time=self.time,
             last_shutdown_clean=True,
-            topic_id=self._topic_uuid(tp.topic),
+            topic_id=self._topics.topic_uuid(tp.topic),
             on_dir_failure=self._handle_dir_failure,
         )
         log.hw_follows_leo = self.hw_follows_leo
@@ -810,13 +695,12 @@ class LogManager:
                 self._write_dir_checkpoints(d)
 
     def _write_topics(self) -> None:
-        self._topics.generation += 1
-        self._topics.hw_follows_leo = self.hw_follows_leo
+        document = self._topics.next_generation(self.hw_follows_leo)
         for d in self._dirs:
             if not d.online:
                 continue
             try:
-                write_topics(d.path, self._topics)
+                write_topics(d.path, document)
             except OSError as exc:
                 self._handle_dir_failure(d.path, "error while writing topic metadata", exc)
 
@@ -878,7 +762,7 @@ class LogManager:
         self.close()
 
     def __repr__(self) -> str:
-        return f"LogManager(log_dirs={[str(d.path) for d in self._dirs]}, topics={len(self._topics.topics)})"
+        return f"LogManager(log_dirs={[str(d.path) for d in self._dirs]}, topics={len(self._topics)})"
 
 
 def _as_memory(records: MemoryRecords | FileRecords) -> MemoryRecords:
@@ -890,13 +774,3 @@ def _start_offset_entry(log: Log) -> int | None:
     if segments and log.log_start_offset > segments[0].base_offset:
         return log.log_start_offset
     return None
-
-
-def _normalize_overrides(config: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Topic overrides as JSON-friendly dotted names (validated by LogConfig before use)."""
-    out: dict[str, Any] = {}
-    for key, value in (config or {}).items():
-        if not isinstance(key, str):
-            raise InvalidConfigurationError(f"config names must be strings, got {key!r}")
-        out[key] = ",".join(value) if isinstance(value, tuple | list) else value
-    return out

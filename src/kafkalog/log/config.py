@@ -9,6 +9,10 @@ A config is built from keyword arguments (``LogConfig(segment_bytes=1024)``) or 
 names (``LogConfig.from_props({"segment.bytes": "1024"})``; values may be strings, as in a
 ``.properties`` file). Invalid names, types or ranges raise :class:`~kafkalog.errors.InvalidConfigurationError`.
 ``overrides`` remembers which names were set explicitly (what a topic stores as its overrides).
+
+:class:`ManagerConfig` holds the broker-level settings a :class:`~kafkalog.manager.LogManager` uses
+(``num.recovery.threads.per.data.dir``, the background tasks' intervals, ``num.partitions``), with Kafka's
+names and defaults.
 """
 
 from __future__ import annotations
@@ -16,12 +20,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from kafkalog.errors import InvalidConfigurationError
 from kafkalog.records import Compression, TimestampType
 
-__all__ = ["CONFIG_DEFS", "ConfigDef", "LogConfig"]
+__all__ = ["CONFIG_DEFS", "ConfigDef", "LogConfig", "ManagerConfig"]
 
 LONG_MAX: Final = 2**63 - 1
 INT_MAX: Final = 2**31 - 1
@@ -434,3 +438,48 @@ class LogConfig:
         if codec is Compression.ZSTD:
             return self.compression_zstd_level
         return None
+
+
+@dataclass(frozen=True)
+class ManagerConfig:
+    """The broker-level settings a LogManager uses (Kafka's names in :meth:`from_props`)."""
+
+    num_recovery_threads_per_data_dir: int = 2
+    log_retention_check_interval_ms: int = 300_000
+    log_flush_scheduler_interval_ms: int = LONG_MAX
+    log_flush_offset_checkpoint_interval_ms: int = 60_000
+    log_flush_start_offset_checkpoint_interval_ms: int = 60_000
+    replica_high_watermark_checkpoint_interval_ms: int = 5_000
+    log_initial_task_delay_ms: int = 30_000
+    log_delete_delay_ms: int = 60_000
+    num_partitions: int = 1
+
+    _NAMES: ClassVar[dict[str, str]] = {
+        "num.recovery.threads.per.data.dir": "num_recovery_threads_per_data_dir",
+        "log.retention.check.interval.ms": "log_retention_check_interval_ms",
+        "log.flush.scheduler.interval.ms": "log_flush_scheduler_interval_ms",
+        "log.flush.offset.checkpoint.interval.ms": "log_flush_offset_checkpoint_interval_ms",
+        "log.flush.start.offset.checkpoint.interval.ms": "log_flush_start_offset_checkpoint_interval_ms",
+        "replica.high.watermark.checkpoint.interval.ms": "replica_high_watermark_checkpoint_interval_ms",
+        "log.initial.task.delay.ms": "log_initial_task_delay_ms",
+        "log.delete.delay.ms": "log_delete_delay_ms",
+        "num.partitions": "num_partitions",
+    }
+
+    @classmethod
+    def from_props(cls, props: Mapping[str, Any] | None = None) -> ManagerConfig:
+        """Build from Kafka's dotted broker names; unknown names and out-of-range values are refused."""
+        values: dict[str, int] = {}
+        for name, value in (props or {}).items():
+            attr = cls._NAMES.get(name)
+            if attr is None:
+                raise InvalidConfigurationError(f"unknown LogManager configuration {name!r}")
+            try:
+                number = int(value)
+            except (TypeError, ValueError):
+                raise InvalidConfigurationError(f"{name} must be an integer, got {value!r}") from None
+            minimum = 1 if attr in ("num_recovery_threads_per_data_dir", "num_partitions") else 0
+            if number < minimum:
+                raise InvalidConfigurationError(f"{name} must be at least {minimum}, got {number}")
+            values[attr] = number
+        return cls(**values)
