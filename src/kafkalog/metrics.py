@@ -1,0 +1,92 @@
+"""Metrics of logs, readable in process and exportable to Prometheus.
+
+Invariant owned here: the metric names and labels are Kafka's ``kafka.log:type=Log`` MBeans
+(``name=NumLogSegments|LogStartOffset|LogEndOffset|Size``, labels ``topic`` and ``partition``) as the
+Prometheus JMX exporter renders them (``kafka_log_log_<name lower-cased>``), so dashboards built for Kafka
+brokers work unchanged. Values are read when scraped (no background sampling): a scrape sees the logs as
+they are at that moment; a log that is offline or closed is skipped rather than failing the scrape.
+
+In process: :func:`snapshot` returns ``{(topic, partition): {"num_log_segments": .., ...}}``.
+Prometheus (optional extra ``kafkalog[metrics]``): ``register_prometheus(manager)`` adds a collector to
+``prometheus_client``'s registry; serve it with ``prometheus_client.start_http_server(port)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from kafkalog.errors import KafkaError
+from kafkalog.log.names import TopicPartition
+
+if TYPE_CHECKING:
+    from kafkalog.log.log import Log
+    from kafkalog.manager import LogManager
+
+__all__ = ["METRICS", "register_prometheus", "snapshot"]
+
+#: (key in Log.metrics, Kafka MBean name, help text)
+METRICS: tuple[tuple[str, str, str], ...] = (
+    ("num_log_segments", "NumLogSegments", "Number of segments of the partition log"),
+    ("log_start_offset", "LogStartOffset", "First offset of the partition log"),
+    ("log_end_offset", "LogEndOffset", "Offset of the next record appended to the partition log"),
+    ("size", "Size", "Size of the partition log in bytes"),
+)
+
+LogSource = Callable[[], Mapping[TopicPartition, "Log"]]
+
+
+def _source(target: LogManager | Mapping[TopicPartition, Log] | LogSource) -> LogSource:
+    if callable(target) and not hasattr(target, "all_logs"):
+        return target
+    all_logs = getattr(target, "all_logs", None)
+    if all_logs is not None:
+        return all_logs  # type: ignore[no-any-return]
+    logs = target
+    return lambda: logs  # type: ignore[return-value]
+
+
+def snapshot(
+    target: LogManager | Mapping[TopicPartition, Log] | LogSource,
+) -> dict[TopicPartition, dict[str, int]]:
+    """Every log's metrics now, keyed by topic-partition (offline or closed logs are left out)."""
+    out: dict[TopicPartition, dict[str, int]] = {}
+    for tp, log in sorted(_source(target)().items()):
+        if log.closed or log.local_log.offline:
+            continue
+        try:
+            out[tp] = log.metrics()
+        except (KafkaError, OSError):
+            continue
+    return out
+
+
+class _Collector:
+    def __init__(self, source: LogSource) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        values = snapshot(self._source)
+        for key, mbean, doc in METRICS:
+            family = GaugeMetricFamily(f"kafka_log_log_{mbean.lower()}", doc, labels=["topic", "partition"])
+            for tp, metrics in values.items():
+                family.add_metric([tp.topic, str(tp.partition)], float(metrics[key]))
+            yield family
+
+
+def register_prometheus(
+    target: LogManager | Mapping[TopicPartition, Log] | LogSource, registry: Any = None
+) -> Any:
+    """Register a collector for the logs of ``target`` with ``registry`` (prometheus_client's default one if
+    None); returns the collector (``registry.unregister(collector)`` removes it). Needs ``prometheus-client``."""
+    try:
+        from prometheus_client import REGISTRY
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "the Prometheus exporter needs prometheus-client: pip install 'kafkalog[metrics]'"
+        ) from exc
+    collector = _Collector(_source(target))
+    (registry if registry is not None else REGISTRY).register(collector)
+    return collector
