@@ -2,10 +2,14 @@
 
 Files and the invariants owned here:
 
-* ``.lock`` — an exclusive ``flock`` held for as long as a :class:`~kafkalog.manager.LogManager` has the
-  directory open. ``flock`` locks belong to an open file description, so a second manager in the *same*
-  process is refused as well as one in another process (:class:`~kafkalog.errors.LogDirLockedError`).
-  The file itself is never deleted (deleting it would let two processes lock two different inodes).
+* ``.lock`` — held for as long as a :class:`~kafkalog.manager.LogManager` has the directory open, with two
+  kinds of exclusive lock on the same file: a POSIX record lock (``fcntl``/``lockf``, what Java's
+  ``FileChannel.tryLock`` takes, so a running Kafka broker and kafkalog exclude each other) and an ``flock``
+  (what other flock users see). POSIX record locks do not exclude a second locker in the *same* process and
+  are all dropped when *any* descriptor of the file is closed, so the process also keeps a registry of the
+  lock files it holds and refuses a second manager before it opens the file. Any of these taken by
+  someone else is :class:`~kafkalog.errors.LogDirLockedError`. The file itself is never deleted (deleting it would let two
+  processes lock two different inodes).
 * ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``, ``replication-offset-checkpoint``,
   ``cleaner-offset-checkpoint`` — Kafka's text checkpoints (:mod:`kafkalog.log.checkpoint`).
 * ``.kafka_cleanshutdown`` — Kafka's clean-shutdown marker for the whole directory.
@@ -28,6 +32,7 @@ import contextlib
 import fcntl
 import json
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +61,8 @@ REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 TOPICS_FILE = "kafkalog-topics.json"
 _VERSION = 1
+_HELD: set[str] = set()  # lock files held by this process (realpath)
+_HELD_LOCK = threading.Lock()
 
 
 class DirLock:
@@ -64,22 +71,33 @@ class DirLock:
     def __init__(self, directory: Path) -> None:
         self.path = directory / LOCK_FILE
         self._fd: int | None = None
+        self._key = ""
+
+    def _locked_error(self) -> LogDirLockedError:
+        return LogDirLockedError(
+            f"Failed to acquire lock on file {LOCK_FILE} in {self.path.parent}. A Kafka instance in another "
+            "process or thread is using this directory."
+        )
 
     def acquire(self) -> DirLock:
         """Take the lock or raise :class:`LogDirLockedError` at once (never waits)."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise LogDirLockedError(
-                f"Failed to acquire lock on file {LOCK_FILE} in {self.path.parent}. A Kafka instance in another "
-                "process or thread is using this directory."
-            ) from None
-        except OSError:
-            os.close(fd)
-            raise
-        self._fd = fd
+        key = os.path.realpath(self.path)
+        with _HELD_LOCK:
+            if key in _HELD:
+                raise self._locked_error()
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # Kafka's lock (Java FileChannel.tryLock)
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except (BlockingIOError, PermissionError):
+                os.close(fd)
+                raise self._locked_error() from None
+            except OSError:
+                os.close(fd)
+                raise
+            _HELD.add(key)
+            self._key = key
+            self._fd = fd
         return self
 
     def release(self) -> None:
@@ -87,8 +105,12 @@ class DirLock:
         if self._fd is not None:
             with contextlib.suppress(OSError):
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
+            with contextlib.suppress(OSError):
+                fcntl.lockf(self._fd, fcntl.LOCK_UN)
+            with _HELD_LOCK:
+                os.close(self._fd)
+                self._fd = None
+                _HELD.discard(self._key)
 
     @property
     def held(self) -> bool:

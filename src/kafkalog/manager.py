@@ -11,7 +11,10 @@ Invariants owned here:
   checkpointed recovery point. The marker is deleted as soon as it is read and written again on close only
   for a dir whose logs all loaded fully (KAFKA-10471, KAFKA-15375).
 * **A bad partition does not stop the others.** A partition directory that fails to load is skipped and
-  reported in :attr:`LogManager.load_failures`; an I/O error later takes only its log dir offline
+  reported in :attr:`LogManager.load_failures`, and its partition raises
+  :class:`~kafkalog.errors.KafkaStorageError` instead of being recreated empty (which would hide its data);
+  a directory whose name is not a partition's (``lost+found``) is left alone and listed in
+  :attr:`LogManager.ignored_dirs`; an I/O error later takes only its log dir offline
   (Kafka's LogDirFailureChannel): the error is logged once with its cause, that dir's logs raise
   :class:`~kafkalog.errors.KafkaStorageError` from then on, logs in other dirs keep working.
 * **Topic names cannot escape the data directory**: they are validated as Kafka does before any path is
@@ -30,7 +33,8 @@ Background tasks (on the scheduler, Kafka's names and settings; ``config`` takes
 ``kafka-recovery-point-checkpoint`` (``log.flush.offset.checkpoint.interval.ms``),
 ``kafka-log-start-offset-checkpoint`` (``log.flush.start.offset.checkpoint.interval.ms``),
 ``highwatermark-checkpoint`` (``replica.high.watermark.checkpoint.interval.ms``) and ``kafka-delete-logs``
-(removes ``-delete`` directories ``log.delete.delay.ms`` after they were renamed). Each log also runs its own
+(removes ``-delete`` directories ``log.segment.delete.delay.ms`` after they were renamed: Kafka's broker
+default for ``file.delete.delay.ms``, 60 s; ``log.delete.delay.ms`` is accepted as an alias). Each log also runs its own
 ``PeriodicProducerExpirationCheck``.
 """
 
@@ -143,6 +147,8 @@ class LogManager:
         self._null_key: dict[str, NullKeyPartitioner] = {}
         self._tasks: list[ScheduledTask] = []
         self.load_failures: list[LoadFailure] = []
+        self.ignored_dirs: list[Path] = []
+        self._failed: dict[TopicPartition, LoadFailure] = {}
         self._closed = False
 
     # --- opening ------------------------------------------------------------------------------------------
@@ -199,22 +205,33 @@ class LogManager:
             recovery = self._read_checkpoint(d, RECOVERY_POINT_CHECKPOINT)
             starts = self._read_checkpoint(d, LOG_START_OFFSET_CHECKPOINT)
             hws = self._read_checkpoint(d, REPLICATION_OFFSET_CHECKPOINT)
-            candidates = sorted(p for p in d.path.iterdir() if p.is_dir() and not p.name.startswith("."))
+            candidates: list[tuple[Path, TopicPartition]] = []
+            for path in sorted(p for p in d.path.iterdir() if p.is_dir() and not p.name.startswith(".")):
+                if path.name.endswith(STRAY_DIR_SUFFIX):
+                    continue
+                try:
+                    tp = parse_topic_partition_name(path)
+                    validate_topic_name(tp.topic)
+                except KafkaError as exc:  # lost+found, a user's folder: not a partition, left alone
+                    self.ignored_dirs.append(path)
+                    _log.warning("Ignoring directory %s in log dir %s: %s", path.name, d.path, exc)
+                    continue
+                candidates.append((path, tp))
             threads = self.config.num_recovery_threads_per_data_dir
             with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="log-recovery-") as pool:
                 jobs = [
-                    (p, pool.submit(self._load_one, d, p, recovery, starts, hws))
-                    for p in candidates
-                    if not p.name.endswith(STRAY_DIR_SUFFIX)
+                    (p, tp, pool.submit(self._load_one, d, p, recovery, starts, hws)) for p, tp in candidates
                 ]
-                for path, job in jobs:
+                for path, tp, job in jobs:
                     try:
                         job.result()
                     except Exception as exc:
                         d.loaded_fully = False
                         self.load_failures.append(LoadFailure(path, exc))
+                        if not path.name.endswith((DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX)):
+                            self._failed[tp] = LoadFailure(path, exc)
                         _log.error("Error while loading log dir %s: skipping %s: %s", d.path, path.name, exc)
-        changed = [self._topics.infer(tp) for tp in self.all_logs()]
+        changed = [self._topics.infer(tp) for tp in [*self.all_logs(), *self._failed]]
         if any(changed) or not had_metadata:
             self._write_topics()
 
@@ -426,6 +443,12 @@ class LogManager:
                 log = self._future_logs.pop(tp)
                 log.rename_dir(log_delete_dir_name(tp))
                 self._logs_to_delete.append((log, self.time.milliseconds()))
+            for tp in [tp for tp in self._failed if tp.topic == topic]:
+                # a partition that failed to load: renamed now (its data is no longer the topic's), loaded
+                # without recovery and deleted by the next open
+                failed = self._failed.pop(tp)
+                with contextlib.suppress(OSError):
+                    failed.path.rename(failed.path.with_name(log_delete_dir_name(tp)))
             self._topics.remove(topic)
             self._null_key.pop(topic, None)
             self._write_topics()
@@ -437,7 +460,10 @@ class LogManager:
         """Remove ``-delete`` directories whose delay has passed (the ``kafka-delete-logs`` task)."""
         now = self.time.milliseconds()
         with self._lock:
-            due = [(log, t) for log, t in self._logs_to_delete if now - t >= self.config.log_delete_delay_ms]
+            delay = self.config.log_delete_delay_ms
+            if delay is None:
+                delay = self.default_config.file_delete_delay_ms
+            due = [(log, t) for log, t in self._logs_to_delete if now - t >= delay]
             self._logs_to_delete = [e for e in self._logs_to_delete if e not in due]
         for log, _ in due:
             try:
@@ -499,6 +525,9 @@ class LogManager:
         found = self._find(tp)
         if found is not None:
             return found[1]
+        failed = self._failed.get(tp)
+        if failed is not None:  # never hide data that failed to load behind a new empty log
+            raise KafkaStorageError(f"partition {tp} failed to load from {failed.path}: {failed.error}")
         d = self._next_dir()
         log = Log.open(
             d.path / log_dir_name(tp),

@@ -704,3 +704,32 @@ def test_leader_offsets_and_bytes(make_log: LogFactory, mock_time: MockTime) -> 
     assert stored.is_valid()
     assert stored.to_bytes()[21:] == batch.to_bytes()[21:]  # attributes onward: identical
     assert [r.value for r in fetched_records(read_log(log, 0, 10_000))] == [b"first", b"v"]
+
+
+def test_transaction_started_by_a_rolling_append_points_into_the_new_segment(make_log: LogFactory) -> None:
+    # Kafka rolls before analysing producer state, so the first unstable offset's metadata is
+    # (offset 2, segment 2, position 0), not the end of the previous segment.
+    log = make_log(config=LogConfig(segment_bytes=200))
+    log.append([(None, b"x" * 60)])
+    log.append([(None, b"y" * 60)])
+    txn = MemoryRecords.build(
+        [SimpleRecord(b"z" * 60)], producer_id=5, producer_epoch=0, base_sequence=0, is_transactional=True
+    )
+    log.append_as_leader(txn, 0)
+    assert log.num_log_segments == 3
+    fuo = log._first_unstable_offset
+    assert fuo is not None
+    assert (fuo.message_offset, fuo.segment_base_offset, fuo.relative_position_in_segment) == (2, 2, 0)
+
+
+def test_an_append_rejected_by_producer_state_does_not_roll(make_log: LogFactory) -> None:
+    log = make_log(config=LogConfig(segment_bytes=200))
+    log.append_as_leader(
+        MemoryRecords.build([SimpleRecord(b"a" * 60)], producer_id=7, producer_epoch=0, base_sequence=0), 0
+    )
+    log.append([(None, b"y" * 60)])
+    segments = log.num_log_segments
+    gap = MemoryRecords.build([SimpleRecord(b"b" * 60)], producer_id=7, producer_epoch=0, base_sequence=5)
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append_as_leader(gap, 0)
+    assert log.num_log_segments == segments and log.log_end_offset == 2

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from kafkalog.log import FetchIsolation, Log, LogConfig, MockScheduler
 from kafkalog.records import SimpleRecord
 from kafkalog.time import MockTime
@@ -35,3 +37,19 @@ def test_log_round_trip(tmp_path: Path) -> None:
     assert again.log_end_offset == 45 and again.num_log_segments == 2
     assert [r.offset for b in again.read(0, 10**6).records.batches() for r in b] == list(range(24))
     again.close()
+
+
+def test_a_log_refused_at_open_releases_its_segments(tmp_path: Path) -> None:
+    import uuid
+
+    from kafkalog.errors import InconsistentTopicIdError
+
+    directory = tmp_path / "t-0"
+    with Log.open(directory, topic_id=uuid.uuid4()) as log:
+        log.append([(None, b"v")])
+    with pytest.raises(InconsistentTopicIdError):
+        Log.open(directory, topic_id=uuid.uuid4())
+    index = directory / "00000000000000000000.index"
+    assert index.stat().st_size < 1024  # trimmed again by close, not left preallocated (10 MiB)
+    with Log.open(directory) as log:
+        assert log.log_end_offset == 1

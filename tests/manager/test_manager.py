@@ -473,14 +473,32 @@ def test_a_partition_that_fails_to_load_is_skipped_and_reported(
         mgr.create_topic("good", 1)
         mgr.create_topic("bad", 1)
         mgr.produce("good", [(None, b"ok")], partition=0)
+        mgr.produce("bad", [(None, b"precious")], partition=0)
     (tmp_path / "bad-0" / "partition.metadata").write_text("garbage")
-    (tmp_path / "not_a_partition").mkdir()
+    (tmp_path / "lost+found").mkdir()
     with open_manager(tmp_path, mock_time, MockScheduler(mock_time)) as mgr:
-        failed = sorted(f.path.name for f in mgr.load_failures)
-        assert failed == ["bad-0", "not_a_partition"]
+        assert [f.path.name for f in mgr.load_failures] == ["bad-0"]
+        assert [p.name for p in mgr.ignored_dirs] == ["lost+found"]
         assert values(mgr, "good", 0) == [b"ok"]
+        # the failed partition is not silently recreated empty (that would hide its data)
+        with pytest.raises(KafkaStorageError, match="failed to load"):
+            mgr.get_log("bad", 0)
+        with pytest.raises(KafkaStorageError, match="failed to load"):
+            mgr.get_or_create_log("bad", 0)
     # a dir that did not load fully gets no clean-shutdown marker (KAFKA-15375)
     assert not (tmp_path / ".kafka_cleanshutdown").exists()
+    assert (tmp_path / "bad-0" / "partition.metadata").read_text() == "garbage"
+
+
+def test_stray_directories_do_not_make_every_restart_unclean(
+    tmp_path: Path, mock_time: MockTime, scheduler: MockScheduler
+) -> None:
+    (tmp_path / "lost+found").mkdir()
+    with open_manager(tmp_path, mock_time, scheduler) as mgr:
+        mgr.create_topic("t", 1)
+    assert (tmp_path / ".kafka_cleanshutdown").exists()
+    with open_manager(tmp_path, mock_time, MockScheduler(mock_time)) as mgr:
+        assert mgr.get_log("t", 0).had_clean_shutdown
 
 
 def test_a_kafka_data_dir_without_metadata_has_its_topics_inferred(
@@ -553,3 +571,54 @@ def test_append_prebuilt_batches_and_close_is_idempotent(
     if os.name == "posix":
         with LogManager.open(tmp_path, scheduler=scheduler, time=mock_time) as again:
             assert values(again, "t", 0) == [b"v1", b"v2"]
+
+
+JAVA_LOCKER = """
+import java.io.RandomAccessFile;
+import java.nio.channels.FileChannel;
+import java.nio.channels.FileLock;
+
+public class Locker {
+    public static void main(String[] args) throws Exception {
+        FileChannel ch = new RandomAccessFile(args[0], "rw").getChannel();
+        FileLock lock = ch.tryLock();   // what Kafka's LogManager does with <log dir>/.lock
+        System.out.println(lock == null ? "BUSY" : "LOCKED");
+        System.out.flush();
+        if (lock != null && args.length > 1) {
+            System.in.read();
+        }
+    }
+}
+"""
+
+
+@pytest.mark.interop
+def test_locks_exclude_a_kafka_broker_both_ways(
+    tmp_path: Path, mock_time: MockTime, scheduler: MockScheduler
+) -> None:
+    import shutil
+
+    if shutil.which("java") is None:
+        pytest.skip("no Java runtime on PATH")
+    src = tmp_path / "Locker.java"
+    src.write_text(JAVA_LOCKER)
+    data = tmp_path / "data"
+    data.mkdir()
+    lock = str(data / ".lock")
+    with open_manager(data, mock_time, scheduler):
+        probe = subprocess.run(["java", str(src), lock], capture_output=True, text=True, timeout=120)
+        assert probe.stdout.strip() == "BUSY", probe.stderr
+    holder = subprocess.Popen(
+        ["java", str(src), lock, "hold"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "LOCKED"
+        with pytest.raises(LogDirLockedError):
+            LogManager.open(data, scheduler=scheduler, time=mock_time)
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.write("\n")
+        holder.stdin.close()
+        holder.wait(timeout=60)
+    with open_manager(data, mock_time, scheduler):
+        pass

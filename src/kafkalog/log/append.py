@@ -4,7 +4,8 @@ Invariants owned here, in the order the steps run: records are validated (and, f
 offsets) before anything is touched, so a rejected append changes nothing; under the log's lock the
 producer state is checked (a duplicate of one of a producer's last five batches returns the original
 offsets without writing); leader epochs are assigned from the batches' partition leader epochs; the log
-rolls when the append would not fit; the bytes are written; only then do the high watermark (when it follows
+rolls when the append would not fit (the producer state is analysed again against the new segment, as Kafka
+analyses it after the roll); the bytes are written; only then do the high watermark (when it follows
 the log end offset), the producer state, the transaction index (aborted transactions with their last stable
 offset), the first unstable offset and the flush policy (``flush.messages``) move.
 """
@@ -123,7 +124,12 @@ def append(
                     batch.magic,
                 )
                 log.leader_epoch_cache.clear_and_flush()
+        before_roll = log.local_log.active_segment
         segment = log._maybe_roll(valid.size_in_bytes, info)
+        if segment is not before_roll:
+            # Checked before the roll so that a rejected append changes nothing; analysed again after it so a
+            # transaction's first offset metadata points into the segment the batches go to (Kafka rolls first).
+            producer_infos, completed, _ = analyze_producer_state(log, batches, origin)
         log.local_log.append(
             info.last_offset, info.max_timestamp, info.shallow_offset_of_max_timestamp, valid
         )

@@ -451,7 +451,7 @@ class ManagerConfig:
     log_flush_start_offset_checkpoint_interval_ms: int = 60_000
     replica_high_watermark_checkpoint_interval_ms: int = 5_000
     log_initial_task_delay_ms: int = 30_000
-    log_delete_delay_ms: int = 60_000
+    log_delete_delay_ms: int | None = None  # None: the default topic config's file.delete.delay.ms
     num_partitions: int = 1
 
     _NAMES: ClassVar[dict[str, str]] = {
@@ -462,7 +462,8 @@ class ManagerConfig:
         "log.flush.start.offset.checkpoint.interval.ms": "log_flush_start_offset_checkpoint_interval_ms",
         "replica.high.watermark.checkpoint.interval.ms": "replica_high_watermark_checkpoint_interval_ms",
         "log.initial.task.delay.ms": "log_initial_task_delay_ms",
-        "log.delete.delay.ms": "log_delete_delay_ms",
+        "log.segment.delete.delay.ms": "log_delete_delay_ms",  # Kafka's broker name for file.delete.delay.ms
+        "log.delete.delay.ms": "log_delete_delay_ms",  # kafkalog's alias (how long -delete dirs are kept)
         "num.partitions": "num_partitions",
     }
 

@@ -170,7 +170,12 @@ class Log:
             tp,
             on_dir_failure,
         )
-        log = cls(local, loaded.log_start_offset, psm, epoch_cache, topic_id, clean)
+        try:
+            log = cls(local, loaded.log_start_offset, psm, epoch_cache, topic_id, clean)
+        except BaseException:
+            # e.g. InconsistentTopicIdError: release the segments' files (the active index is trimmed on close)
+            local.close()
+            raise
         # A standalone log keeps its own clean-shutdown marker; a LogManager keeps one per log dir.
         log.owns_clean_shutdown_marker = last_shutdown_clean is None
         log.logger.info(
