@@ -121,9 +121,11 @@ class CheckpointFile(Generic[T]):
             raise CheckpointError(f"malformed line in checkpoint file ({self.path}): {lines[:1]!r}") from None
         if version != self.version:
             raise CheckpointError(f"unrecognized version of the checkpoint file ({self.path}): {version}")
+        if len(lines) < 2:
+            return []  # Kafka's CheckpointReadBuffer: a version line and nothing else holds no entries
         try:
             expected = int(lines[1])
-        except (ValueError, IndexError):
+        except ValueError:
             raise CheckpointError(f"malformed entry count in checkpoint file ({self.path})") from None
         entries: list[T] = []
         for line in lines[2:]:

@@ -99,23 +99,35 @@ class LeaderEpochFileCache:
             if changed:
                 self.flush()
 
+    @staticmethod
+    def _truncated_from_end(entries: list[EpochEntry], end_offset: int) -> list[EpochEntry]:
+        if end_offset >= 0 and entries and entries[-1].start_offset >= end_offset:
+            return [e for e in entries if e.start_offset < end_offset]
+        return entries
+
+    @staticmethod
+    def _truncated_from_start(entries: list[EpochEntry], start_offset: int) -> list[EpochEntry]:
+        removed = [e for e in entries if e.start_offset <= start_offset]
+        if not removed:
+            return entries
+        kept = [e for e in entries if e.start_offset > start_offset]
+        return [EpochEntry(removed[-1].epoch, start_offset), *kept]
+
     def truncate_from_end(self, end_offset: int) -> None:
         """Drop entries whose start offset is >= ``end_offset`` (the log was truncated to it)."""
         with self._lock:
-            if end_offset >= 0 and self._entries and self._entries[-1].start_offset >= end_offset:
-                self._entries = [e for e in self._entries if e.start_offset < end_offset]
+            entries = self._truncated_from_end(self._entries, end_offset)
+            if entries is not self._entries:
+                self._entries = entries
                 self.flush()
 
     def truncate_from_start(self, start_offset: int) -> None:
         """Drop entries before ``start_offset``; the last dropped epoch then starts at ``start_offset``."""
         with self._lock:
-            removed = [e for e in self._entries if e.start_offset <= start_offset]
-            if not removed:
-                return
-            kept = [e for e in self._entries if e.start_offset > start_offset]
-            last = removed[-1]
-            self._entries = [EpochEntry(last.epoch, start_offset), *kept]
-            self.flush()
+            entries = self._truncated_from_start(self._entries, start_offset)
+            if entries is not self._entries:
+                self._entries = entries
+                self.flush()
 
     def clear(self) -> None:
         """Forget every entry (not persisted)."""
@@ -172,6 +184,20 @@ class LeaderEpochFileCache:
             lower = [e.epoch for e in self._entries if e.epoch < epoch]
             return lower[-1] if lower else None
 
+    def previous_entry(self, epoch: int) -> EpochEntry | None:
+        """The entry of the largest epoch below ``epoch``."""
+        with self._lock:
+            lower = [e for e in self._entries if e.epoch < epoch]
+            return lower[-1] if lower else None
+
+    def epoch_entry(self, epoch: int) -> EpochEntry | None:
+        """The entry of exactly ``epoch``."""
+        with self._lock:
+            for e in self._entries:
+                if e.epoch == epoch:
+                    return e
+            return None
+
     def next_epoch(self, epoch: int) -> int | None:
         """The smallest epoch above ``epoch``."""
         with self._lock:
@@ -202,11 +228,13 @@ class LeaderEpochFileCache:
             return floor[-1].epoch, higher[0].start_offset
 
     def epoch_entries_in_range(self, start_offset: int, end_offset: int) -> list[EpochEntry]:
-        """Entries whose epochs cover offsets in ``[start_offset, end_offset)``."""
+        """Kafka's ``epochEntriesInRange``: the entries covering ``[start_offset, end_offset)``.
+
+        A copy truncated from the start (when ``start_offset >= 0``; the epoch holding it then starts at
+        ``start_offset``) and from the end; the cache itself is unchanged.
+        """
         with self._lock:
-            out = []
-            for i, e in enumerate(self._entries):
-                nxt = self._entries[i + 1].start_offset if i + 1 < len(self._entries) else end_offset
-                if e.start_offset < end_offset and nxt > start_offset:
-                    out.append(e)
-            return out
+            entries = list(self._entries)
+            if start_offset >= 0:
+                entries = self._truncated_from_start(entries, start_offset)
+            return list(self._truncated_from_end(entries, end_offset))

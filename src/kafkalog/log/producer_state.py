@@ -112,22 +112,27 @@ class ProducerStateEntry:
 
     @property
     def first_seq(self) -> int:
+        """First sequence of the oldest remembered batch (``NO_SEQUENCE`` if none)."""
         return self.batches[0].first_seq if self.batches else NO_SEQUENCE
 
     @property
     def last_seq(self) -> int:
+        """Last sequence of the newest remembered batch (``NO_SEQUENCE`` if none)."""
         return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
 
     @property
     def first_data_offset(self) -> int:
+        """First offset of the oldest remembered batch (-1 if none)."""
         return self.batches[0].first_offset if self.batches else -1
 
     @property
     def last_data_offset(self) -> int:
+        """Last offset of the newest remembered batch (-1 if none)."""
         return self.batches[-1].last_offset if self.batches else -1
 
     @property
     def last_offset_delta(self) -> int:
+        """Offset delta of the newest remembered batch (0 if none)."""
         return self.batches[-1].offset_delta if self.batches else 0
 
     def maybe_update_producer_epoch(self, epoch: int) -> bool:
@@ -167,12 +172,14 @@ class ProducerStateEntry:
         return self.batch_with_sequence_range(batch.base_sequence, batch.last_sequence)
 
     def batch_with_sequence_range(self, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        """The remembered batch with exactly this sequence range, if any."""
         for b in self.batches:
             if b.first_seq == first_seq and b.last_seq == last_seq:
                 return b
         return None
 
     def copy_without_batches(self) -> ProducerStateEntry:
+        """The same producer, epochs, timestamp and open transaction, with no batch remembered."""
         return ProducerStateEntry(
             self.producer_id,
             self.producer_epoch,
@@ -251,6 +258,7 @@ class ProducerAppendInfo:
         last_offset: int,
         is_transactional: bool,
     ) -> None:
+        """Check and remember a data batch: epoch, sequence (client appends) and transaction state."""
         first_offset = first_offset_metadata.message_offset
         self._check_producer_epoch(epoch, first_offset)
         if self.origin is AppendOrigin.CLIENT:
@@ -302,6 +310,7 @@ class ProducerAppendInfo:
     def append_end_txn_marker(
         self, marker: EndTransactionMarker, epoch: int, offset: int, timestamp: int
     ) -> CompletedTxn | None:
+        """Check and apply a COMMIT/ABORT marker; returns the transaction it completes (None if none was open)."""
         self._check_producer_epoch(epoch, offset)
         if self.updated.coordinator_epoch > marker.coordinator_epoch:
             message = (
@@ -434,10 +443,12 @@ class ProducerStateManager:
             return sorted(self._snapshots)
 
     def latest_snapshot_offset(self) -> int | None:
+        """Offset of the newest snapshot file."""
         with self._lock:
             return max(self._snapshots) if self._snapshots else None
 
     def oldest_snapshot_offset(self) -> int | None:
+        """Offset of the oldest snapshot file."""
         with self._lock:
             return min(self._snapshots) if self._snapshots else None
 
@@ -566,6 +577,7 @@ class ProducerStateManager:
 
     # --- appends ------------------------------------------------------------------------------------------
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
+        """What is remembered about ``producer_id``."""
         return self.producers.get(producer_id)
 
     def prepare_update(self, producer_id: int, origin: AppendOrigin) -> ProducerAppendInfo:
@@ -598,10 +610,12 @@ class ProducerStateManager:
         return completed
 
     def update_map_end_offset(self, offset: int) -> None:
+        """Set the (exclusive) offset up to which the state reflects the log."""
         self.last_map_offset = offset
 
     @property
     def map_end_offset(self) -> int:
+        """The (exclusive) offset up to which the state reflects the log."""
         return self.last_map_offset
 
     def last_stable_offset(self, completed: CompletedTxn) -> int:
@@ -640,9 +654,11 @@ class ProducerStateManager:
             return next(iter(self._ongoing)) if self._ongoing else None
 
     def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Forget completed transactions whose marker is below the high watermark."""
         self._remove_unreplicated(high_watermark)
 
     def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
+        """Forget completed transactions below the new log start offset; lift the map end offset to it."""
         with self._lock:
             self._remove_unreplicated(log_start_offset)
             if self.last_map_offset < log_start_offset:
@@ -679,12 +695,15 @@ class ProducerStateManager:
 
     @property
     def is_empty(self) -> bool:
+        """No producer and no unreplicated transaction."""
         return not self.producers and not self._unreplicated
 
     def active_producers(self) -> dict[int, ProducerStateEntry]:
+        """Every remembered producer (a copy of the map)."""
         with self._lock:
             return dict(self.producers)
 
     def ongoing_transactions(self) -> list[TxnMetadata]:
+        """Open transactions, by first offset."""
         with self._lock:
             return list(self._ongoing.values())
