@@ -191,6 +191,7 @@ class LogManager:
         manager = cls(dirs, base, mcfg, sched, owns, time, hw_follows_leo)
         try:
             manager._load()
+            manager._complete_pending_sink_commits()
         except BaseException:
             manager._release(close_logs=True)
             raise
@@ -234,6 +235,20 @@ class LogManager:
         changed = [self._topics.infer(tp) for tp in [*self.all_logs(), *self._failed]]
         if any(changed) or not had_metadata:
             self._write_topics()
+
+    def _complete_pending_sink_commits(self) -> None:
+        """Roll forward a Spark sink commit that a crash cut after its commit point, before anything else
+        appends (see :mod:`kafkalog.spark.commit`); a failure is logged and retried by the next commit."""
+        from kafkalog.spark.sink_layout import has_pending_journals
+
+        if not any(has_pending_journals(path) for path in self.log_dirs):
+            return
+        from kafkalog.spark.commit import replay_pending
+
+        try:
+            replay_pending(self)
+        except Exception as exc:
+            _log.error("Could not complete a pending Spark sink commit in %s: %s", self.log_dirs, exc)
 
     def _read_checkpoint(self, d: _DirState, name: str) -> dict[TopicPartition, int]:
         try:

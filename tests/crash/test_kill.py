@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import os
 import random
-import select
+import selectors
 import shutil
 import subprocess
 import sys
@@ -85,7 +85,9 @@ class ForkServer:
             left = deadline - time.monotonic()
             if left <= 0:
                 return None
-            ready, _, _ = select.select([self._fd], [], [], left)
+            with selectors.DefaultSelector() as sel:  # epoll: no FD_SETSIZE limit, unlike select()
+                sel.register(self._fd, selectors.EVENT_READ)
+                ready = sel.select(left)
             if ready:
                 chunk = os.read(self._fd, 65536)
                 if not chunk:

@@ -1,11 +1,14 @@
-"""``kafkalog dump``: print what a segment file holds, like Kafka's ``kafka-dump-log.sh`` (``DumpLogSegments``).
+"""``kafkalog dump``: print what Kafka's files hold, like Kafka's ``kafka-dump-log.sh`` (``DumpLogSegments``).
 
-The command dispatches on the file's suffix through :data:`DUMPERS` (a ``.deleted``, ``.cleaned`` or
-``.swap`` suffix is looked through, so ``00000000000000000000.log.deleted`` dumps as a ``.log``). Batch
-files (``.log``, KRaft ``.checkpoint``) go to :func:`dump_batch_file`, which renders the events of
-:class:`~kafkalog.cli.dumplog.LogDump` as Kafka's text or as JSON Lines. Index, transaction-index and
-producer-snapshot files have a placeholder that exits with :data:`EXIT_UNSUPPORTED` until their readers
-land: adding one is a function ``(path, settings, output) -> exit code`` in :data:`DUMPERS`.
+The command dispatches on the file's name through :func:`dumper_for`: the small files of a log directory by
+exact name (:data:`~kafkalog.cli.dumpmeta.CHECKPOINT_DUMPERS`: ``leader-epoch-checkpoint``, the offset
+checkpoints, ``partition.metadata``, ``.kafka_cleanshutdown``), everything else by suffix through
+:data:`DUMPERS` (a ``.deleted``, ``.cleaned`` or ``.swap`` suffix is looked through, so
+``00000000000000000000.log.deleted`` dumps as a ``.log``). Batch files (``.log``, KRaft ``.checkpoint``) go to
+:func:`dump_batch_file`, which renders the events of :class:`~kafkalog.cli.dumplog.LogDump` as Kafka's text
+or as JSON Lines; index files to :mod:`kafkalog.cli.dumpindex`; snapshots and checkpoints to
+:mod:`kafkalog.cli.dumpmeta` (each module documents its text and JSON formats). A dumper is a function
+``(path, settings, output) -> exit code``.
 
 Output: stdout carries only the dump (plain text or JSON, written as UTF-8 bytes, so it pipes cleanly);
 errors and notes go to stderr through rich, and a progress bar appears on stderr for big files when stderr
@@ -14,29 +17,32 @@ is a terminal and stdout is not.
 
 from __future__ import annotations
 
-import io
-import os
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Final, TextIO, cast
+from typing import Final
 
 import click
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
+from kafkalog.cli.common import (
+    CONTEXT_SETTINGS,
+    EXIT_BROKEN_PIPE,
+    EXIT_NOINPUT,
+    EXIT_USAGE,
+    KafkalogCommand,
+    silence_stdout,
+)
+from kafkalog.cli.dumpindex import dump_offset_index, dump_time_index, dump_txn_index
+from kafkalog.cli.dumpio import DumpOutput, DumpSettings, FileDumper, OutputError
 from kafkalog.cli.dumplog import (
     DECODERS,
     EXIT_CORRUPT,
     EXIT_OK,
     EXIT_TRUNCATED,
     EXIT_UNREADABLE,
-    EXIT_UNSUPPORTED,
     BatchEvent,
-    Decoder,
     ErrorEvent,
     LogDump,
     RecordEvent,
@@ -46,15 +52,17 @@ from kafkalog.cli.dumplog import (
     text_batch_line,
     text_record_line,
 )
+from kafkalog.cli.dumpmeta import checkpoint_dumper_for, dump_producer_snapshot
 
 __all__ = [
     "DUMPERS",
     "EXIT_BROKEN_PIPE",
     "EXIT_CORRUPT",
+    "EXIT_NOINPUT",
     "EXIT_OK",
     "EXIT_TRUNCATED",
     "EXIT_UNREADABLE",
-    "EXIT_UNSUPPORTED",
+    "EXIT_USAGE",
     "DumpOutput",
     "DumpSettings",
     "FileDumper",
@@ -65,14 +73,9 @@ __all__ = [
     "file_suffix",
 ]
 
-#: Exit code when stdout is closed early (``kafkalog dump x.log | head``): 128 + SIGPIPE, as a shell reports it.
-EXIT_BROKEN_PIPE: Final = 141
-
 #: Suffixes Kafka appends to a whole file name while it deletes, cleans or swaps a segment.
 TRANSIENT_SUFFIXES: Final = (".deleted", ".cleaned", ".swap")
 
-#: Show a progress bar for files at least this big (when stderr is a terminal and stdout is not).
-PROGRESS_MIN_BYTES: Final = 64 << 20
 _PROGRESS_STEP_BYTES: Final = 4 << 20
 
 _ERROR_TITLES: Final = {
@@ -81,95 +84,6 @@ _ERROR_TITLES: Final = {
     "invalid_records": "invalid records",
     "truncated": "truncated tail",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class DumpSettings:
-    """The command-line options, resolved (``--print-data-log`` and the decoders imply ``deep``)."""
-
-    deep: bool = False
-    print_data: bool = False
-    max_bytes: int | None = None
-    skip_record_metadata: bool = False
-    key_decoder: Decoder = DECODERS["utf8"]
-    value_decoder: Decoder = DECODERS["utf8"]
-    json: bool = False
-    verify_index_only: bool = False
-    index_sanity_check: bool = False
-
-
-class OutputError(Exception):
-    """Writing the dump to stdout failed (other than a closed pipe); ``cause`` is the ``OSError``."""
-
-    def __init__(self, cause: OSError) -> None:
-        super().__init__(cause.strerror or str(cause))
-        self.cause = cause
-
-
-class DumpOutput:
-    """Where a dump writes: UTF-8 lines to stdout (as bytes, whatever the locale) and messages to stderr.
-
-    ``stdout`` defaults to ``sys.stdout.buffer`` (``sys.stdout`` itself if it has no binary layer).
-    """
-
-    def __init__(self, stdout: BinaryIO | TextIO | None = None, stderr: Console | None = None) -> None:
-        if stdout is None:
-            stdout = getattr(sys.stdout, "buffer", None) or sys.stdout
-        self.stdout = stdout
-        self._binary = not isinstance(stdout, io.TextIOBase) and not hasattr(stdout, "encoding")
-        self.stderr = stderr if stderr is not None else Console(stderr=True, highlight=False, soft_wrap=True)
-
-    def line(self, text: str) -> None:
-        """One line of the dump; raises :class:`OutputError` (or ``BrokenPipeError``) if stdout fails."""
-        data = text + "\n"
-        try:
-            if not self._binary:
-                cast(TextIO, self.stdout).write(data)
-                return
-            try:
-                raw = data.encode("utf-8", "surrogateescape")  # file names keep their original bytes
-            except UnicodeEncodeError:
-                raw = data.encode("utf-8", "replace")
-            cast(BinaryIO, self.stdout).write(raw)
-        except BrokenPipeError:
-            raise
-        except OSError as exc:
-            raise OutputError(exc) from exc
-
-    def flush(self) -> None:
-        """Flushes stdout (before stderr messages, so both streams read in order on a terminal)."""
-        try:
-            self.stdout.flush()
-        except BrokenPipeError:
-            raise
-        except OSError as exc:
-            raise OutputError(exc) from exc
-
-    def error(self, path: Path, message: str) -> None:
-        """An error about ``path`` on stderr."""
-        self.flush()
-        self.stderr.print(f"[bold red]error:[/] {escape(str(path))}: {escape(message)}")
-
-    def note(self, text: str) -> None:
-        """A plain note on stderr."""
-        self.flush()
-        self.stderr.print(escape(text))
-
-    def wants_progress(self, size: int) -> bool:
-        """Whether a progress bar helps: a big file, stderr on a terminal, stdout redirected."""
-        return size >= PROGRESS_MIN_BYTES and _isatty(sys.stderr) and not _isatty(sys.stdout)
-
-
-def _isatty(stream: object) -> bool:
-    isatty = getattr(stream, "isatty", None)
-    try:
-        return bool(isatty()) if callable(isatty) else False
-    except (OSError, ValueError):
-        return False
-
-
-FileDumper = Callable[[Path, DumpSettings, DumpOutput], int]
-"""Dumps one file and returns its exit code."""
 
 
 # --------------------------------------------------------------------------------------------------- .log files
@@ -186,7 +100,7 @@ def dump_batch_file(path: Path, settings: DumpSettings, out: DumpOutput) -> int:
         )
     except OSError as exc:
         out.error(path, _os_error_text(exc))
-        return EXIT_UNREADABLE
+        return EXIT_NOINPUT if isinstance(exc, (FileNotFoundError, PermissionError)) else EXIT_UNREADABLE
     with dump, _progress(dump, out) as tick:
         try:
             if settings.json:
@@ -294,23 +208,14 @@ def _os_error_text(exc: OSError) -> str:
 # --------------------------------------------------------------------------------------------------- dispatch
 
 
-def _not_yet(what: str) -> FileDumper:
-    def dumper(path: Path, settings: DumpSettings, out: DumpOutput) -> int:
-        out.error(path, f"dumping {what} is not supported yet")
-        return EXIT_UNSUPPORTED
-
-    dumper.__doc__ = f"Placeholder for {what}: exits with EXIT_UNSUPPORTED."
-    return dumper
-
-
-#: Dumper by file suffix. Index files, the transaction index and producer snapshots come later.
+#: Dumper by file suffix (after looking through a transient suffix).
 DUMPERS: Final[dict[str, FileDumper]] = {
     ".log": dump_batch_file,
     ".checkpoint": dump_batch_file,  # KRaft snapshots (__cluster_metadata) are record batches too
-    ".index": _not_yet("offset index files (.index)"),
-    ".timeindex": _not_yet("time index files (.timeindex)"),
-    ".txnindex": _not_yet("transaction index files (.txnindex)"),
-    ".snapshot": _not_yet("producer state snapshots (.snapshot)"),
+    ".index": dump_offset_index,
+    ".timeindex": dump_time_index,
+    ".txnindex": dump_txn_index,
+    ".snapshot": dump_producer_snapshot,
 }
 
 
@@ -327,69 +232,76 @@ def file_suffix(path: Path) -> str:
 
 def dumper_for(path: Path) -> FileDumper | None:
     """The dumper for ``path``'s type, or ``None`` for a type kafkalog does not know."""
-    return DUMPERS.get(file_suffix(path))
+    return checkpoint_dumper_for(path) or DUMPERS.get(file_suffix(path))
 
 
 def _dump_one(path: Path, settings: DumpSettings, out: DumpOutput) -> int:
     if path.is_dir():
-        out.error(path, "is a directory (give the segment files to dump)")
-        return EXIT_UNREADABLE
+        out.error(path, "is a directory (give the files to dump, e.g. DIR/*.log)")
+        return EXIT_NOINPUT
     if not path.exists():
         out.error(path, "No such file or directory")
-        return EXIT_UNREADABLE
+        return EXIT_NOINPUT
     dumper = dumper_for(path)
     if dumper is None:
         known = ", ".join(sorted(DUMPERS))
-        out.error(path, f"unknown file type (expected one of {known})")
-        return EXIT_UNSUPPORTED
-    return dumper(path, settings, out)
+        out.error(path, f"unknown file type (expected one of {known} or a checkpoint file)")
+        return EXIT_USAGE
+    try:
+        return dumper(path, settings, out)
+    except (BrokenPipeError, OutputError):
+        raise
+    except OSError as exc:
+        out.error(path, _os_error_text(exc))
+        return EXIT_NOINPUT if isinstance(exc, (FileNotFoundError, PermissionError)) else EXIT_UNREADABLE
 
 
 # --------------------------------------------------------------------------------------------------- command
 
-
-class _UsageError(click.UsageError):
-    """A usage error that exits with 1: click's usual 2 means corrupt data for this command."""
-
-    exit_code = EXIT_UNREADABLE
-
-
-class _DumpCommand(click.Command):
-    """The ``dump`` command; its command-line errors exit with 1 (see :class:`_UsageError`)."""
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        try:
-            return super().parse_args(ctx, args)
-        except click.UsageError as exc:
-            raise _UsageError(exc.format_message(), exc.ctx) from exc
-
-
 _DECODER_CHOICE = click.Choice(sorted(DECODERS), case_sensitive=False)
 
+_EXIT_HELP = """\b
+Exit codes (several files: the highest of them):
+  0   every file read to its end (or to --max-bytes), no mismatch
+  1   an I/O error while reading, or stdout could not be written
+  2   corrupt data: a bad frame, a CRC mismatch, records that do
+      not decode, an index entry that contradicts the log, a
+      corrupt snapshot or checkpoint
+  3   a truncated tail: trailing bytes that do not form a
+      complete batch (or index entry)
+  64  usage error: a bad option, a file type kafkalog cannot dump
+  66  a file is missing or unreadable"""
 
-@click.command("dump", cls=_DumpCommand, context_settings={"help_option_names": ["-h", "--help"]})
+
+@click.command(
+    "dump",
+    cls=KafkalogCommand,
+    context_settings=CONTEXT_SETTINGS,
+    epilog=_EXIT_HELP,
+    short_help="Print what log, index, snapshot and checkpoint files hold.",
+)
 @click.argument("files", metavar="FILE...", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option(
     "--deep-iteration",
     is_flag=True,
-    help="Decode every record, not only the batch headers.",
+    help=".log: decode every record, not only the batch headers.",
 )
 @click.option(
     "--print-data-log",
     is_flag=True,
-    help="Print each record's key and payload (implies --deep-iteration).",
+    help=".log: print each record's key and payload (implies --deep-iteration).",
 )
 @click.option(
     "--max-bytes",
     type=click.IntRange(min=0),
     metavar="N",
     default=None,
-    help="Read only the first N bytes of each file; a batch cut by the limit is not an error.",
+    help=".log: read only the first N bytes; a batch cut by the limit is not an error.",
 )
 @click.option(
     "--skip-record-metadata",
     is_flag=True,
-    help="Leave out the offset, timestamp, sizes and headers of each record line.",
+    help=".log: leave out the offset, timestamp, sizes and headers of each record line.",
 )
 @click.option(
     "--key-decoder",
@@ -407,17 +319,17 @@ _DECODER_CHOICE = click.Choice(sorted(DECODERS), case_sensitive=False)
     "--json",
     "json_output",
     is_flag=True,
-    help="Write JSON Lines (batch, record, error and summary objects; keys and values in base64).",
+    help="Write JSON Lines: one object per line, a summary object last (per file).",
 )
 @click.option(
     "--verify-index-only",
     is_flag=True,
-    help="Index files: check the entries against the log without printing them (not supported yet).",
+    help="Index files: check the entries against the log without printing them.",
 )
 @click.option(
     "--index-sanity-check",
     is_flag=True,
-    help="Index files: run the broker's startup sanity check only (not supported yet).",
+    help="Index files: run only the check a broker runs at startup.",
 )
 @click.pass_context
 def dump(
@@ -433,23 +345,36 @@ def dump(
     verify_index_only: bool,
     index_sanity_check: bool,
 ) -> None:
-    """Print what Kafka segment files hold, like Kafka's kafka-dump-log.sh.
-
-    FILE is a .log segment or a KRaft .checkpoint snapshot, also with a .deleted, .cleaned or .swap
-    suffix. Index (.index, .timeindex), transaction index (.txnindex) and producer snapshot (.snapshot)
-    files are not supported yet (exit 64).
-
-    The text output is kafka-dump-log's: a line per batch and, with --deep-iteration, a "| offset: ..."
-    line per record. With --json, every line is a JSON object: a "batch" per batch, a "record" per record
-    (with --deep-iteration), an "error" if the file is damaged (the dump stops there) and a "summary" last.
+    """Print what Kafka log files hold, like Kafka's kafka-dump-log.sh.
 
     \b
-    Exit codes (several files: the highest of them):
-      0   every file read to its end, or to --max-bytes
-      1   a file is missing or unreadable, or the command line is wrong
-      2   corrupt data: a bad frame, a CRC mismatch, or records that do not decode
-      3   a truncated tail: trailing bytes that do not form a complete batch
-      64  a file type that kafkalog cannot dump (yet)
+    FILE is any file of a Kafka log directory:
+      .log           segment (or a KRaft .checkpoint snapshot)
+      .index         offset index, checked against its .log
+      .timeindex     time index, checked against its .log
+      .txnindex      aborted-transaction index
+      .snapshot      producer-state snapshot
+      leader-epoch-checkpoint, recovery-point-offset-checkpoint,
+      log-start-offset-checkpoint, replication-offset-checkpoint,
+      cleaner-offset-checkpoint, partition.metadata
+    A .deleted, .cleaned or .swap suffix is looked through.
+
+    The text output is kafka-dump-log's: for a .log a line per batch and,
+    with --deep-iteration, a "| offset: ..." line per record; for an
+    .index "offset: 5 position: 4169"; for a .timeindex
+    "timestamp: ... offset: ...". Index entries that contradict the log
+    are reported on stderr as Kafka does ("Mismatches in :FILE").
+
+    With --json every line is a JSON object with a "type" key (keys in a
+    fixed order, documented in the kafkalog.cli.dump* modules); the last
+    line of each file is its "summary".
+
+    \b
+    Examples:
+      kafkalog dump data/orders-0/00000000000000000000.log --deep-iteration
+      kafkalog dump seg.log --print-data-log --value-decoder json
+      kafkalog dump data/orders-0/*.index --verify-index-only
+      kafkalog dump data/orders-0/*.snapshot --json
     """
     print_data = print_data_log or key_decoder is not None or value_decoder is not None
     settings = DumpSettings(
@@ -470,20 +395,10 @@ def dump(
             code = max(code, _dump_one(path, settings, out))
             out.flush()
     except BrokenPipeError:
-        _silence_stdout()
+        silence_stdout()
         code = EXIT_BROKEN_PIPE
     except OutputError as exc:
-        _silence_stdout()
+        silence_stdout()
         out.stderr.print(f"[bold red]error:[/] cannot write the dump to stdout: {escape(str(exc))}")
         code = max(code, EXIT_UNREADABLE)
     ctx.exit(code)
-
-
-def _silence_stdout() -> None:
-    """Points stdout at /dev/null so that the interpreter's final flush does not fail again."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError, AttributeError):
-        pass

@@ -1,0 +1,31 @@
+"""PySpark data source ``kafkalog``: Spark's Kafka source and sink contract over Kafka log directories.
+
+Usage::
+
+    from kafkalog.spark import KafkaLogDataSource
+    spark.dataSource.register(KafkaLogDataSource)       # or install kafkalog: pyspark_kafkalog registers it
+    df = spark.read.format("kafkalog").option("subscribe", "orders").load("/data/kafka")
+
+Modules: :mod:`~kafkalog.spark.source` (the DataSource), :mod:`~kafkalog.spark.options`,
+:mod:`~kafkalog.spark.offsets`, :mod:`~kafkalog.spark.planning` (pure, no Spark needed),
+:mod:`~kafkalog.spark.schema`, :mod:`~kafkalog.spark.reader` (batch), :mod:`~kafkalog.spark.stream_reader`
+(micro-batch), :mod:`~kafkalog.spark.writer` (sinks). ``pyspark`` is imported only when the data source
+class is first used, so the pure modules work without it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kafkalog.spark.source import KafkaLogDataSource
+
+__all__ = ["KafkaLogDataSource"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "KafkaLogDataSource":
+        from kafkalog.spark.source import KafkaLogDataSource
+
+        return KafkaLogDataSource
+    raise AttributeError(f"module 'kafkalog.spark' has no attribute {name!r}")

@@ -1,0 +1,592 @@
+"""Driver side of the ``kafkalog`` sink: appending staged batches atomically, with a roll-forward journal.
+
+Files owned here, all under ``<data dir>/.kafkalog-spark/`` (a hidden directory, skipped by the LogManager
+and by partition-directory scans):
+
+* ``journal/<job>.json`` — the **commit journal** of one commit in progress (written atomically: temp file,
+  fsync, rename, directory fsync)::
+
+      {"version": 1, "job_id": "...", "created_ms": T,
+       "sink": {"id": "<sink id>", "batch_id": N} | null,
+       "cleanup": ["<staging dir, relative to the data dir>", ...],
+       "partitions": [{"topic": "t", "partition": 0, "base_offset": B, "records": R,
+                       "files": [{"path": "<staged file, relative>", "size": S, "records": r, "batches": b}]}]}
+
+  ``base_offset`` is the partition's log end offset when the journal was written; the job's records take
+  exactly ``[B, B + R)``. Durable journal = committed job.
+* ``sinks/<sink id>.json`` — per streaming sink (query) marker: the last micro-batch id whose records are in
+  the log, ``{"version": 1, "sink_id": ..., "batch_id": N, "job_id": ..., "committed_ms": T,
+  "offsets": {"<topic>": {"<partition>": [first, last]}}}``.
+* ``staging/`` — staged batch files (:mod:`kafkalog.spark.staging`).
+
+Commit protocol (:func:`commit_staged`; on the driver, one at a time per data dir through the LogManager's
+``.lock``, waiting up to ``lockTimeoutMs`` for it):
+
+1. open the data dir with :class:`~kafkalog.manager.LogManager` and **replay** every pending journal
+   (:func:`replay_pending`);
+2. streaming: if the sink marker already holds this batch id or a later one, the batch is a replay — drop
+   its staging and return (exactly once);
+3. create missing topics (``createTopics``), then **pre-check** everything that could make an append fail:
+   partitions exist, staged files have the recorded sizes and valid CRCs, batch sizes within the topic's
+   ``max.message.bytes`` and ``segment.bytes``, CreateTime timestamps inside the topic's window (with one
+   minute of slack), keys present for compacted topics. A failure here appends nothing;
+4. flush the target logs (their end offsets become durable), write + fsync the journal — **the commit
+   point**;
+5. append every staged batch with ``append_as_leader`` (the validator assigns offsets in place, nothing is
+   re-encoded when the staged codec is the topic's), partition by partition in journal order; flush the logs;
+6. write the sink marker (streaming), delete the journal (fsync), delete the job's staging directories,
+   sweep abandoned staging directories (older than ``stagingTtlMs`` and named by no journal).
+
+Crash at each step: (1-3) nothing was appended, staging is removed by ``abort()`` or the TTL sweep;
+(4, before the rename) no journal, nothing appended; (5) the next commit — or any opener that calls
+:func:`replay_pending` — finds the journal and rolls forward: for each partition it checks which staged
+batches are already at ``[B, ...)`` (record count and CRC compared batch by batch), appends the rest, then
+does step 6. Records are thus never retracted once appended (readers see up to the log end offset), and a
+decided commit always completes. If another writer appended to a partition between the crash and the replay,
+the remainder is appended after its records (logged as a warning; the range is then not contiguous).
+An append failing in step 5 in the committing process (an I/O error, say) leaves the journal in place:
+the error is raised, and the next commit or replay completes the job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import struct
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from crc32c import crc32c
+
+from kafkalog.errors import CorruptRecordError, KafkaError, LogDirLockedError
+from kafkalog.log.checkpoint import atomic_write
+from kafkalog.log.types import FetchIsolation
+from kafkalog.manager import LogManager
+from kafkalog.records import MemoryRecords, TimestampType
+from kafkalog.records.batch import HEADER, MAGIC_V2, RECORD_BATCH_OVERHEAD
+from kafkalog.spark.sink_layout import StagedFile, fsync_dir, journal_dir, sinks_dir, staging_root
+from kafkalog.spark.sink_options import SinkError, SinkOptions
+
+__all__ = [
+    "CommitResult",
+    "PartitionResult",
+    "SinkBatch",
+    "abort_staged",
+    "commit_staged",
+    "iter_staged_batches",
+    "journal_dir",
+    "last_committed_batch",
+    "new_job_id",
+    "open_manager",
+    "replay_pending",
+    "sinks_dir",
+    "sweep_stale_staging",
+]
+
+_log = logging.getLogger("kafkalog.spark.commit")
+JOURNAL_VERSION: Final = 1
+_TIMESTAMP_SLACK_MS: Final = 60_000
+_SIZE: Final = struct.Struct(">qi")
+_THREADS: Final = 2
+
+
+@dataclass(frozen=True)
+class SinkBatch:
+    """A streaming micro-batch: the sink's stable id and Spark's batch id."""
+
+    sink_id: str
+    batch_id: int
+
+
+@dataclass(frozen=True)
+class PartitionResult:
+    """Where one partition's records of a job landed: offsets ``first..last`` (inclusive)."""
+
+    topic: str
+    partition: int
+    first_offset: int
+    last_offset: int
+    records: int
+
+
+@dataclass
+class CommitResult:
+    """What a commit did."""
+
+    job_id: str
+    partitions: list[PartitionResult] = field(default_factory=list)
+    skipped: bool = False
+    replayed: list[str] = field(default_factory=list)
+
+    @property
+    def records(self) -> int:
+        """Records appended by this job."""
+        return sum(p.records for p in self.partitions)
+
+
+# --- the data dir ------------------------------------------------------------------------------------------
+
+
+def open_manager(data_dir: str | Path, lock_timeout_ms: int) -> LogManager:
+    """Open the data dir with a LogManager (no background tasks), waiting for its lock up to the timeout."""
+    deadline = time.monotonic() + lock_timeout_ms / 1000
+    delay = 0.05
+    while True:
+        try:
+            return LogManager.open(data_dir, background=False)
+        except LogDirLockedError as exc:
+            if time.monotonic() >= deadline:
+                raise LogDirLockedError(
+                    f"{exc} (waited {lock_timeout_ms} ms; close the LogManager of the other process, or raise "
+                    "the sink's lockTimeoutMs option)"
+                ) from None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _rel(data_dir: Path, path: Path) -> str:
+    return os.path.relpath(path, data_dir)
+
+
+def _unlink_durably(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    fsync_dir(path.parent)
+
+
+def _remove_dirs(data_dir: Path, rel_dirs: Sequence[str]) -> None:
+    root = staging_root(data_dir).resolve()
+    for rel in rel_dirs:
+        target = (data_dir / rel).resolve()
+        if root not in target.parents:  # never delete outside the staging area
+            continue
+        shutil.rmtree(target, ignore_errors=True)
+        parent = target.parent
+        if parent != root:
+            with contextlib.suppress(OSError):
+                parent.rmdir()  # the job directory, once its last task directory is gone
+
+
+# --- staged batches ----------------------------------------------------------------------------------------
+
+
+def iter_staged_batches(path: Path) -> Iterator[bytearray]:
+    """The record batches of a staged file, one writable buffer each (a truncated file raises)."""
+    with open(path, "rb") as f:
+        while True:
+            head = f.read(12)
+            if not head:
+                return
+            if len(head) < 12:
+                raise CorruptRecordError(f"staged file {path} ends in a partial batch header")
+            _, size = _SIZE.unpack(head)
+            if size < RECORD_BATCH_OVERHEAD - 12:
+                raise CorruptRecordError(f"staged file {path}: impossible batch size {size}")
+            buf = bytearray(12 + size)
+            buf[:12] = head
+            if f.readinto(memoryview(buf)[12:]) != size:
+                raise CorruptRecordError(f"staged file {path} ends in a partial batch")
+            yield buf
+
+
+def _batch_fields(buf: bytearray | bytes | memoryview) -> tuple[int, int, int, int]:
+    """(record count, stored CRC, codec, size) of a v2 batch buffer."""
+    fields = HEADER.unpack_from(buf, 0)
+    return fields[12], fields[4], fields[5] & 0x07, 12 + fields[1]
+
+
+def _check_staged_file(data_dir: Path, staged: StagedFile, limit: int) -> None:
+    path = data_dir / staged.path
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise SinkError(f"staged file {path} is missing (removed by a sweep or another abort?)") from None
+    if size != staged.size:
+        raise SinkError(f"staged file {path} is {size} bytes, the task staged {staged.size}")
+    records = batches = 0
+    for buf in iter_staged_batches(path):
+        if buf[16] != MAGIC_V2:
+            raise CorruptRecordError(f"staged file {path}: batch {batches} is not magic 2")
+        count, crc, _, bsize = _batch_fields(buf)
+        if crc32c(memoryview(buf)[21:]) != crc:
+            raise CorruptRecordError(f"staged file {path}: batch {batches} fails its CRC check")
+        if bsize > limit:
+            raise SinkError(
+                f"staged file {path}: batch {batches} is {bsize} bytes, above the topic limit {limit}"
+            )
+        records += count
+        batches += 1
+    if records != staged.records or batches != staged.batches:
+        raise SinkError(f"staged file {path} holds {records} records in {batches} batches, not as staged")
+
+
+# --- journal -----------------------------------------------------------------------------------------------
+
+
+def _write_journal(data_dir: Path, journal: Mapping[str, Any]) -> Path:
+    jdir = journal_dir(data_dir)
+    jdir.mkdir(parents=True, exist_ok=True)
+    path = jdir / f"{journal['job_id']}.json"
+    atomic_write(path, (json.dumps(journal, indent=1) + "\n").encode())
+    fsync_dir(jdir.parent)  # .kafkalog-spark: the journal and staging directory entries
+    fsync_dir(data_dir)  # the .kafkalog-spark entry itself
+    return path
+
+
+def _pending_journals(data_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
+    jdir = journal_dir(data_dir)
+    out: list[tuple[Path, dict[str, Any]]] = []
+    if not jdir.is_dir():
+        return out
+    for path in jdir.glob("*.json"):
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise KafkaError(f"unreadable commit journal {path}: {exc}") from None
+        if doc.get("version") != JOURNAL_VERSION:
+            raise KafkaError(f"commit journal {path} has unsupported version {doc.get('version')!r}")
+        out.append((path, doc))
+    out.sort(key=lambda item: (int(item[1].get("created_ms", 0)), item[0].name))
+    return out
+
+
+def _verified_prefix(
+    manager: LogManager, topic: str, partition: int, base: int, leo: int, files: list[Path]
+) -> int:
+    """How many records of the staged batches are already in the log from ``base`` on (batch-wise match)."""
+    log = manager.get_log(topic, partition)
+    compare_crc = log.config.timestamp_type is TimestampType.CREATE_TIME
+    offset = base
+    for path in files:
+        for buf in iter_staged_batches(path):
+            if offset >= leo:
+                return offset - base
+            count, crc, codec, size = _batch_fields(buf)
+            found = manager.read(topic, partition, offset, max(size, 1 << 16), FetchIsolation.LOG_END)
+            batch = next(iter(found.batches()), None)
+            if batch is None or batch.base_offset != offset or (batch.count or 0) != count:
+                return offset - base
+            logged = HEADER.unpack_from(batch.to_bytes()[:RECORD_BATCH_OVERHEAD], 0)
+            if compare_crc and (logged[5] & 0x07) == codec and logged[4] != crc:
+                return offset - base
+            offset += count
+    return offset - base
+
+
+def _parallel(fn: Any, items: Sequence[Any]) -> list[Any]:
+    """``[fn(item) for item in items]`` on up to 4 threads (partitions are independent; file I/O, CRC and the
+    record kernels release the GIL); the first error is raised after every started call has finished."""
+    if len(items) <= 1:
+        return [fn(item) for item in items]
+    with ThreadPoolExecutor(
+        max_workers=min(_THREADS, len(items)), thread_name_prefix="kafkalog-commit"
+    ) as pool:
+        futures = [pool.submit(fn, item) for item in items]
+        return [f.result() for f in futures]
+
+
+def _apply_partition(
+    manager: LogManager, data_dir: Path, job_id: str, entry: Mapping[str, Any]
+) -> PartitionResult | None:
+    topic, partition = entry["topic"], int(entry["partition"])
+    base, total = int(entry["base_offset"]), int(entry["records"])
+    files = [data_dir / f["path"] for f in entry["files"]]
+    log = manager.get_log(topic, partition)
+    leo = log.log_end_offset
+    done = _verified_prefix(manager, topic, partition, base, leo, files) if leo > base else 0
+    if leo < base:
+        _log.warning("%s-%d ends at %d, below the journal's base offset %d", topic, partition, leo, base)
+    first: int | None = base if done else None
+    last = base + done - 1
+    contiguous = leo == base + done or done == total
+    seen = 0
+    for path in files:
+        for buf in iter_staged_batches(path):
+            count = _batch_fields(buf)[0]
+            if seen + count <= done:
+                seen += count
+                continue
+            info = manager.append(topic, partition, MemoryRecords(buf))
+            seen += count
+            if first is None:
+                first = info.first_offset
+            last = info.last_offset
+    if not contiguous:
+        _log.warning(
+            "job %s: %s-%d was appended to by another writer before the journal was replayed; "
+            "its remaining records start at %s instead of %d",
+            job_id,
+            topic,
+            partition,
+            first,
+            base + done,
+        )
+    log.flush()
+    if not total:
+        return None
+    assert first is not None
+    return PartitionResult(topic, partition, first, last, total)
+
+
+def _apply(manager: LogManager, data_dir: Path, journal: Mapping[str, Any]) -> list[PartitionResult]:
+    """Append whatever of the journal's batches is not in the logs yet (partitions in parallel); flush."""
+    job_id = str(journal["job_id"])
+    results = _parallel(lambda e: _apply_partition(manager, data_dir, job_id, e), journal["partitions"])
+    return [r for r in results if r is not None]
+
+
+def _finish(
+    manager: LogManager,
+    data_dir: Path,
+    journal_path: Path,
+    journal: Mapping[str, Any],
+    results: list[PartitionResult],
+) -> None:
+    sink = journal.get("sink")
+    if sink is not None:
+        _write_marker(data_dir, str(sink["id"]), int(sink["batch_id"]), str(journal["job_id"]), results)
+    _unlink_durably(journal_path)
+    _remove_dirs(data_dir, list(journal.get("cleanup", [])))
+
+
+def replay_pending(manager: LogManager) -> list[str]:
+    """Roll forward every pending commit journal in the manager's log dirs; the job ids replayed.
+
+    Idempotent; needs the manager's lock (any :class:`LogManager` holds it). A LogManager can call this
+    right after loading so that no other append lands between a crashed commit and its completion.
+    """
+    done: list[str] = []
+    for data_dir in manager.log_dirs:
+        for path, journal in _pending_journals(data_dir):
+            _log.info("replaying commit journal %s", path)
+            results = _apply(manager, data_dir, journal)
+            _finish(manager, data_dir, path, journal, results)
+            done.append(str(journal["job_id"]))
+    return done
+
+
+# --- streaming sink markers --------------------------------------------------------------------------------
+
+
+def _marker_path(data_dir: Path, sink_id: str) -> Path:
+    return sinks_dir(data_dir) / f"{sink_id}.json"
+
+
+def last_committed_batch(data_dir: str | Path, sink_id: str) -> int | None:
+    """The last micro-batch id committed by a streaming sink, or None."""
+    try:
+        doc = json.loads(_marker_path(Path(data_dir), sink_id).read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise KafkaError(f"unreadable sink marker for {sink_id!r}: {exc}") from None
+    return int(doc["batch_id"])
+
+
+def _write_marker(
+    data_dir: Path, sink_id: str, batch_id: int, job_id: str, results: list[PartitionResult]
+) -> None:
+    previous = last_committed_batch(data_dir, sink_id)
+    if previous is not None and previous >= batch_id:
+        return
+    offsets: dict[str, dict[str, list[int]]] = {}
+    for r in results:
+        offsets.setdefault(r.topic, {})[str(r.partition)] = [r.first_offset, r.last_offset]
+    doc = {
+        "version": 1,
+        "sink_id": sink_id,
+        "batch_id": batch_id,
+        "job_id": job_id,
+        "committed_ms": _now_ms(),
+        "offsets": offsets,
+    }
+    sdir = sinks_dir(data_dir)
+    sdir.mkdir(parents=True, exist_ok=True)
+    atomic_write(_marker_path(data_dir, sink_id), (json.dumps(doc, sort_keys=True) + "\n").encode())
+
+
+# --- staging sweep -----------------------------------------------------------------------------------------
+
+
+def _newest_mtime(path: Path) -> float:
+    newest = path.stat().st_mtime
+    for root, dirs, files in os.walk(path):
+        for name in dirs + files:
+            with contextlib.suppress(OSError):
+                newest = max(newest, os.stat(os.path.join(root, name)).st_mtime)
+    return newest
+
+
+def sweep_stale_staging(data_dir: str | Path, ttl_ms: int, *, now_ms: int | None = None) -> list[Path]:
+    """Remove job staging directories untouched for ``ttl_ms`` and named by no pending journal."""
+    root = staging_root(data_dir)
+    if not root.is_dir():
+        return []
+    protected: set[str] = set()
+    for _, journal in _pending_journals(Path(data_dir)):
+        for entry in journal["partitions"]:
+            for f in entry["files"]:
+                parts = Path(f["path"]).parts  # .kafkalog-spark/staging/<job>/<task>/<file>
+                if len(parts) > 2:
+                    protected.add(parts[2])
+    cutoff = ((now_ms if now_ms is not None else _now_ms()) - ttl_ms) / 1000
+    removed: list[Path] = []
+    for job in root.iterdir():
+        if job.name in protected or not job.is_dir():
+            continue
+        try:
+            if _newest_mtime(job) < cutoff:
+                shutil.rmtree(job, ignore_errors=True)
+                removed.append(job)
+        except FileNotFoundError:
+            continue
+    return removed
+
+
+# --- commit / abort ----------------------------------------------------------------------------------------
+
+
+def _group(staged: Sequence[StagedFile]) -> dict[tuple[str, int], list[StagedFile]]:
+    groups: dict[tuple[str, int], list[StagedFile]] = {}
+    for s in staged:
+        groups.setdefault((s.topic, s.partition), []).append(s)
+    return dict(sorted(groups.items()))
+
+
+def _ensure_topics(manager: LogManager, options: SinkOptions, groups: Mapping[tuple[str, int], Any]) -> None:
+    existing = set(manager.topics())
+    for topic in sorted({t for t, _ in groups}):
+        if topic not in existing:
+            if not options.create_topics:
+                raise SinkError(
+                    f"topic {topic!r} does not exist in {options.path} (and the sink's createTopics option is off)"
+                )
+            manager.create_topic(topic, options.create_partitions, dict(options.create_config))
+            existing.add(topic)
+    for topic, partition in groups:
+        count = manager.num_partitions(topic)
+        if not 0 <= partition < count:
+            raise SinkError(f"partition {partition} of topic {topic!r} does not exist ({count} partitions)")
+
+
+def _precheck(
+    manager: LogManager, data_dir: Path, groups: Mapping[tuple[str, int], list[StagedFile]], now: int
+) -> None:
+    checks: list[tuple[StagedFile, int]] = []
+    for (topic, partition), files in groups.items():
+        cfg = manager.get_log(topic, partition).config
+        limit = min(cfg.max_message_bytes, cfg.segment_bytes)
+        for staged in files:
+            if cfg.timestamp_type is TimestampType.CREATE_TIME and staged.records:
+                lo = now + _TIMESTAMP_SLACK_MS - cfg.message_timestamp_before_max_ms
+                hi = now + cfg.message_timestamp_after_max_ms
+                if staged.min_timestamp < lo or staged.max_timestamp > hi:
+                    raise SinkError(
+                        f"{topic}-{partition}: record timestamps {staged.min_timestamp}..{staged.max_timestamp} "
+                        f"fall outside the topic's window [{lo}, {hi}] (message.timestamp.*.max.ms)"
+                    )
+            if cfg.compact and staged.null_keys:
+                raise SinkError(
+                    f"compacted topic {topic!r} cannot accept {staged.null_keys} records without key"
+                )
+            checks.append((staged, limit))
+    _parallel(lambda item: _check_staged_file(data_dir, item[0], item[1]), checks)
+
+
+def commit_staged(
+    options: SinkOptions,
+    job_id: str,
+    staged: Sequence[StagedFile],
+    *,
+    cleanup: Sequence[str] = (),
+    sink: SinkBatch | None = None,
+) -> CommitResult:
+    """Commit a job's staged files atomically (see the module doc); ``cleanup`` lists staging directories
+    (relative to the data dir) to delete once the job is in the log."""
+    data_dir = Path(options.path)
+    groups = _group(staged)
+    result = CommitResult(job_id)
+    manager = open_manager(data_dir, options.lock_timeout_ms)
+    try:
+        result.replayed = replay_pending(manager)
+        if sink is not None:
+            last = last_committed_batch(data_dir, sink.sink_id)
+            if last is not None and sink.batch_id <= last:
+                _log.info(
+                    "sink %s batch %d already committed (last %d): skipped", sink.sink_id, sink.batch_id, last
+                )
+                _remove_dirs(data_dir, cleanup)
+                result.skipped = True
+                return result
+        if not groups:  # nothing staged (an empty DataFrame or micro-batch)
+            if sink is not None:
+                _write_marker(data_dir, sink.sink_id, sink.batch_id, job_id, [])
+            _remove_dirs(data_dir, cleanup)
+            return result
+        try:
+            _ensure_topics(manager, options, groups)
+            _precheck(manager, data_dir, groups, _now_ms())
+        except BaseException:
+            _remove_dirs(data_dir, cleanup)
+            raise
+        partitions = []
+        for (topic, partition), files in groups.items():
+            log = manager.get_log(topic, partition)
+            log.flush()
+            partitions.append(
+                {
+                    "topic": topic,
+                    "partition": partition,
+                    "base_offset": log.log_end_offset,
+                    "records": sum(f.records for f in files),
+                    "files": [
+                        {"path": f.path, "size": f.size, "records": f.records, "batches": f.batches}
+                        for f in files
+                    ],
+                }
+            )
+        journal = {
+            "version": JOURNAL_VERSION,
+            "job_id": job_id,
+            "created_ms": _now_ms(),
+            "sink": None if sink is None else {"id": sink.sink_id, "batch_id": sink.batch_id},
+            "cleanup": list(cleanup),
+            "partitions": partitions,
+        }
+        path = _write_journal(data_dir, journal)  # the commit point
+        result.partitions = _apply(manager, data_dir, journal)
+        _finish(manager, data_dir, path, journal, result.partitions)
+        with contextlib.suppress(OSError):
+            sweep_stale_staging(data_dir, options.staging_ttl_ms)
+        return result
+    finally:
+        manager.close()
+
+
+def abort_staged(options: SinkOptions, cleanup: Sequence[str]) -> None:
+    """Drop a job's staging directories. Pending journals are rolled forward first (a commit decided before it
+    failed completes, and the staged files it names are never deleted before that)."""
+    data_dir = Path(options.path)
+    if _pending_journals(data_dir):
+        with open_manager(data_dir, options.lock_timeout_ms) as manager:
+            replay_pending(manager)
+    _remove_dirs(data_dir, cleanup)
+    with contextlib.suppress(OSError, KafkaError):
+        sweep_stale_staging(data_dir, options.staging_ttl_ms)
+
+
+def new_job_id(prefix: str = "") -> str:
+    """A unique, time-ordered job id (``<ms>-<12 hex>``, with an optional prefix)."""
+    return f"{prefix}{_now_ms():013d}-{uuid.uuid4().hex[:12]}"

@@ -1,0 +1,358 @@
+"""Batch reads of the ``kafkalog`` source: planning on the driver, columnar decoding on the executors.
+
+Driver (``partitions()``): the selected partitions are listed from the data directories, their offsets
+resolved (:mod:`kafkalog.spark.offsets`) against each partition's bounds (log start offset; high
+watermark, or last stable offset with ``read_committed``), checked for data loss, and split into
+:class:`ReadTask` s (:mod:`kafkalog.spark.planning`). With ``read_committed`` each task carries the
+aborted transactions that overlap its range, computed once on the driver from the ``.txnindex`` files and
+the markers the LSO replay saw (a writer appends a marker before it indexes it).
+
+Executor (:func:`read_task`): the task's offsets are read from the segment files in large chunks of whole
+batches (:meth:`~kafkalog.log.readonly.ReadOnlyLog.iter_batch_chunks`, one reused buffer), batches of
+aborted transactions are cut out, and each run of batches is decoded by the numba columnar decoder
+(:func:`~kafkalog.records.columnar.iter_columnar`: CRC-checked, control batches skipped, offsets filtered
+to ``[start, end)``). Every decoded batch becomes an Arrow RecordBatch of :func:`arrow_schema` with no
+per-record Python work: ``topic``/``partition`` are slices of constant arrays, timestamps are multiplied
+from ms to us (overflow is an error, as in Spark), the rest are the decoder's buffers.
+
+Data loss (offsets the plan wants that are gone): with ``failOnDataLoss`` (default) an error whose message
+follows Spark's; otherwise a warning, and the read skips forward.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+
+from kafkalog.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from kafkalog.log.names import TopicPartition
+from kafkalog.log.readonly import ReadOnlyDataDir, ReadOnlyLog
+from kafkalog.records import _kernels as K
+from kafkalog.records.columnar import iter_columnar
+from kafkalog.spark.offsets import TP, PartitionBounds, resolve_offsets
+from kafkalog.spark.options import SourceOptions, Strategy
+from kafkalog.spark.planning import OffsetRange, split_ranges
+from kafkalog.spark.schema import ARROW_TIMESTAMP, arrow_schema
+
+__all__ = [
+    "DATA_LOSS_HINT",
+    "KafkaLogBatchReader",
+    "KafkaLogInputPartition",
+    "LogDirs",
+    "ReadTask",
+    "make_tasks",
+    "plan_batch",
+    "read_task",
+    "report_data_loss",
+    "to_spark_batch",
+]
+
+_log = logging.getLogger("kafkalog.spark")
+
+DATA_LOSS_HINT: Final = (
+    "Some data may have been lost because they are not available in the log any more; either the data was "
+    "aged out by retention or the topic may have been deleted before all the data in the topic was "
+    'processed. If you don\'t want your query to fail on such cases, set the source option "failOnDataLoss" '
+    'to "false".'
+)
+_DATA_LOSS_SKIP: Final = (
+    "Some data may have been lost because they are not available in the log any more; either the data was "
+    "aged out by retention or the topic may have been deleted before all the data in the topic was "
+    'processed. If you want your query to fail on such cases, set the source option "failOnDataLoss" to '
+    '"true".'
+)
+
+
+def report_data_loss(message: str, fail: bool) -> None:
+    """Spark's ``reportDataLoss``: raise :class:`OffsetOutOfRangeError` or log a warning."""
+    if fail:
+        raise OffsetOutOfRangeError(f"{message}. {DATA_LOSS_HINT}")
+    _log.warning("%s. %s", message, _DATA_LOSS_SKIP)
+
+
+class LogDirs:
+    """The partitions of one or more data directories, with cached read-only views (driver side)."""
+
+    def __init__(self, paths: Sequence[str]) -> None:
+        self.paths = tuple(paths)
+        self._logs: dict[TP, ReadOnlyLog] = {}
+
+    def partition_dirs(self) -> dict[TP, Path]:
+        """Every live partition directory (the first data directory wins on a duplicate)."""
+        found: dict[TP, Path] = {}
+        for path in self.paths:
+            for tp, directory in ReadOnlyDataDir(path).partition_dirs().items():
+                found.setdefault((tp.topic, tp.partition), directory)
+        return found
+
+    def select(self, strategy: Strategy, *, strict: bool = True) -> list[TP]:
+        """The partitions a strategy reads, sorted; ``assign`` of a missing partition is an error when
+        ``strict`` (a streaming query reports partitions that disappear as data loss instead)."""
+        dirs = self.partition_dirs()
+        if strategy.kind == "assign":
+            missing = [tp for tp in strategy.assigned if tp not in dirs]
+            if not strict:
+                return sorted(set(strategy.assigned) - set(missing))
+            if missing:
+                names = ", ".join(f"{t}-{p}" for t, p in missing)
+                raise UnknownTopicOrPartitionError(
+                    f"assigned partitions do not exist in {self.paths}: {names}"
+                )
+            return sorted(set(strategy.assigned))
+        return sorted(tp for tp in dirs if strategy.matches(tp[0]))
+
+    def log(self, tp: TP, *, refresh: bool = False) -> ReadOnlyLog:
+        """The cached view of ``tp``; ``refresh`` re-reads its tail first."""
+        log = self._logs.get(tp)
+        if log is None:
+            directory = self.partition_dirs().get(tp)
+            if directory is None:
+                raise UnknownTopicOrPartitionError(
+                    f"partition {tp[0]}-{tp[1]} does not exist in {self.paths}"
+                )
+            log = self._logs[tp] = ReadOnlyLog.open(directory)
+        elif refresh:
+            log.refresh()
+        return log
+
+    def bounds(self, tp: TP, read_committed: bool) -> PartitionBounds:
+        """Earliest and latest offsets a reader of ``tp`` may see."""
+        log = self.log(tp)
+        return PartitionBounds(
+            log.log_start_offset, log.last_stable_offset if read_committed else log.high_watermark
+        )
+
+    def offset_for_timestamp(self, tp: TP, timestamp: int, read_committed: bool) -> int | None:
+        """First offset with a timestamp >= ``timestamp`` below the partition's latest offset."""
+        return self.log(tp).offset_for_timestamp(
+            timestamp, upper_offset=self.bounds(tp, read_committed).latest
+        )
+
+    def boundaries(self, tp: TP) -> list[int]:
+        """Segment base offsets of ``tp`` (preferred split points)."""
+        return [s.base_offset for s in self.log(tp).segments]
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"paths": self.paths, "_logs": {}}
+
+
+@dataclass(frozen=True)
+class ReadTask:
+    """What one Spark task reads: offsets ``[start, end)`` of a partition directory (picklable)."""
+
+    topic: str
+    partition: int
+    directory: str
+    start: int
+    end: int
+    aborted: tuple[tuple[int, int, int], ...] | None = None  # (producer id, first offset, marker offset)
+
+
+class KafkaLogInputPartition(InputPartition):
+    """A Spark input partition carrying one :class:`ReadTask`."""
+
+    def __init__(self, task: ReadTask) -> None:
+        super().__init__(task)
+        self.task = task
+
+    def __repr__(self) -> str:
+        t = self.task
+        return f"KafkaLogInputPartition({t.topic}-{t.partition} [{t.start}, {t.end}))"
+
+
+def make_tasks(dirs: LogDirs, ranges: Sequence[OffsetRange], opts: SourceOptions) -> list[ReadTask]:
+    """Split ``ranges`` as the options ask and attach what executors need (directory, aborted txns)."""
+    parts = split_ranges(
+        ranges,
+        min_partitions=opts.min_partitions,
+        max_records_per_partition=opts.max_records_per_partition,
+        boundaries={(r.topic, r.partition): dirs.boundaries((r.topic, r.partition)) for r in ranges},
+    )
+    dir_of = dirs.partition_dirs()
+    tasks = []
+    for r in parts:
+        aborted = None
+        if opts.read_committed:
+            txns = dirs.log((r.topic, r.partition)).aborted_transactions(r.start, r.end)
+            aborted = tuple((t.producer_id, t.first_offset, t.last_offset) for t in txns)
+        tasks.append(
+            ReadTask(r.topic, r.partition, str(dir_of[(r.topic, r.partition)]), r.start, r.end, aborted)
+        )
+    return tasks
+
+
+def plan_batch(opts: SourceOptions, dirs: LogDirs | None = None) -> list[ReadTask]:
+    """The batch read plan: resolve starting/ending offsets, check data loss, split (driver side)."""
+    dirs = dirs or LogDirs(opts.paths)
+    partitions = dirs.select(opts.strategy)
+
+    def bounds(tp: TP) -> PartitionBounds:
+        return dirs.bounds(tp, opts.read_committed)
+
+    def by_time(tp: TP, ts: int) -> int | None:
+        return dirs.offset_for_timestamp(tp, ts, opts.read_committed)
+
+    starts = resolve_offsets(
+        opts.starting,
+        partitions,
+        bounds,
+        by_time,
+        starting=True,
+        no_match_latest=opts.starting_no_match_latest,
+    )
+    ends = resolve_offsets(opts.ending, partitions, bounds, by_time, starting=False)
+    ranges = []
+    for tp in partitions:
+        lo, hi = starts[tp], ends[tp]
+        b = bounds(tp)
+        if lo < b.earliest:
+            report_data_loss(
+                f"Cannot fetch offset {lo} of {tp[0]}-{tp[1]}: the earliest available offset is {b.earliest}",
+                opts.fail_on_data_loss,
+            )
+            lo = b.earliest
+        if hi > b.latest:
+            report_data_loss(
+                f"Cannot fetch records in [{b.latest}, {hi}) of {tp[0]}-{tp[1]}: the latest available offset "
+                f"is {b.latest}",
+                opts.fail_on_data_loss,
+            )
+            hi = b.latest
+        if lo > hi:
+            raise ValueError(
+                f"Beginning offset {lo} is after the ending offset {hi} for topic {tp[0]} partition {tp[1]}. "
+                "You either provided an invalid fromOffset, or the Kafka topic has been damaged"
+            )
+        ranges.append(OffsetRange(tp[0], tp[1], lo, hi))
+    return make_tasks(dirs, ranges, opts)
+
+
+# --- executor side ------------------------------------------------------------------------------------------
+
+
+class _Constants:
+    """Reusable constant ``topic``/``partition`` columns, sliced to each batch's length."""
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic = topic.encode("utf-8")
+        self.partition = partition
+        self.capacity = 0
+        self.topics: pa.Array = pa.array([], pa.string())
+        self.partitions: pa.Array = pa.array([], pa.int32())
+
+    def get(self, n: int) -> tuple[pa.Array, pa.Array]:
+        if n > self.capacity:
+            cap = max(n, 2 * self.capacity, 1024)
+            width = len(self.topic)
+            offsets = (np.arange(cap + 1, dtype=np.int64) * width).astype(np.int32)
+            self.topics = pa.Array.from_buffers(
+                pa.string(), cap, [None, pa.py_buffer(offsets), pa.py_buffer(self.topic * cap)]
+            )
+            self.partitions = pa.array(np.full(cap, self.partition, np.int32))
+            self.capacity = cap
+        return self.topics.slice(0, n), self.partitions.slice(0, n)
+
+
+def to_spark_batch(batch: pa.RecordBatch, constants: _Constants, schema: pa.Schema) -> pa.RecordBatch:
+    """A columnar-decoder batch (offset, timestamp ms, timestampType, key, value[, headers]) in the
+    column order and types of :func:`~kafkalog.spark.schema.arrow_schema`."""
+    n = batch.num_rows
+    topics, partitions = constants.get(n)
+    micros = pc.multiply_checked(batch.column(1), 1000).view(ARROW_TIMESTAMP)
+    columns = [batch.column(3), batch.column(4), topics, partitions, batch.column(0), micros, batch.column(2)]
+    if batch.num_columns > 5:
+        columns.append(batch.column(5))
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _kept_runs(table: Any, aborted: Sequence[tuple[int, int, int]]) -> list[tuple[int, int]]:
+    """Runs ``[i, j)`` of batches in ``table`` that are not data of an aborted transaction."""
+    n = table.shape[1]
+    base = table[K.F_BASE_OFFSET]
+    last = int(base[-1] + table[K.F_LAST_OFFSET_DELTA, -1])
+    attrs = table[K.F_ATTRIBUTES]
+    txn = (attrs & (K.ATTR_TRANSACTIONAL | K.ATTR_CONTROL)) == K.ATTR_TRANSACTIONAL
+    drop = np.zeros(n, np.bool_)
+    if txn.any():
+        pid = table[K.F_PRODUCER_ID]
+        first = int(base[0])
+        for producer, lo, hi in aborted:
+            if hi >= first and lo <= last:
+                drop |= txn & (pid == producer) & (base >= lo) & (base <= hi)
+    if not drop.any():
+        return [(0, n)]
+    keep = np.flatnonzero(~drop)
+    if keep.shape[0] == 0:
+        return []
+    breaks = np.flatnonzero(np.diff(keep) != 1)
+    starts = np.concatenate(([keep[0]], keep[breaks + 1]))
+    ends = np.concatenate((keep[breaks], [keep[-1]])) + 1
+    return list(zip(starts.tolist(), ends.tolist()))
+
+
+def read_task(
+    task: ReadTask,
+    *,
+    include_headers: bool,
+    fail_on_data_loss: bool = True,
+    batch_rows: int = 32768,
+    chunk_bytes: int = 16 << 20,
+) -> Iterator[pa.RecordBatch]:
+    """Arrow batches (schema :func:`arrow_schema`) of the records in ``task`` (executor side)."""
+    log = ReadOnlyLog.open(task.directory)
+    schema = arrow_schema(include_headers)
+    constants = _Constants(task.topic, task.partition)
+    tp = TopicPartition(task.topic, task.partition)
+
+    def missing(lo: int, hi: int) -> None:
+        report_data_loss(
+            f"Cannot fetch offsets [{lo}, {hi}) of {tp}: they are no longer in the log", fail_on_data_loss
+        )
+
+    for chunk in log.iter_batch_chunks(task.start, task.end, chunk_bytes=chunk_bytes, on_missing=missing):
+        table = chunk.table
+        runs = [(0, table.shape[1])] if not task.aborted else _kept_runs(table, task.aborted)
+        for i, j in runs:
+            lo = int(table[K.F_POS, i])
+            hi = int(table[K.F_POS, j - 1] + table[K.F_SIZE, j - 1])
+            for batch in iter_columnar(
+                chunk.data[lo:hi],
+                include_headers=include_headers,
+                start_offset=task.start,
+                end_offset=task.end,
+                target_rows=batch_rows,
+            ):
+                yield to_spark_batch(batch, constants, schema)
+
+
+class KafkaLogBatchReader(DataSourceReader):
+    """``spark.read.format("kafkalog")``: plans on the driver, reads with :func:`read_task`."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+
+    def partitions(self) -> list[InputPartition]:
+        """One input partition per (split) offset range; ``[]`` when there is nothing to read."""
+        return [KafkaLogInputPartition(task) for task in plan_batch(self.options)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """The records of one input partition (``InputPartition(None)``, Spark's stand-in for an empty
+        plan, reads nothing)."""
+        task = getattr(partition, "task", None)
+        if not isinstance(task, ReadTask):
+            return iter(())
+        opts = self.options
+        return read_task(
+            task,
+            include_headers=opts.include_headers,
+            fail_on_data_loss=opts.fail_on_data_loss,
+            batch_rows=opts.arrow_batch_rows,
+        )
