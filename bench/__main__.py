@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.harness import (
+    REGISTRY,
     Report,
     attainment,
     discover,
@@ -29,6 +30,18 @@ from bench.harness import (
 )
 
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+
+#: Report order of the areas after the harness registry's own: the storage layer, then the ``Log`` built on it
+#: (issue #4), then loading and recovery (issue #5). Other discovered ``bench_*.py`` areas follow, by name.
+AREA_ORDER = ("storage", "log", "loader")
+
+
+def ordered_areas(found: dict[str, str] | None = None) -> dict[str, str]:
+    """The discovered areas (:func:`bench.harness.discover`) in report order: the registry's, then
+    :data:`AREA_ORDER`, then the rest as discovered."""
+    found = discover() if found is None else found
+    rank = {area: i for i, area in enumerate([*REGISTRY, *AREA_ORDER])}
+    return dict(sorted(found.items(), key=lambda item: rank.get(item[0], len(rank))))
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -62,7 +75,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status."""
     args = parse_args(argv)
-    areas = discover()
+    areas = ordered_areas()
     if args.list:
         for area, module in areas.items():
             print(f"{area:12} {module}")

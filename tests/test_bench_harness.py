@@ -18,7 +18,7 @@ if str(REPO_ROOT) not in sys.path:  # `bench` lives at the repository root, next
     sys.path.insert(0, str(REPO_ROOT))
 
 from bench import harness  # noqa: E402
-from bench.__main__ import main, parse_args  # noqa: E402
+from bench.__main__ import AREA_ORDER, main, ordered_areas, parse_args  # noqa: E402
 from bench.harness import (  # noqa: E402
     Report,
     Row,
@@ -225,6 +225,55 @@ def test_real_registry_lists_the_record_and_baseline_modules() -> None:
     assert found["records"] == "bench.bench_records"
     assert found["baselines"] == "bench.bench_baselines"
     assert list(found).index("records") < list(found).index("baselines")
+
+
+def test_log_and_loader_areas_are_registered_in_report_order() -> None:
+    found = ordered_areas()
+    assert found["log"] == "bench.bench_log"
+    assert found["loader"] == "bench.bench_loader"
+    order = list(found)
+    assert order[: len(harness.REGISTRY)] == list(harness.REGISTRY)
+    assert order.index("baselines") < order.index("storage") < order.index("log") < order.index("loader")
+
+
+def test_ordered_areas_puts_unknown_areas_last_in_discovery_order() -> None:
+    found = {"zeta": "b.z", "loader": "b.l", "alpha": "b.a", "records": "b.r", "log": "b.g"}
+    assert list(ordered_areas(found)) == ["records", "log", "loader", "zeta", "alpha"]
+    assert set(AREA_ORDER) <= {"storage", "log", "loader"}
+
+
+def test_log_and_loader_modules_expose_run() -> None:
+    import importlib
+
+    for module in ("bench.bench_log", "bench.bench_loader"):
+        run = getattr(importlib.import_module(module), "run", None)
+        assert callable(run), module
+
+
+def test_count_file_ops_sees_opens_stats_and_access_under_the_directory(tmp_path: Path) -> None:
+    import os
+
+    from bench.bench_loader import count_file_ops
+
+    (tmp_path / "00000000000000000000.index").write_bytes(b"")
+    (tmp_path / "00000000000000000000.log").write_bytes(b"")
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.txt"
+    outside.write_text("x")
+    real = (os.open, os.stat, os.access, open)
+    try:
+        with count_file_ops(tmp_path) as ops:
+            os.close(os.open(tmp_path / "00000000000000000000.index", os.O_RDONLY))
+            with open(tmp_path / "00000000000000000000.log", "rb"):
+                pass
+            os.stat(tmp_path / "00000000000000000000.log")
+            os.access(tmp_path / "00000000000000000000.log", os.R_OK)
+            os.stat(outside)
+        assert ops.opens == {".index": 1, ".log": 1}
+        assert ops.index_bases == {"00000000000000000000"}
+        assert (ops.stats, ops.accesses) == (1, 1)
+        assert (os.open, os.stat, os.access, open) == real  # restored
+    finally:
+        outside.unlink()
 
 
 def test_run_area_converts_dict_rows_and_captures_errors(

@@ -23,6 +23,11 @@ it does not touch a ``Log``. The passes, in order:
 5. **State** — the leader epoch cache is truncated to the loaded log; stray producer snapshots are
    removed and producer state is rebuilt from the newest usable snapshot plus the segments after it.
 
+Cost of a clean open (issue #5: 10,000 segments in well under a second): one directory listing, shared by
+passes 1 and 3 when pass 1 changed nothing; one readability check per file (Kafka's ``canRead``, relative to a
+directory descriptor); one ``stat`` per ``.log`` (its size). Index files are only looked up in the listing:
+no index of a non-active segment is opened, and its index objects are not even made until it is read.
+
 A ``-delete`` directory loads without recovery. The recovery point is the log end offset after a clean
 shutdown of a non-empty log, else ``min(checkpointed recovery point, log end offset)``.
 """
@@ -96,44 +101,58 @@ def _file_names(directory: Path) -> list[str]:
         return sorted(e.name for e in entries if e.is_file())
 
 
-def _remove_temp_files_and_collect_swap_files(directory: Path, prefix: str) -> list[Path]:
+class _Readable:
+    """``os.access(name, R_OK)`` for the files of one directory, relative to a descriptor of it when the
+    platform allows (no path walk per file: half the cost on a directory of 30,000 files)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = os.fspath(directory)
+        self.dir_fd: int | None = None
+        if os.access in os.supports_dir_fd:
+            flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+            try:
+                self.dir_fd = os.open(self.directory, flags)
+            except OSError:
+                self.dir_fd = None
+
+    def __call__(self, name: str) -> bool:
+        if self.dir_fd is not None:
+            return os.access(name, os.R_OK, dir_fd=self.dir_fd)
+        return os.access(os.path.join(self.directory, name), os.R_OK)
+
+    def close(self) -> None:
+        if self.dir_fd is not None:
+            os.close(self.dir_fd)
+            self.dir_fd = None
+
+
+def _remove_temp_files_and_collect_swap_files(
+    directory: Path, prefix: str
+) -> tuple[list[Path], list[str] | None]:
+    """Pass 1 (see the module doc): the valid ``.swap`` logs, and the directory listing when this pass
+    changed nothing in the directory (so pass 3 can use it instead of listing the directory again)."""
     swap_files: list[Path] = []
     cleaned_files: list[Path] = []
+    names = _file_names(directory)
+    changed = False
+    readable = _Readable(directory)
+    try:
+        for name in names:
+            if not readable(name):
+                if not os.path.exists(os.path.join(directory, name)):
+                    continue  # removed earlier in this pass (indexes of an interrupted swap)
+                raise KafkaStorageError(f"could not read file {directory / name}")
+            if name.endswith((DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)):
+                changed = True
+                _collect_temp_file(directory, name, prefix, swap_files, cleaned_files)
+    finally:
+        readable.close()
     min_cleaned = 2**63 - 1
-    for name in _file_names(directory):
-        path = (
-            directory / name
-            if name.endswith((DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX))
-            else None
-        )
-        full = os.path.join(directory, name)
-        if not os.access(full, os.R_OK):
-            if not os.path.exists(full):
-                continue  # removed earlier in this pass (indexes of an interrupted swap)
-            raise KafkaStorageError(f"could not read file {directory / name}")
-        if path is None:
-            continue
-        if name.endswith(DELETED_FILE_SUFFIX) and not name.endswith(".checkpoint" + DELETED_FILE_SUFFIX):
-            _log.debug("%sDeleting stray temporary file %s", prefix, path)
-            path.unlink(missing_ok=True)
-        elif name.endswith(CLEANED_FILE_SUFFIX):
-            try:
-                min_cleaned = min(offset_from_file_name(name), min_cleaned)
-            except ValueError:
-                pass
-            cleaned_files.append(path)
-        elif name.endswith(SWAP_FILE_SUFFIX):
-            base = name[: -len(SWAP_FILE_SUFFIX)]
-            _log.info("%sFound file %s from interrupted swap operation.", prefix, path)
-            try:
-                offset = offset_from_file_name(base)
-            except ValueError:
-                continue
-            if is_index_file(base):
-                _delete_indexes_if_exist(directory, offset)
-            elif is_log_file(base):
-                _delete_indexes_if_exist(directory, offset)
-                swap_files.append(path)
+    for path in cleaned_files:
+        try:
+            min_cleaned = min(offset_from_file_name(path.name), min_cleaned)
+        except ValueError:
+            pass
     valid = []
     for path in swap_files:
         if offset_from_file_name(path.name) >= min_cleaned:
@@ -143,7 +162,31 @@ def _remove_temp_files_and_collect_swap_files(directory: Path, prefix: str) -> l
             valid.append(path)
     for path in cleaned_files:
         path.unlink(missing_ok=True)
-    return valid
+    return valid, None if changed else names
+
+
+def _collect_temp_file(
+    directory: Path, name: str, prefix: str, swap_files: list[Path], cleaned_files: list[Path]
+) -> None:
+    """One ``.deleted`` (removed now), ``.cleaned`` (collected) or ``.swap`` (collected) file of pass 1."""
+    path = directory / name
+    if name.endswith(DELETED_FILE_SUFFIX) and not name.endswith(".checkpoint" + DELETED_FILE_SUFFIX):
+        _log.debug("%sDeleting stray temporary file %s", prefix, path)
+        path.unlink(missing_ok=True)
+    elif name.endswith(CLEANED_FILE_SUFFIX):
+        cleaned_files.append(path)
+    elif name.endswith(SWAP_FILE_SUFFIX):
+        base = name[: -len(SWAP_FILE_SUFFIX)]
+        _log.info("%sFound file %s from interrupted swap operation.", prefix, path)
+        try:
+            offset = offset_from_file_name(base)
+        except ValueError:
+            return
+        if is_index_file(base):
+            _delete_indexes_if_exist(directory, offset)
+        elif is_log_file(base):
+            _delete_indexes_if_exist(directory, offset)
+            swap_files.append(path)
 
 
 def _complete_swaps(
@@ -247,16 +290,22 @@ class _Loader:
         self.recovered += 1
         return truncated
 
-    def load_segment_files(self) -> None:
+    def load_segment_files(self, names: list[str] | None = None) -> None:
+        """Pass 3 (see the module doc) over ``names`` (the directory's sorted file names; listed if None).
+
+        A clean segment costs one ``stat`` of its ``.log``: index files are only looked up in the listing.
+        """
         needs_recovery: list[LogSegment] = []
-        names = _file_names(self.dir)
+        if names is None:
+            names = _file_names(self.dir)
         present = set(names)
         for name in names:
-            path = self.dir / name
             if is_index_file(name):
-                if not name.split(".", 1)[0].isdigit():
+                digits = name.split(".", 1)[0]
+                if not digits.isdigit():
                     continue
-                if name.split(".", 1)[0] + ".log" not in present:
+                if digits + ".log" not in present:
+                    path = self.dir / name
                     _log.warning(
                         "%sFound an orphaned index file %s, with no corresponding log file.",
                         self.prefix,
@@ -270,6 +319,7 @@ class _Loader:
                     continue
                 stem = name[: -len(".log")]
                 segment = open_segment(self.dir, base, self.config, self.time, file_already_exists=True)
+                path = segment.log.path
                 try:
                     if stem + ".index" not in present or stem + ".timeindex" not in present:
                         raise FileNotFoundError(f"offset or time index file of {path} does not exist")
@@ -371,13 +421,15 @@ class _Loader:
         return min(self.recovery_point_checkpoint, end_offset), end_offset
 
 
-def _retry_on_offset_overflow(loader: _Loader, fn: str) -> object:
+def _retry_on_offset_overflow(loader: _Loader, fn: str, names: list[str] | None = None) -> object:
     while True:
         try:
             if fn == "load":
                 loader.segments.close_handlers()
                 loader.segments.clear()
-                loader.load_segment_files()
+                # The listing from pass 1 is only good for the first attempt (a split changes the directory).
+                listing, names = names, None
+                loader.load_segment_files(listing)
                 return None
             return loader.recover_log()
         except LogSegmentOffsetOverflowError as exc:
@@ -424,9 +476,9 @@ def load_log(
         leader_epoch_cache,
         producer_state,
     )
-    swaps = _remove_temp_files_and_collect_swap_files(directory, loader.prefix)
+    swaps, names = _remove_temp_files_and_collect_swap_files(directory, loader.prefix)
     _complete_swaps(directory, swaps, config, time, loader.prefix)
-    _retry_on_offset_overflow(loader, "load")
+    _retry_on_offset_overflow(loader, "load", None if swaps else names)
     if not directory.name.endswith(DELETE_DIR_SUFFIX):
         result = _retry_on_offset_overflow(loader, "recover")
         assert isinstance(result, tuple)

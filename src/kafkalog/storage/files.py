@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Final
 
@@ -51,7 +52,9 @@ def filename_prefix_from_offset(offset: int) -> str:
 
 
 def _file(directory: Path | str, offset: int, suffix: str, extra: str) -> Path:
-    return Path(directory) / (filename_prefix_from_offset(offset) + suffix + extra)
+    name = filename_prefix_from_offset(offset) + suffix + extra
+    # ``Path / name`` parses only the name; ``Path(directory)`` would parse the whole directory again.
+    return (directory if isinstance(directory, Path) else Path(directory)) / name
 
 
 def log_file(directory: Path | str, offset: int, suffix: str = "") -> Path:
@@ -81,7 +84,7 @@ def producer_snapshot_file(directory: Path | str, offset: int, suffix: str = "")
 
 def offset_from_file_name(name: str | Path) -> int:
     """The offset encoded in a segment or snapshot file name (the digits before the first ``.``)."""
-    base = Path(name).name
+    base = os.path.basename(os.fspath(name))
     digits = base.split(".", 1)[0]
     if not digits.isdigit():
         raise ValueError(f"not a segment file name: {base!r}")

@@ -26,6 +26,7 @@ reader fault, so the mirror is both safer and faster. The bytes on disk are the 
 from __future__ import annotations
 
 import abc
+import itertools
 import os
 import struct
 import threading
@@ -61,12 +62,14 @@ class AbstractIndex(abc.ABC):
     def __init__(
         self, path: Path | str, base_offset: int, max_index_size: int = -1, writable: bool = True
     ) -> None:
-        self._path = Path(path)
+        self._file = os.fspath(path)
+        self._path_obj: Path | None = path if isinstance(path, Path) else None
         self.base_offset = base_offset
         self._max_index_size = max_index_size
         self._writable = writable
         self._lock = threading.RLock()
         self._loaded = False
+        self._dirty = False
         self._fd = -1
         self._entries = 0
         self._max_entries = 0
@@ -75,8 +78,17 @@ class AbstractIndex(abc.ABC):
     # --- lifecycle ----------------------------------------------------------------------------------------
     @property
     def path(self) -> Path:
-        """The index file's current path."""
-        return self._path
+        """The index file's current path (the ``Path`` object is made on first use: opening a segment only
+        remembers a string)."""
+        path = self._path_obj
+        if path is None:
+            path = self._path_obj = Path(self._file)
+        return path
+
+    @property
+    def file_name(self) -> str:
+        """The index file's name (no directory)."""
+        return os.path.basename(self._file)
 
     @property
     def is_loaded(self) -> bool:
@@ -93,9 +105,15 @@ class AbstractIndex(abc.ABC):
         with self._lock:
             if self._loaded:
                 return
-            flags = (os.O_RDWR | os.O_CREAT) if self._writable else os.O_RDONLY
-            existed = self._path.exists()
-            fd = os.open(self._path, flags | _O_CLOEXEC, 0o644)
+            # Open without O_CREAT first: an existing file (the common case) costs no extra ``stat``.
+            existed = True
+            try:
+                fd = os.open(self._file, (os.O_RDWR if self._writable else os.O_RDONLY) | _O_CLOEXEC)
+            except FileNotFoundError:
+                if not self._writable:
+                    raise
+                existed = False
+                fd = os.open(self._file, os.O_RDWR | os.O_CREAT | _O_CLOEXEC, 0o644)
             try:
                 if not existed:
                     length = _round_down(max(self._max_index_size, 0), self.ENTRY_SIZE)
@@ -115,6 +133,8 @@ class AbstractIndex(abc.ABC):
             self._entries = entries
             self._max_entries = length // self.ENTRY_SIZE
             self._loaded = True
+            # The first flush after a load always syncs (a previous process may have left unsynced pages).
+            self._dirty = True
             try:
                 self._validate_on_load(length)
             except CorruptIndexError:
@@ -124,7 +144,7 @@ class AbstractIndex(abc.ABC):
     def _validate_on_load(self, length: int) -> None:
         if length % self.ENTRY_SIZE != 0:
             raise CorruptIndexError(
-                f"index file {self._path.name} is corrupt, found {length} bytes which is not a multiple of "
+                f"index file {self.file_name} is corrupt, found {length} bytes which is not a multiple of "
                 f"{self.ENTRY_SIZE}"
             )
         self._check_order()
@@ -180,7 +200,7 @@ class AbstractIndex(abc.ABC):
         rel = offset - self.base_offset
         if rel < 0 or rel > _INT32_MAX:
             raise IndexOffsetOverflowError(
-                f"integer overflow for offset: {offset} ({self._path.name}, base offset {self.base_offset})"
+                f"integer overflow for offset: {offset} ({self.file_name}, base offset {self.base_offset})"
             )
         return rel
 
@@ -197,6 +217,7 @@ class AbstractIndex(abc.ABC):
             if self._length == rounded:
                 return False
             os.ftruncate(self._fd, rounded)
+            self._dirty = True
             self._length = rounded
             self._max_entries = rounded // self.ENTRY_SIZE
             if self._entries > self._max_entries:
@@ -223,9 +244,10 @@ class AbstractIndex(abc.ABC):
         with self._lock:
             if not self._loaded:
                 flags = os.O_RDWR | os.O_CREAT
-                self._fd = os.open(self._path, flags | _O_CLOEXEC, 0o644)
+                self._fd = os.open(self._file, flags | _O_CLOEXEC, 0o644)
                 self._loaded = True
             os.ftruncate(self._fd, 0)
+            self._dirty = True
             self._clear_mirror()
             self._entries = 0
             self._length = 0
@@ -233,10 +255,17 @@ class AbstractIndex(abc.ABC):
             self.resize(self._max_index_size)
 
     def flush(self) -> None:
-        """fsync the file (it is created first if it was never loaded)."""
+        """fsync the file (it is created first if it was never loaded).
+
+        Skipped when nothing was written or resized since the last fsync of this descriptor (Kafka's
+        ``force()`` of a clean mapping is just as cheap): with ``flush.messages=1`` the indexes then cost an
+        fsync only when an entry was appended.
+        """
         with self._lock:
             self._ensure()
-            os.fsync(self._fd)
+            if self._dirty:
+                os.fsync(self._fd)
+                self._dirty = False
 
     def close_handler(self) -> None:
         """Close the file descriptor; the index loads again if used later."""
@@ -245,6 +274,7 @@ class AbstractIndex(abc.ABC):
                 os.close(self._fd)
             self._fd = -1
             self._loaded = False
+            self._dirty = False
             self._clear_mirror()
 
     def close(self) -> None:
@@ -259,7 +289,7 @@ class AbstractIndex(abc.ABC):
         with self._lock:
             self.close_handler()
             try:
-                self._path.unlink()
+                os.unlink(self._file)
                 return True
             except FileNotFoundError:
                 return False
@@ -268,22 +298,27 @@ class AbstractIndex(abc.ABC):
         """Rename the file (works whether or not it is loaded)."""
         with self._lock:
             try:
-                os.replace(self._path, path)
+                os.replace(self._file, path)
             except FileNotFoundError:
                 if self._loaded:
                     raise
-            self._path = path
+            self._set_path(path)
 
     def update_parent_dir(self, parent: Path) -> None:
         """Point at the file's new location after its directory was renamed."""
         with self._lock:
-            self._path = parent / self._path.name
+            self._set_path(os.path.join(parent, self.file_name))
+
+    def _set_path(self, path: Path | str) -> None:
+        self._file = os.fspath(path)
+        self._path_obj = path if isinstance(path, Path) else None
 
     def _write_entry(self, slot: int, data: bytes) -> None:
         if slot >= self._max_entries:
             # Only reachable with skip_full_check: grow by one entry rather than fail (cf. KAFKA-19200).
             self.resize((slot + 1) * self.ENTRY_SIZE)
         os.pwrite(self._fd, data, slot * self.ENTRY_SIZE)
+        self._dirty = True
 
     def sanity_check(self) -> None:
         """Full check: length, ordering and bounds of every entry (raises CorruptIndexError)."""
@@ -293,7 +328,7 @@ class AbstractIndex(abc.ABC):
 
     def __repr__(self) -> str:
         state = f"entries={self._entries}" if self._loaded else "not loaded"
-        return f"{type(self).__name__}({self._path.name}, base={self.base_offset}, {state})"
+        return f"{type(self).__name__}({self.file_name}, base={self.base_offset}, {state})"
 
 
 class OffsetIndex(AbstractIndex):
@@ -329,12 +364,12 @@ class OffsetIndex(AbstractIndex):
         pos = np.frombuffer(self._pos, dtype=np.int32, count=n)
         if rel[0] < 0 or pos[0] < 0:
             raise CorruptIndexError(
-                f"corrupt index found, index file ({self._path}) has a negative first entry"
+                f"corrupt index found, index file ({self._file}) has a negative first entry"
             )
         if n > 1 and (np.any(np.diff(rel) <= 0) or np.any(np.diff(pos) < 0)):
             bad = int(np.argmax((np.diff(rel) <= 0) | (np.diff(pos) < 0))) + 1
             raise CorruptIndexError(
-                f"corrupt index found, index file ({self._path}) has entry {bad} out of order "
+                f"corrupt index found, index file ({self._file}) has entry {bad} out of order "
                 f"(offset {self.base_offset + int(rel[bad])}, position {int(pos[bad])} after offset "
                 f"{self.base_offset + int(rel[bad - 1])}, position {int(pos[bad - 1])})"
             )
@@ -372,7 +407,7 @@ class OffsetIndex(AbstractIndex):
             self._ensure()
             if n < 0 or n >= self._entries:
                 raise ValueError(
-                    f"attempt to fetch the {n}th entry from index {self._path}, which has size {self._entries}"
+                    f"attempt to fetch the {n}th entry from index {self._file}, which has size {self._entries}"
                 )
             return OffsetPosition(self.base_offset + self._rel[n], self._pos[n])
 
@@ -397,13 +432,43 @@ class OffsetIndex(AbstractIndex):
             if self._entries and offset <= self.base_offset + self._rel[self._entries - 1]:
                 raise InvalidOffsetError(
                     f"attempt to append an offset ({offset}) to position {self._entries} no larger than the last "
-                    f"offset appended ({self.base_offset + self._rel[self._entries - 1]}) to {self._path}"
+                    f"offset appended ({self.base_offset + self._rel[self._entries - 1]}) to {self._file}"
                 )
             rel = self.relative_offset(offset)
             self._write_entry(self._entries, _OFFSET_ENTRY.pack(rel, position))
             self._rel.append(rel)
             self._pos.append(position)
             self._entries += 1
+
+    def append_many(self, offsets: list[int], positions: list[int]) -> None:
+        """:meth:`append` each ``(offset, position)`` in order, with one write (recovery's bulk path).
+
+        Entries that do not all fit, or are not strictly increasing, go through :meth:`append` one by one
+        (which raises at the first bad one, after appending the ones before it).
+        """
+        with self._lock:
+            self._ensure()
+            n = len(offsets)
+            rel = [o - self.base_offset for o in offsets]
+            last = self._rel[self._entries - 1] if self._entries else -1
+            if (
+                n == 0
+                or self._entries + n > self._max_entries
+                or rel[0] <= last
+                or rel[-1] > _INT32_MAX
+                or any(b <= a for a, b in itertools.pairwise(rel))
+            ):
+                for offset, position in zip(offsets, positions):
+                    self.append(offset, position)
+                return
+            pairs = np.empty((n, 2), dtype=">i4")
+            pairs[:, 0] = rel
+            pairs[:, 1] = positions
+            os.pwrite(self._fd, pairs.tobytes(), self._entries * self.ENTRY_SIZE)
+            self._dirty = True
+            self._rel.extend(rel)
+            self._pos.extend(positions)
+            self._entries += n
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry with an offset >= ``offset``."""
@@ -418,7 +483,7 @@ class OffsetIndex(AbstractIndex):
             self._ensure()
             if self._entries and self.last_offset < self.base_offset:
                 raise CorruptIndexError(
-                    f"corrupt index found, index file ({self._path}) has non-zero size but the last offset is "
+                    f"corrupt index found, index file ({self._file}) has non-zero size but the last offset is "
                     f"{self.last_offset} which is less than the base offset {self.base_offset}"
                 )
             super().sanity_check()
@@ -457,12 +522,12 @@ class TimeIndex(AbstractIndex):
         rel = np.frombuffer(self._rel, dtype=np.int32, count=n)
         if rel[0] < 0:
             raise CorruptIndexError(
-                f"corrupt time index found, time index file ({self._path}) has a negative offset"
+                f"corrupt time index found, time index file ({self._file}) has a negative offset"
             )
         if n > 1 and (np.any(np.diff(ts) <= 0) or np.any(np.diff(rel) < 0)):
             bad = int(np.argmax((np.diff(ts) <= 0) | (np.diff(rel) < 0))) + 1
             raise CorruptIndexError(
-                f"corrupt time index found, time index file ({self._path}) has entry {bad} out of order "
+                f"corrupt time index found, time index file ({self._file}) has entry {bad} out of order "
                 f"(timestamp {int(ts[bad])}, offset {self.base_offset + int(rel[bad])} after timestamp "
                 f"{int(ts[bad - 1])}, offset {self.base_offset + int(rel[bad - 1])})"
             )
@@ -489,7 +554,7 @@ class TimeIndex(AbstractIndex):
             self._ensure()
             if n < 0 or n >= self._entries:
                 raise ValueError(
-                    f"attempt to fetch the {n}th entry from time index {self._path}, which has size {self._entries}"
+                    f"attempt to fetch the {n}th entry from time index {self._file}, which has size {self._entries}"
                 )
             return TimestampOffset(self._ts[n], self.base_offset + self._rel[n])
 
@@ -513,12 +578,12 @@ class TimeIndex(AbstractIndex):
             if self._entries and offset < last.offset:
                 raise InvalidOffsetError(
                     f"attempt to append an offset ({offset}) to slot {self._entries} no larger than the last offset "
-                    f"appended ({last.offset}) to {self._path}"
+                    f"appended ({last.offset}) to {self._file}"
                 )
             if self._entries and timestamp < last.timestamp:
                 raise RuntimeError(
                     f"attempt to append a timestamp ({timestamp}) to slot {self._entries} no larger than the last "
-                    f"timestamp appended ({last.timestamp}) to {self._path}"
+                    f"timestamp appended ({last.timestamp}) to {self._file}"
                 )
             if timestamp > last.timestamp:
                 rel = self.relative_offset(offset)
@@ -526,6 +591,39 @@ class TimeIndex(AbstractIndex):
                 self._ts.append(timestamp)
                 self._rel.append(rel)
                 self._entries += 1
+
+    def append_many(self, timestamps: list[int], offsets: list[int]) -> None:
+        """:meth:`maybe_append` each ``(timestamp, offset)`` in order, with one write (recovery's bulk path).
+
+        Entries that do not all fit, or whose timestamps do not strictly increase (or offsets decrease), go
+        through :meth:`maybe_append` one by one (which skips or raises exactly as it does alone).
+        """
+        with self._lock:
+            self._ensure()
+            n = len(timestamps)
+            rel = [o - self.base_offset for o in offsets]
+            last = self.last_entry()
+            if (
+                n == 0
+                or self._entries + n > self._max_entries - 1
+                or timestamps[0] <= last.timestamp
+                or offsets[0] < last.offset
+                or rel[0] < 0
+                or rel[-1] > _INT32_MAX
+                or any(b <= a for a, b in itertools.pairwise(timestamps))
+                or any(b < a for a, b in itertools.pairwise(rel))
+            ):
+                for timestamp, offset in zip(timestamps, offsets):
+                    self.maybe_append(timestamp, offset)
+                return
+            rows = np.empty(n, dtype=np.dtype([("ts", ">i8"), ("off", ">i4")]))
+            rows["ts"] = timestamps
+            rows["off"] = rel
+            os.pwrite(self._fd, rows.tobytes(), self._entries * self.ENTRY_SIZE)
+            self._dirty = True
+            self._ts.extend(timestamps)
+            self._rel.extend(rel)
+            self._entries += n
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry with an offset >= ``offset``."""
@@ -542,12 +640,12 @@ class TimeIndex(AbstractIndex):
                 last = self.last_entry()
                 if last.timestamp < self._ts[0]:
                     raise CorruptIndexError(
-                        f"corrupt time index found, time index file ({self._path}) has non-zero size but the last "
+                        f"corrupt time index found, time index file ({self._file}) has non-zero size but the last "
                         f"timestamp is {last.timestamp} which is less than the first timestamp {self._ts[0]}"
                     )
                 if last.offset < self.base_offset:
                     raise CorruptIndexError(
-                        f"corrupt time index found, time index file ({self._path}) has non-zero size but the last "
+                        f"corrupt time index found, time index file ({self._file}) has non-zero size but the last "
                         f"offset is {last.offset} which is less than the first offset {self.base_offset}"
                     )
             super().sanity_check()

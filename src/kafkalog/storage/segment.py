@@ -13,8 +13,11 @@ Invariants:
   when the segment is opened (lazily) and from the appends after that.
 * Time-based rolling measures record time: from the first batch's max timestamp to the incoming one,
   falling back to wall-clock time since the segment was created when timestamps are missing.
-* Indexes load lazily: opening a segment does nothing but remember file paths; a segment that is never
-  read never opens its indexes. An index that fails its load-time check is rebuilt from the ``.log``.
+* Indexes load lazily: opening an existing segment costs one ``stat`` of its ``.log`` (for its size) and
+  no index object at all; the index objects are made on first use, their file names derived from the
+  ``.log`` file's name at that time, and a segment that is never read never opens its indexes (a log of
+  10,000 segments opens in a fraction of a second). An index that fails its load-time check is rebuilt
+  from the ``.log``.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
@@ -36,12 +40,14 @@ from kafkalog.errors import (
 )
 from kafkalog.records import MemoryRecords, RecordBatch
 from kafkalog.records.batch import MAGIC_V2
+from kafkalog.storage._reindex import Walk, bulk_reindex
 from kafkalog.storage.file_records import FileRecords
 from kafkalog.storage.files import (
-    log_file,
-    offset_index_file,
-    time_index_file,
-    transaction_index_file,
+    INDEX_FILE_SUFFIX,
+    LOG_FILE_SUFFIX,
+    TIME_INDEX_FILE_SUFFIX,
+    TXN_INDEX_FILE_SUFFIX,
+    filename_prefix_from_offset,
 )
 from kafkalog.storage.index import OffsetIndex, TimeIndex
 from kafkalog.storage.txn_index import AbortedTxn, TransactionIndex, TxnIndexSearchResult
@@ -63,6 +69,8 @@ __all__ = ["TO_SEGMENT_END", "CompletedTxnLike", "EpochCacheLike", "LogSegment",
 TO_SEGMENT_END = -1
 
 _log = logging.getLogger("kafkalog.storage.segment")
+#: Guards the first-use creation of a segment's index objects (readers take no segment lock).
+_LAZY_LOCK = threading.Lock()
 _INT32_MAX = 2**31 - 1
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
@@ -120,18 +128,23 @@ class LogSegment:
     def __init__(
         self,
         log: FileRecords,
-        offset_index: OffsetIndex,
-        time_index: TimeIndex,
-        txn_index: TransactionIndex,
+        offset_index: OffsetIndex | None,
+        time_index: TimeIndex | None,
+        txn_index: TransactionIndex | None,
         base_offset: int,
         index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
         roll_jitter_ms: int = 0,
         time: Time = SYSTEM_TIME,
+        *,
+        max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
     ) -> None:
+        """An index given as None is made on first use, named after the ``.log`` file at that time
+        (``<base>.log[suffix]`` -> ``<base>.index[suffix]`` ...) with ``max_index_size``."""
         self.log = log
-        self._offset_index = offset_index
-        self._time_index = time_index
-        self.txn_index = txn_index
+        self._oi = offset_index
+        self._ti = time_index
+        self._txn = txn_index
+        self._max_index_size = max_index_size
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.roll_jitter_ms = roll_jitter_ms
@@ -157,23 +170,29 @@ class LogSegment:
         preallocate: bool = False,
         file_suffix: str = "",
     ) -> LogSegment:
-        """Open (or create) the segment at ``base_offset`` in ``directory``; indexes are not read."""
-        directory = Path(directory)
-        log = FileRecords.open(
-            log_file(directory, base_offset, file_suffix),
-            file_already_exists=file_already_exists,
-            init_file_size=init_file_size,
-            preallocate=preallocate,
-        )
+        """Open (or create) the segment at ``base_offset`` in ``directory``; indexes are not read.
+
+        An existing segment (``file_already_exists``) costs one ``stat`` of its ``.log`` and one ``Path``
+        object: the index objects are made (their names derived from the ``.log`` name) when first used.
+        """
+        dir_path = directory if isinstance(directory, Path) else Path(directory)
+        prefix = filename_prefix_from_offset(base_offset)
+        log_path = dir_path / (prefix + LOG_FILE_SUFFIX + file_suffix)
+        if file_already_exists:
+            # What FileRecords.open does for an existing file, without parsing the path a second time.
+            log = FileRecords(log_path, None, 0, None, is_slice=False, size=os.stat(log_path).st_size)
+        else:
+            log = FileRecords.open(log_path, init_file_size=init_file_size, preallocate=preallocate)
         return cls(
             log,
-            OffsetIndex(offset_index_file(directory, base_offset, file_suffix), base_offset, max_index_size),
-            TimeIndex(time_index_file(directory, base_offset, file_suffix), base_offset, max_index_size),
-            TransactionIndex(base_offset, transaction_index_file(directory, base_offset, file_suffix)),
+            None,
+            None,
+            None,
             base_offset,
             index_interval_bytes,
             roll_jitter_ms,
             time,
+            max_index_size=max_index_size,
         )
 
     @staticmethod
@@ -184,19 +203,73 @@ class LogSegment:
         return random.randrange(0, 2**31) % min(segment_jitter_ms, segment_ms)
 
     # --- indexes (lazy, self-repairing) --------------------------------------------------------------------
+    def _index_file(self, suffix: str) -> str:
+        """The path of this segment's index with ``suffix``, derived from the ``.log`` file's current name."""
+        directory, name = os.path.split(os.fspath(self.log.path))
+        dot = name.find(".")
+        if dot < 0 or not name.startswith(LOG_FILE_SUFFIX, dot):
+            raise KafkaError(f"cannot derive index file names from segment file {self.log.path}")
+        return os.path.join(directory, name[:dot] + suffix + name[dot + len(LOG_FILE_SUFFIX) :])
+
+    def _make_indexes(self) -> None:
+        with _LAZY_LOCK:  # readers take no segment lock: two threads must not make two objects
+            if self._oi is None:
+                self._oi = OffsetIndex(
+                    self._index_file(INDEX_FILE_SUFFIX), self.base_offset, self._max_index_size
+                )
+            if self._ti is None:
+                self._ti = TimeIndex(
+                    self._index_file(TIME_INDEX_FILE_SUFFIX), self.base_offset, self._max_index_size
+                )
+            if self._txn is None:
+                self._txn = TransactionIndex(self.base_offset, self._index_file(TXN_INDEX_FILE_SUFFIX))
+
+    @property
+    def _offset_index(self) -> OffsetIndex:
+        """The offset index object (made on first use, not loaded)."""
+        if self._oi is None:
+            self._make_indexes()
+        assert self._oi is not None
+        return self._oi
+
+    @property
+    def _time_index(self) -> TimeIndex:
+        """The time index object (made on first use, not loaded)."""
+        if self._ti is None:
+            self._make_indexes()
+        assert self._ti is not None
+        return self._ti
+
+    @property
+    def txn_index(self) -> TransactionIndex:
+        """The transaction index (made on first use; its file is read when first searched)."""
+        if self._txn is None:
+            self._make_indexes()
+        assert self._txn is not None
+        return self._txn
+
     @property
     def offset_index(self) -> OffsetIndex:
         """The offset index, loaded (and rebuilt if it fails its check) on first use."""
-        if not self._offset_index.is_loaded:
+        index = self._oi
+        if index is None or not index.is_loaded:
             self._load_indexes()
-        return self._offset_index
+            index = self._offset_index
+        return index
 
     @property
     def time_index(self) -> TimeIndex:
         """The time index, loaded (and rebuilt if it fails its check) on first use."""
-        if not self._time_index.is_loaded:
+        index = self._ti
+        if index is None or not index.is_loaded:
             self._load_indexes()
-        return self._time_index
+            index = self._time_index
+        return index
+
+    @property
+    def indexes_loaded(self) -> bool:
+        """Whether the offset or the time index has been read (a segment that is never used reads neither)."""
+        return (self._oi is not None and self._oi.is_loaded) or (self._ti is not None and self._ti.is_loaded)
 
     def _load_indexes(self) -> None:
         try:
@@ -219,50 +292,58 @@ class LogSegment:
         )
         return valid_bytes
 
-    def _reindex(self, on_batch: Callable[[RecordBatch], None] | None = None) -> int:
+    def _reindex(
+        self,
+        on_batch: Callable[[RecordBatch], None] | None = None,
+        producer_state: ProducerStateLike | None = None,
+        epoch_cache: EpochCacheLike | None = None,
+    ) -> int:
         """Reset both indexes and rebuild them from the valid prefix of the ``.log``; returns its length.
 
         Every batch is checked (CRC, offsets fit the segment, offsets grow from batch to batch: the base
         offset is outside the CRC, so a damaged one that goes backwards is caught here, while a forward
-        jump looks like a compaction gap); ``on_batch`` sees each valid batch after it is indexed. The walk
-        stops at the first invalid batch.
+        jump looks like a compaction gap); ``on_batch`` (recovery's replay of ``producer_state`` and
+        ``epoch_cache``) sees each valid batch after it is indexed. The walk stops at the first invalid batch.
+
+        Clean v2 batches take a bulk path (:mod:`kafkalog.storage._reindex`); the first batch it does not vouch for,
+        and everything after it, takes the batch-at-a-time walk below, which checks, raises and stops as it
+        always did.
         """
         self._offset_index.reset()
         self._time_index.reset()
         self._max_ts_and_offset = UNKNOWN_TIMESTAMP_OFFSET
-        valid_bytes = 0
-        last_index_entry = 0
-        previous_last = self.base_offset - 1
+        walk = Walk(0, 0, self.base_offset - 1)
         try:
-            for batch in self.log.batches():
+            bulk_reindex(self, walk, on_batch, producer_state, epoch_cache)
+            for batch in self.log.batches(walk.valid_bytes):
                 batch.ensure_valid()
                 self.ensure_offset_in_range(batch.last_offset)
                 first = batch.base_offset if batch.magic >= MAGIC_V2 else batch.last_offset
-                if first <= previous_last or batch.last_offset < first:
+                if first <= walk.previous_last or batch.last_offset < first:
                     raise CorruptRecordError(
                         f"offsets go backwards in segment {self.log.path}: batch [{first}, {batch.last_offset}] "
-                        f"after offset {previous_last}",
+                        f"after offset {walk.previous_last}",
                         position=batch.position,
                     )
-                previous_last = batch.last_offset
+                walk.previous_last = batch.last_offset
                 self._note_max_timestamp(batch.max_timestamp, batch.last_offset)
-                if valid_bytes - last_index_entry > self.index_interval_bytes:
-                    self._offset_index.append(batch.last_offset, valid_bytes)
+                if walk.valid_bytes - walk.last_index_entry > self.index_interval_bytes:
+                    self._offset_index.append(batch.last_offset, walk.valid_bytes)
                     self._time_index.maybe_append(
                         self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far
                     )
-                    last_index_entry = valid_bytes
-                valid_bytes += batch.size_in_bytes
+                    walk.last_index_entry = walk.valid_bytes
+                walk.valid_bytes += batch.size_in_bytes
                 if on_batch is not None:
                     on_batch(batch)
         except (CorruptRecordError, InvalidRecordError, InvalidOffsetError) as exc:
             _log.warning(
                 "Found invalid messages in log segment %s at byte offset %d: %s",
                 self.log.path,
-                valid_bytes,
+                walk.valid_bytes,
                 exc,
             )
-        return valid_bytes
+        return walk.valid_bytes
 
     # --- sizes and offsets --------------------------------------------------------------------------------
     @property
@@ -482,7 +563,7 @@ class LogSegment:
                     producer_state.complete_txn(completed)
                 producer_state.update_map_end_offset(batch.last_offset + 1)
 
-        valid_bytes = self._reindex(replay)
+        valid_bytes = self._reindex(replay, producer_state, leader_epoch_cache)
         truncated = self.log.size_in_bytes - valid_bytes
         if truncated > 0:
             _log.debug(
@@ -618,10 +699,12 @@ class LogSegment:
                 name = name[: -len(old_suffix)]
             return path.with_name(name + new_suffix)
 
+        # The index objects are made (from the current .log name) before the .log is renamed.
+        offset_index, time_index, txn_index = self._offset_index, self._time_index, self.txn_index
         self.log.rename_to(renamed(self.log.path))
-        self._offset_index.rename_to(renamed(self._offset_index.path))
-        self._time_index.rename_to(renamed(self._time_index.path))
-        self.txn_index.rename_to(renamed(self.txn_index.path))
+        offset_index.rename_to(renamed(offset_index.path))
+        time_index.rename_to(renamed(time_index.path))
+        txn_index.rename_to(renamed(txn_index.path))
 
     def has_suffix(self, suffix: str) -> bool:
         """Whether all files carry ``suffix``."""
@@ -633,9 +716,10 @@ class LogSegment:
     def update_parent_dir(self, parent: Path) -> None:
         """Point every file at ``parent`` after the directory was renamed."""
         self.log.update_parent_dir(parent)
-        self._offset_index.update_parent_dir(parent)
-        self._time_index.update_parent_dir(parent)
-        self.txn_index.update_parent_dir(parent)
+        # Indexes not made yet will take their names from the moved .log file.
+        for index in (self._oi, self._ti, self._txn):
+            if index is not None:
+                index.update_parent_dir(parent)
 
     def sanity_check(self, time_index_file_newly_created: bool = False) -> None:
         """Check the indexes as the loader does: a missing offset index or a bad txn index is an error."""
@@ -652,21 +736,27 @@ class LogSegment:
 
     def close(self) -> None:
         """Final time-index entry (if the max timestamp is known), trim and close everything."""
-        if self._max_ts_and_offset is not None and self._time_index.is_loaded:
-            self._time_index.maybe_append(
+        if self._max_ts_and_offset is not None and self._ti is not None and self._ti.is_loaded:
+            self._ti.maybe_append(
                 self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True
             )
-        self._offset_index.close()
-        self._time_index.close()
+        if self._oi is not None:
+            self._oi.close()
+        if self._ti is not None:
+            self._ti.close()
         self.log.close()
-        self.txn_index.close()
+        if self._txn is not None:
+            self._txn.close()
 
     def close_handlers(self) -> None:
         """Close file descriptors without flushing or trimming (the directory went offline)."""
-        self._offset_index.close_handler()
-        self._time_index.close_handler()
+        if self._oi is not None:
+            self._oi.close_handler()
+        if self._ti is not None:
+            self._ti.close_handler()
         self.log.close_handlers()
-        self.txn_index.close()
+        if self._txn is not None:
+            self._txn.close()
 
     def delete_if_exists(self) -> None:
         """Delete all four files (missing ones are fine)."""

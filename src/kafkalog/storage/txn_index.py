@@ -64,28 +64,38 @@ class TransactionIndex:
 
     def __init__(self, start_offset: int, path: Path | str) -> None:
         self.start_offset = start_offset
-        self._path = Path(path)
+        self._file = os.fspath(path)
+        self._path_obj: Path | None = path if isinstance(path, Path) else None
         self._lock = threading.RLock()
         self._entries: list[AbortedTxn] | None = None
         self._fd = -1
+        self._dirty = False
 
     @property
     def path(self) -> Path:
-        """The index file's current path."""
-        return self._path
+        """The index file's current path (the ``Path`` object is made on first use)."""
+        path = self._path_obj
+        if path is None:
+            path = self._path_obj = Path(self._file)
+        return path
+
+    def _set_path(self, path: Path | str) -> None:
+        self._file = os.fspath(path)
+        self._path_obj = path if isinstance(path, Path) else None
 
     def _load(self) -> list[AbortedTxn]:
         if self._entries is None:
             entries: list[AbortedTxn] = []
             try:
-                data = self._path.read_bytes()
+                with open(self._file, "rb") as f:
+                    data = f.read()
             except FileNotFoundError:
                 data = b""
             for pos in range(0, len(data) - ABORTED_TXN_SIZE + 1, ABORTED_TXN_SIZE):
                 txn = AbortedTxn.from_bytes(data, pos)
                 if txn.version != 0:
                     raise KafkaError(
-                        f"unexpected aborted transaction version {txn.version} in transaction index {self._path}, "
+                        f"unexpected aborted transaction version {txn.version} in transaction index {self._file}, "
                         "current version is 0"
                     )
                 entries.append(txn)
@@ -94,7 +104,8 @@ class TransactionIndex:
 
     def _ensure_fd(self) -> int:
         if self._fd < 0:
-            self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT | _O_CLOEXEC, 0o644)
+            self._fd = os.open(self._file, os.O_RDWR | os.O_CREAT | _O_CLOEXEC, 0o644)
+            self._dirty = True  # possibly a new file
         return self._fd
 
     def append(self, txn: AbortedTxn) -> None:
@@ -104,10 +115,11 @@ class TransactionIndex:
             if entries and txn.last_offset <= entries[-1].last_offset:
                 raise ValueError(
                     f"the last offset of appended transactions must increase sequentially, but {txn.last_offset} "
-                    f"is not greater than current last offset {entries[-1].last_offset} of index {self._path}"
+                    f"is not greater than current last offset {entries[-1].last_offset} of index {self._file}"
                 )
             fd = self._ensure_fd()
             os.pwrite(fd, txn.to_bytes(), len(entries) * ABORTED_TXN_SIZE)
+            self._dirty = True
             entries.append(txn)
 
     def all_aborted_txns(self) -> list[AbortedTxn]:
@@ -143,21 +155,24 @@ class TransactionIndex:
             keep = bisect_left([t.last_offset for t in entries], offset)
             if keep < len(entries):
                 del entries[keep:]
-                if self._path.exists():
-                    os.truncate(self._path, keep * ABORTED_TXN_SIZE)
+                if os.path.exists(self._file):
+                    os.truncate(self._file, keep * ABORTED_TXN_SIZE)
+                    self._dirty = True
 
     def reset(self) -> None:
         """Drop every entry (recovery rebuilds the index)."""
         with self._lock:
             self._entries = []
-            if self._path.exists():
-                os.truncate(self._path, 0)
+            if os.path.exists(self._file):
+                os.truncate(self._file, 0)
+                self._dirty = True
 
     def flush(self) -> None:
-        """fsync the file if it is open."""
+        """fsync the file if it is open and changed since its last fsync."""
         with self._lock:
-            if self._fd >= 0:
+            if self._fd >= 0 and self._dirty:
                 os.fsync(self._fd)
+                self._dirty = False
 
     def close(self) -> None:
         """Close the file descriptor."""
@@ -165,6 +180,7 @@ class TransactionIndex:
             if self._fd >= 0:
                 os.close(self._fd)
                 self._fd = -1
+            self._dirty = False
 
     def delete_if_exists(self) -> bool:
         """Close and delete the file; returns whether it existed."""
@@ -172,7 +188,7 @@ class TransactionIndex:
             self.close()
             self._entries = None
             try:
-                self._path.unlink()
+                os.unlink(self._file)
                 return True
             except FileNotFoundError:
                 return False
@@ -181,15 +197,15 @@ class TransactionIndex:
         """Rename the file if it exists."""
         with self._lock:
             try:
-                os.replace(self._path, path)
+                os.replace(self._file, path)
             except FileNotFoundError:
                 pass
-            self._path = path
+            self._set_path(path)
 
     def update_parent_dir(self, parent: Path) -> None:
         """Point at the file's new location after its directory was renamed."""
         with self._lock:
-            self._path = parent / self._path.name
+            self._set_path(os.path.join(parent, os.path.basename(self._file)))
 
     def sanity_check(self) -> None:
         """Every entry's last offset must be at or after the segment's base offset (CorruptIndexError)."""
@@ -203,6 +219,6 @@ class TransactionIndex:
             for txn in entries:
                 if txn.last_offset < self.start_offset:
                     raise CorruptIndexError(
-                        f"last offset of aborted transaction {txn} in index {self._path} is less than start offset "
+                        f"last offset of aborted transaction {txn} in index {self._file} is less than start offset "
                         f"{self.start_offset}"
                     )
