@@ -35,7 +35,10 @@ Background tasks (on the scheduler, Kafka's names and settings; ``config`` takes
 ``highwatermark-checkpoint`` (``replica.high.watermark.checkpoint.interval.ms``) and ``kafka-delete-logs``
 (removes ``-delete`` directories ``log.segment.delete.delay.ms`` after they were renamed: Kafka's broker
 default for ``file.delete.delay.ms``, 60 s; ``log.delete.delay.ms`` is accepted as an alias). Each log also runs its own
-``PeriodicProducerExpirationCheck``.
+``PeriodicProducerExpirationCheck``. With ``log.cleaner.enable`` (``cleaner=``: Kafka's ``log.cleaner.*`` names) a
+:class:`~kafkalog.log.cleaner_service.LogCleaner` compacts the ``cleanup.policy=compact`` logs on threads of its
+own and keeps each dir's ``cleaner-offset-checkpoint``; retention of compacted logs is then its job (Kafka's
+split), and deleting a topic or moving a partition pauses its cleaning first.
 """
 
 from __future__ import annotations
@@ -71,6 +74,8 @@ from kafkalog.log.checkpoint import (
     read_clean_shutdown,
     write_clean_shutdown,
 )
+from kafkalog.log.cleaner_manager import CleanerConfig
+from kafkalog.log.cleaner_service import LogCleaner
 from kafkalog.log.config import LONG_MAX, LogConfig, ManagerConfig
 from kafkalog.log.log import Log
 from kafkalog.log.names import (
@@ -132,8 +137,11 @@ class LogManager:
         owns_scheduler: bool,
         time: Time,
         hw_follows_leo: bool,
+        cleaner_config: CleanerConfig | None = None,
     ) -> None:
         self._dirs = dirs
+        self.cleaner_config = cleaner_config or CleanerConfig()
+        self.cleaner: LogCleaner | None = None  # started with the background tasks
         self.default_config = default_config
         self.config = config
         self.scheduler = scheduler
@@ -163,6 +171,7 @@ class LogManager:
         time: Time | None = None,
         hw_follows_leo: bool = True,
         background: bool = True,
+        cleaner: CleanerConfig | Mapping[str, Any] | None = None,
     ) -> LogManager:
         """Lock and load every log dir (created if missing); see the module doc for what is read."""
         paths = [Path(log_dirs)] if isinstance(log_dirs, str | Path) else [Path(d) for d in log_dirs]
@@ -188,7 +197,8 @@ class LogManager:
         sched: Scheduler = scheduler if scheduler is not None else KafkaScheduler(1, "kafka-scheduler-", time)
         if owns and isinstance(sched, KafkaScheduler):
             sched.startup()
-        manager = cls(dirs, base, mcfg, sched, owns, time, hw_follows_leo)
+        ccfg = cleaner if isinstance(cleaner, CleanerConfig) else CleanerConfig.from_props(cleaner)
+        manager = cls(dirs, base, mcfg, sched, owns, time, hw_follows_leo, ccfg)
         try:
             manager._load()
             manager._complete_pending_sink_commits()
@@ -299,7 +309,20 @@ class LogManager:
                 raise KafkaError(f"duplicate log directories for {tp} ({path} and another log dir)")
             d.logs[tp] = log
 
+    def _cleanable_logs(self) -> dict[TopicPartition, Log]:
+        # no manager lock: the cleaner calls this while the manager may wait for it (each copy is atomic)
+        return {tp: log for d in self._dirs if d.online for tp, log in list(d.logs.items())}
+
+    def _cleaning_paused(self, tps: list[TopicPartition]) -> contextlib.AbstractContextManager[None]:
+        return self.cleaner.paused(tps) if self.cleaner is not None else contextlib.nullcontext()
+
     def _start_background_tasks(self) -> None:
+        if self.cleaner_config.enable_cleaner:
+            dirs = [d.path for d in self._dirs]
+            self.cleaner = LogCleaner(
+                self.cleaner_config, dirs, self._cleanable_logs, self.time, self._handle_dir_failure
+            )
+            self.cleaner.startup()
         c, delay = self.config, self.config.log_initial_task_delay_ms
         specs = [
             ("kafka-log-retention", self.delete_old_segments, c.log_retention_check_interval_ms),
@@ -355,6 +378,8 @@ class LogManager:
             first = d.online
             d.online = False
             logs = list(d.logs.values())
+        if first and self.cleaner is not None:
+            self.cleaner.handle_log_dir_failure(d.path)
         if first:
             _log.error(
                 "Error while handling log dir %s: %s (%s); the directory is now offline and its %d partitions "
@@ -446,7 +471,8 @@ class LogManager:
         """Delete a topic: its partition dirs are renamed to ``<tp>.<uuid>-delete`` now and removed
         ``log.delete.delay.ms`` later by the ``kafka-delete-logs`` task (or on the next open)."""
         self._check_open()
-        with self._lock:
+        partitions = [tp for tp in self._cleanable_logs() if tp.topic == topic]
+        with self._cleaning_paused(partitions), self._lock:
             self._topics.get(topic)
             for d in self._dirs:
                 for tp in [tp for tp in d.logs if tp.topic == topic]:
@@ -454,6 +480,8 @@ class LogManager:
                     if d.online:
                         log.rename_dir(log_delete_dir_name(tp))
                         self._logs_to_delete.append((log, self.time.milliseconds()))
+                        if self.cleaner is not None:
+                            self.cleaner.update_checkpoints(d.path, remove=tp)
             for tp in [tp for tp in self._future_logs if tp.topic == topic]:
                 log = self._future_logs.pop(tp)
                 log.rename_dir(log_delete_dir_name(tp))
@@ -643,7 +671,7 @@ class LogManager:
                 )
                 self._future_logs[tp] = future
         self._copy_into(current, future)  # most of the data without blocking appends
-        with current.lock, self._lock:
+        with self._cleaning_paused([tp]), current.lock, self._lock:
             self._copy_into(current, future)
             future.flush(include_offset=True)
             del src_dir.logs[tp]
@@ -655,6 +683,8 @@ class LogManager:
                 future.update_high_watermark(current.high_watermark)
             del self._future_logs[tp]
             dest.logs[tp] = future
+            if self.cleaner is not None:
+                self.cleaner.alter_checkpoint_dir(tp, src_dir.path, dest.path)
             for d in (src_dir, dest):
                 self._write_dir_checkpoints(d)
             return future
@@ -678,7 +708,10 @@ class LogManager:
                 yield from list(d.logs.values())
 
     def delete_old_segments(self) -> int:
-        """Apply retention to every online log now (the ``kafka-log-retention`` task)."""
+        """Apply retention to every online log now (the ``kafka-log-retention`` task); with a cleaner
+        running, compacted logs are its job (the others are paused for it meanwhile)."""
+        if self.cleaner is not None:
+            return self.cleaner.delete_old_segments_of_non_compacted_logs()
         total = 0
         for log in self._online_logs():
             with contextlib.suppress(KafkaStorageError):
@@ -756,6 +789,8 @@ class LogManager:
             return
         for task in self._tasks:
             task.cancel()
+        if self.cleaner is not None:
+            self.cleaner.shutdown()  # joins its threads: no swap while the logs close
         with self._lock:
             self._closed = True
             for d in self._dirs:
@@ -783,6 +818,8 @@ class LogManager:
         self._release(close_logs=False)
 
     def _release(self, close_logs: bool) -> None:
+        if self.cleaner is not None:
+            self.cleaner.shutdown()
         if close_logs:
             self._closed = True
             for d in self._dirs:

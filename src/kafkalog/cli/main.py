@@ -1,7 +1,7 @@
 """Entry point of the ``kafkalog`` command: the click group that the tool subcommands attach to.
 
 Each subcommand lives in its own module (``dump``, ``produce``, ``consume``, ``topics``, ``info``, ``verify``,
-``recover``, ``retention``), imported on first use (:data:`COMMANDS`) so that ``--help`` and ``--version`` start
+``recover``, ``retention``, ``compact``), imported on first use (:data:`COMMANDS`) so that ``--help`` and ``--version`` start
 fast; :mod:`kafkalog.cli.common` holds the exit codes they share.
 """
 
@@ -28,6 +28,7 @@ Examples:
   kafkalog consume data orders --from-beginning --property print.key=true
   kafkalog info data
   kafkalog verify data
+  kafkalog compact data users --roll
   kafkalog dump data/orders-0/00000000000000000000.log --print-data-log
 
 Run "kafkalog COMMAND --help" for the options of a command."""
@@ -36,6 +37,7 @@ Run "kafkalog COMMAND --help" for the options of a command."""
 
 #: Subcommand name -> module defining a click command of that name (imported on first use).
 COMMANDS: Final = {
+    "compact": "kafkalog.cli.compact",
     "consume": "kafkalog.cli.consume",
     "dump": "kafkalog.cli.dump",
     "info": "kafkalog.cli.info",

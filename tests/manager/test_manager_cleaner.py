@@ -1,0 +1,56 @@
+"""LogManager with its log cleaner: compacted topics cleaned in the background, retention for the others, a
+partition move and a topic deletion while the cleaner runs, checkpoints cleaned up."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from kafkalog.log.names import TopicPartition
+from kafkalog.manager import LogManager
+from kafkalog.records import SimpleRecord
+
+
+def test_manager_runs_the_cleaner(tmp_path: Path) -> None:
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    cfg = {"log.initial.task.delay.ms": 0, "log.retention.check.interval.ms": 50}
+    with LogManager.open(
+        dirs, config=cfg, cleaner={"log.cleaner.backoff.ms": 20, "log.cleaner.dedupe.buffer.size": 1 << 20}
+    ) as m:
+        m.create_topic("users", 2, {"cleanup.policy": "compact", "segment.bytes": 2048})
+        m.create_topic("events", 1, {"segment.bytes": 2048, "retention.bytes": 4096})
+        for i in range(400):
+            m.produce("users", [SimpleRecord(b"v%d" % i, b"k%d" % (i % 9))], partition=i % 2)
+            m.produce("events", [SimpleRecord(b"e%d" % i)])
+        for p in range(2):
+            m.get_log("users", p).roll()
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            cps = m.cleaner.manager.all_cleaner_checkpoints()
+            if all(
+                cps.get(TopicPartition("users", p), 0) >= m.get_log("users", p).active_segment.base_offset
+                for p in range(2)
+            ):
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError(cps)
+        for p in range(2):
+            log = m.get_log("users", p)
+            latest = {}
+            for s in log.segments:
+                for b in s.batches():
+                    for r in b.records():
+                        latest[r.key] = r.value
+            assert len(latest) == 9
+            assert log.size < 3000
+        assert m.get_log("events", 0).size <= 8192  # retention still works on the others
+        m.move_partition("users", 0, dirs[1] if m.get_log("users", 0).dir.parent == dirs[0] else dirs[0])
+        m.delete_topic("users")
+    for d in dirs:
+        text = (
+            (d / "cleaner-offset-checkpoint").read_text()
+            if (d / "cleaner-offset-checkpoint").exists()
+            else "0\n0\n"
+        )
+        assert "users" not in text
