@@ -333,6 +333,20 @@ def read_task(
                 yield to_spark_batch(batch, constants, schema)
 
 
+def read_input_partition(partition: InputPartition, options: SourceOptions) -> Iterator[pa.RecordBatch]:
+    """What batch and streaming readers do on an executor: the records of one input partition as Spark Arrow
+    batches (``InputPartition(None)``, Spark's stand-in for an empty plan, reads nothing)."""
+    task = getattr(partition, "task", None)
+    if not isinstance(task, ReadTask):
+        return iter(())
+    return read_task(
+        task,
+        include_headers=options.include_headers,
+        fail_on_data_loss=options.fail_on_data_loss,
+        batch_rows=options.arrow_batch_rows,
+    )
+
+
 class KafkaLogBatchReader(DataSourceReader):
     """``spark.read.format("kafkalog")``: plans on the driver, reads with :func:`read_task`."""
 
@@ -346,13 +360,4 @@ class KafkaLogBatchReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The records of one input partition (``InputPartition(None)``, Spark's stand-in for an empty
         plan, reads nothing)."""
-        task = getattr(partition, "task", None)
-        if not isinstance(task, ReadTask):
-            return iter(())
-        opts = self.options
-        return read_task(
-            task,
-            include_headers=opts.include_headers,
-            fail_on_data_loss=opts.fail_on_data_loss,
-            batch_rows=opts.arrow_batch_rows,
-        )
+        return read_input_partition(partition, self.options)

@@ -49,9 +49,8 @@ from kafkalog.spark.planning import OffsetRange
 from kafkalog.spark.reader import (
     KafkaLogInputPartition,
     LogDirs,
-    ReadTask,
     make_tasks,
-    read_task,
+    read_input_partition,
     report_data_loss,
 )
 
@@ -218,13 +217,4 @@ class KafkaLogStreamReader(DataSourceStreamReader, _AvailableNowBase):  # type: 
     # --- executors ----------------------------------------------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The records of one input partition (same path as batch reads)."""
-        task = getattr(partition, "task", None)
-        if not isinstance(task, ReadTask):
-            return iter(())
-        opts = self.options
-        return read_task(
-            task,
-            include_headers=opts.include_headers,
-            fail_on_data_loss=opts.fail_on_data_loss,
-            batch_rows=opts.arrow_batch_rows,
-        )
+        return read_input_partition(partition, self.options)
