@@ -48,7 +48,7 @@ import logging
 import shutil
 import threading
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -733,9 +733,8 @@ class LogManager:
             log.flush(include_offset=True)
 
     def _write_dir_checkpoints(self, d: _DirState) -> None:
-        self._checkpoint(d, RECOVERY_POINT_CHECKPOINT, lambda log: log.recovery_point)
-        self._checkpoint(d, LOG_START_OFFSET_CHECKPOINT, _start_offset_entry)
-        self._checkpoint(d, REPLICATION_OFFSET_CHECKPOINT, lambda log: log.high_watermark)
+        for name, value in _CHECKPOINTS.items():
+            self._checkpoint(d, name, value)
 
     def _checkpoint(self, d: _DirState, name: str, value: Any) -> None:
         if not d.online:
@@ -753,17 +752,17 @@ class LogManager:
     def checkpoint_recovery_points(self) -> None:
         """Write ``recovery-point-offset-checkpoint`` in every online dir."""
         for d in self._dirs:
-            self._checkpoint(d, RECOVERY_POINT_CHECKPOINT, lambda log: log.recovery_point)
+            self._checkpoint(d, RECOVERY_POINT_CHECKPOINT, _CHECKPOINTS[RECOVERY_POINT_CHECKPOINT])
 
     def checkpoint_log_start_offsets(self) -> None:
         """Write ``log-start-offset-checkpoint`` (logs whose start is past their first segment, as Kafka)."""
         for d in self._dirs:
-            self._checkpoint(d, LOG_START_OFFSET_CHECKPOINT, _start_offset_entry)
+            self._checkpoint(d, LOG_START_OFFSET_CHECKPOINT, _CHECKPOINTS[LOG_START_OFFSET_CHECKPOINT])
 
     def checkpoint_high_watermarks(self) -> None:
         """Write ``replication-offset-checkpoint`` (high watermarks) in every online dir."""
         for d in self._dirs:
-            self._checkpoint(d, REPLICATION_OFFSET_CHECKPOINT, lambda log: log.high_watermark)
+            self._checkpoint(d, REPLICATION_OFFSET_CHECKPOINT, _CHECKPOINTS[REPLICATION_OFFSET_CHECKPOINT])
 
     def checkpoint(self) -> None:
         """Write every checkpoint file now."""
@@ -855,3 +854,11 @@ def _start_offset_entry(log: Log) -> int | None:
     if segments and log.log_start_offset > segments[0].base_offset:
         return log.log_start_offset
     return None
+
+
+#: Each per-log-dir offset checkpoint and the value it records for a log (None: no entry).
+_CHECKPOINTS: dict[str, Callable[[Log], int | None]] = {
+    RECOVERY_POINT_CHECKPOINT: lambda log: log.recovery_point,
+    LOG_START_OFFSET_CHECKPOINT: _start_offset_entry,
+    REPLICATION_OFFSET_CHECKPOINT: lambda log: log.high_watermark,
+}

@@ -339,8 +339,7 @@ class OffsetIndex(AbstractIndex):
     def __init__(
         self, path: Path | str, base_offset: int, max_index_size: int = -1, writable: bool = True
     ) -> None:
-        self._rel = array("i")
-        self._pos = array("i")
+        self._clear_mirror()
         super().__init__(path, base_offset, max_index_size, writable)
 
     def _clear_mirror(self) -> None:
@@ -497,8 +496,7 @@ class TimeIndex(AbstractIndex):
     def __init__(
         self, path: Path | str, base_offset: int, max_index_size: int = -1, writable: bool = True
     ) -> None:
-        self._ts = array("q")
-        self._rel = array("i")
+        self._clear_mirror()
         super().__init__(path, base_offset, max_index_size, writable)
 
     def _clear_mirror(self) -> None:
