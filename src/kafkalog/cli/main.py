@@ -44,6 +44,7 @@ COMMANDS: Final = {
     "produce": "kafkalog.cli.produce",
     "recover": "kafkalog.cli.recover",
     "retention": "kafkalog.cli.retention",
+    "serve": "kafkalog.cli.serve",
     "topics": "kafkalog.cli.topics",
     "verify": "kafkalog.cli.verify",
 }

@@ -1,0 +1,60 @@
+"""DeleteRecords (key 21): move partitions' log start offsets forward (Kafka's ``deleteRecords``).
+
+Versions 0-2. Per partition: the target offset -1 means the high watermark; a negative offset or one past the
+high watermark is OFFSET_OUT_OF_RANGE; a topic whose ``cleanup.policy`` lacks ``delete`` is POLICY_VIOLATION,
+as in Kafka. The new log start offset is visible at once (``low_watermark`` in the answer, ListOffsets
+EARLIEST, Fetch); segments wholly below it are removed by the next retention run, as in Kafka.
+"""
+
+from __future__ import annotations
+
+from kafka.protocol.admin import DeleteRecordsResponse
+from kafka.protocol.api_key import ApiKey
+
+from kafkalog.errors import KafkaError, OffsetOutOfRangeError
+from kafkalog.log.names import TopicPartition
+from kafkalog.server.context import RequestContext
+from kafkalog.server.dispatch import api
+from kafkalog.server.errors import ErrorCode, error_code_for
+from kafkalog.server.protocol import Message
+
+__all__ = ["handle_delete_records"]
+
+_TopicResult = DeleteRecordsResponse.DeleteRecordsTopicResult
+_PartitionResult = DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult
+
+
+@api(ApiKey.DeleteRecords)
+async def handle_delete_records(ctx: RequestContext, request: Message) -> Message:
+    """Advance each partition's log start offset to the requested offset."""
+    broker = ctx.broker
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            index, offset = int(p.partition_index), int(p.offset)
+            try:
+                log = broker.get_log(topic.name, index)
+                if not log.config.delete:
+                    partitions.append(
+                        _PartitionResult(
+                            partition_index=index, low_watermark=-1, error_code=ErrorCode.POLICY_VIOLATION
+                        )
+                    )
+                    continue
+                target = log.high_watermark if offset == -1 else offset
+                if target < 0:
+                    raise OffsetOutOfRangeError(f"invalid offset {offset} for DeleteRecords")
+                if log.maybe_increment_log_start_offset(target, "client delete records"):
+                    broker.notify(TopicPartition(topic.name, index))
+                partitions.append(
+                    _PartitionResult(
+                        partition_index=index, low_watermark=log.log_start_offset, error_code=ErrorCode.NONE
+                    )
+                )
+            except KafkaError as exc:
+                partitions.append(
+                    _PartitionResult(partition_index=index, low_watermark=-1, error_code=error_code_for(exc))
+                )
+        topics.append(_TopicResult(name=topic.name, partitions=partitions))
+    return ctx.response(throttle_time_ms=0, topics=topics)

@@ -1,0 +1,200 @@
+"""Fetch (key 1): read each partition up to its bound, long-polling until ``min_bytes`` or ``max_wait_ms``.
+
+Versions 4-18 (v13+ names topics by id). Per partition, in request order:
+
+* the read starts at the batch holding ``fetch_offset`` and stops at the high watermark
+  (``read_uncommitted``) or the last stable offset (``read_committed``), whole batches only;
+* byte limits are Kafka's: ``partition_max_bytes`` per partition and ``max_bytes`` for the response, except
+  that the first partition with data returns at least one whole batch (so a batch larger than the limits
+  never stalls a consumer);
+* ``read_committed`` responses carry the aborted transactions overlapping the returned range (from the
+  ``.txnindex`` files) so the client can drop aborted records; ``read_uncommitted`` sends null;
+* an offset past the log end offset or below the log start offset is OFFSET_OUT_OF_RANGE; a
+  ``current_leader_epoch`` above the log's is UNKNOWN_LEADER_EPOCH, below it FENCED_LEADER_EPOCH.
+
+Long poll (Kafka's ``DelayedFetch``): while the response has fewer than ``min_bytes`` and no partition
+failed, the fetch waits — registered on its partitions **before** each read, so no append is missed — until
+a change of one of them (append, DeleteRecords) or ``max_wait_ms``, then reads again. Shutdown wakes it.
+
+Fetch sessions (KIP-227) are not kept: the response's ``session_id`` is 0, which tells clients to send full
+fetches; a request naming a session id is FETCH_SESSION_ID_NOT_FOUND, as a broker without session slots
+answers. Reads above ``inline_io_max_bytes`` (the sum of the partition limits) run on the I/O threads.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.consumer import FetchResponse
+
+from kafkalog.errors import KafkaError
+from kafkalog.log.names import TopicPartition
+from kafkalog.log.types import FetchIsolation
+from kafkalog.records import MemoryRecords
+from kafkalog.server.broker import ZERO_UUID, Broker
+from kafkalog.server.context import RequestContext
+from kafkalog.server.dispatch import api
+from kafkalog.server.errors import ErrorCode, error_code_for
+from kafkalog.server.protocol import Message
+
+__all__ = ["FetchTarget", "handle_fetch", "leader_epoch_error", "read_partitions"]
+
+_TopicResponse = FetchResponse.FetchableTopicResponse
+_PartitionData = FetchResponse.FetchableTopicResponse.PartitionData
+_Aborted = FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction
+_MAX_WAIT_MS = 30_000
+
+
+@dataclass(frozen=True, slots=True)
+class FetchTarget:
+    """One partition of a fetch request, resolved to a topic name (None: unknown topic id)."""
+
+    topic: str | None
+    topic_id: uuid.UUID
+    partition: int
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int
+
+
+def leader_epoch_error(requested: int, current: int) -> ErrorCode | None:
+    """Kafka's leader-epoch fencing: None when ``requested`` is -1 (unknown) or current."""
+    if requested < 0 or requested == current:
+        return None
+    return ErrorCode.UNKNOWN_LEADER_EPOCH if requested > current else ErrorCode.FENCED_LEADER_EPOCH
+
+
+def _failed(index: int, code: ErrorCode) -> Message:
+    return _PartitionData(
+        partition_index=index,
+        error_code=code,
+        high_watermark=-1,
+        last_stable_offset=-1,
+        log_start_offset=-1,
+        aborted_transactions=None,
+        preferred_read_replica=-1,
+        records=b"",
+    )
+
+
+def read_partitions(
+    broker: Broker, targets: list[FetchTarget], isolation: FetchIsolation, max_bytes: int
+) -> tuple[list[Message], int, bool]:
+    """Read every target: (partition responses in order, record bytes, whether any partition failed)."""
+    out: list[Message] = []
+    total = 0
+    failed = False
+    committed = isolation is FetchIsolation.TXN_COMMITTED
+    for t in targets:
+        if t.topic is None:
+            out.append(_failed(t.partition, ErrorCode.UNKNOWN_TOPIC_ID))
+            failed = True
+            continue
+        try:
+            log = broker.get_log(t.topic, t.partition)
+            fenced = leader_epoch_error(t.current_leader_epoch, broker.leader_epoch(log))
+            if fenced is not None:
+                out.append(_failed(t.partition, fenced))
+                failed = True
+                continue
+            limit = max(0, min(t.max_bytes, max_bytes - total))
+            hw, lso, start = log.high_watermark, log.last_stable_offset, log.log_start_offset
+            info = log.read(t.fetch_offset, limit, isolation, min_one_message=total == 0)
+            mem = (
+                info.records if isinstance(info.records, MemoryRecords) else info.records.to_memory_records()
+            )
+            records = mem.buffer
+            aborted = info.aborted_transactions
+        except KafkaError as exc:
+            out.append(_failed(t.partition, error_code_for(exc)))
+            failed = True
+            continue
+        total += len(records)
+        out.append(
+            _PartitionData(
+                partition_index=t.partition,
+                error_code=ErrorCode.NONE,
+                high_watermark=hw,
+                last_stable_offset=lso,
+                log_start_offset=start,
+                aborted_transactions=(
+                    [_Aborted(producer_id=a.producer_id, first_offset=a.first_offset) for a in aborted or ()]
+                    if committed
+                    else None
+                ),
+                preferred_read_replica=-1,
+                records=records,
+            )
+        )
+    return out, total, failed
+
+
+def _targets(ctx: RequestContext, request: Message) -> list[FetchTarget]:
+    by_id = ctx.api_version >= 13
+    out = []
+    for topic in request.topics:
+        topic_id: uuid.UUID = (topic.topic_id or ZERO_UUID) if by_id else ZERO_UUID
+        name = ctx.broker.topic_for_id(topic_id) if by_id else topic.topic
+        for p in topic.partitions:
+            out.append(
+                FetchTarget(
+                    name,
+                    topic_id,
+                    int(p.partition),
+                    int(p.fetch_offset),
+                    int(p.partition_max_bytes),
+                    int(p.current_leader_epoch) if ctx.api_version >= 9 else -1,
+                )
+            )
+    return out
+
+
+def _group(ctx: RequestContext, request: Message, partitions: list[Message]) -> list[Message]:
+    by_id = ctx.api_version >= 13
+    out = []
+    it = iter(partitions)
+    for topic in request.topics:
+        parts = [next(it) for _ in topic.partitions]
+        if by_id:
+            out.append(_TopicResponse(topic_id=topic.topic_id, partitions=parts))
+        else:
+            out.append(_TopicResponse(topic=topic.topic, partitions=parts))
+    return out
+
+
+@api(ApiKey.Fetch)
+async def handle_fetch(ctx: RequestContext, request: Message) -> Message:
+    """Read the requested partitions, waiting for ``min_bytes`` at most ``max_wait_ms`` (module doc)."""
+    broker = ctx.broker
+    if int(request.session_id) != 0 or int(request.session_epoch) not in (0, -1):
+        return ctx.response(
+            throttle_time_ms=0, error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[]
+        )
+    isolation = (
+        FetchIsolation.TXN_COMMITTED if int(request.isolation_level) == 1 else FetchIsolation.HIGH_WATERMARK
+    )
+    max_bytes = max(0, int(request.max_bytes))
+    min_bytes = int(request.min_bytes)
+    targets = _targets(ctx, request)
+    tps = [TopicPartition(t.topic, t.partition) for t in targets if t.topic is not None]
+    wait_s = min(max(0, int(request.max_wait_ms)), _MAX_WAIT_MS) / 1000
+    deadline = time.monotonic() + wait_s
+    offload = sum(t.max_bytes for t in targets) > broker.config.inline_io_max_bytes
+    while True:
+        with broker.waiters.watch(tps) as changed:
+            if offload:
+                parts, total, failed = await broker.run_blocking(
+                    read_partitions, broker, targets, isolation, max_bytes
+                )
+            else:
+                parts, total, failed = read_partitions(broker, targets, isolation, max_bytes)
+            remaining = deadline - time.monotonic()
+            if total >= min_bytes or failed or remaining <= 0 or broker.closing or not tps:
+                break
+            await broker.waiters.wait(changed, remaining)
+    return ctx.response(
+        throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=_group(ctx, request, parts)
+    )

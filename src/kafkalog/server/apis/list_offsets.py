@@ -1,0 +1,108 @@
+"""ListOffsets (key 2): an offset per partition for a timestamp or one of the special timestamps.
+
+Versions 1-11. Kafka's rules (``Partition.fetchOffsetForTimestamp``), with the bound of the request's isolation
+level (high watermark for ``read_uncommitted``, last stable offset for ``read_committed``):
+
+* ``-1`` LATEST: the bound itself (timestamp -1);
+* ``-2`` EARLIEST and ``-4`` EARLIEST_LOCAL: the log start offset (everything is local here);
+* ``-5`` LATEST_TIERED: -1 (no tiered storage);
+* ``-3`` MAX_TIMESTAMP and a timestamp ``>= 0``: the log's lookup (first offset whose timestamp is at or after
+  the target; the record with the largest timestamp), kept only if it is below the bound, else
+  offset -1 / timestamp -1 (Kafka's "not found").
+
+The answer carries the leader epoch of the found batch (-1 when unknown). Unknown partitions are
+UNKNOWN_TOPIC_OR_PARTITION; a ``current_leader_epoch`` that does not match is fenced as in Fetch.
+"""
+
+from __future__ import annotations
+
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.consumer import ListOffsetsResponse
+
+from kafkalog.errors import KafkaError
+from kafkalog.log.log import Log
+from kafkalog.server.apis.fetch import leader_epoch_error
+from kafkalog.server.context import RequestContext
+from kafkalog.server.dispatch import api
+from kafkalog.server.errors import ErrorCode, error_code_for
+from kafkalog.server.protocol import Message
+
+__all__ = [
+    "EARLIEST",
+    "EARLIEST_LOCAL",
+    "LATEST",
+    "LATEST_TIERED",
+    "MAX_TIMESTAMP",
+    "handle_list_offsets",
+    "lookup",
+]
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+
+_TopicResponse = ListOffsetsResponse.ListOffsetsTopicResponse
+_PartitionResponse = ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
+
+
+def lookup(log: Log, timestamp: int, read_committed: bool) -> tuple[int, int, int]:
+    """``(timestamp, offset, leader_epoch)`` for a ListOffsets target timestamp (see the module doc)."""
+    bound = log.last_stable_offset if read_committed else log.high_watermark
+    if timestamp == LATEST:
+        epoch = log.latest_epoch
+        return -1, bound, -1 if epoch is None else epoch
+    if timestamp == LATEST_TIERED:
+        return -1, -1, -1
+    if timestamp == EARLIEST_LOCAL:
+        timestamp = EARLIEST
+    found = log.fetch_offset_by_timestamp(timestamp)
+    if found is None:
+        return -1, -1, -1
+    epoch = -1 if found.leader_epoch is None else found.leader_epoch
+    if timestamp != EARLIEST and found.offset >= bound:
+        return -1, -1, -1
+    return found.timestamp, found.offset, epoch
+
+
+@api(ApiKey.ListOffsets)
+async def handle_list_offsets(ctx: RequestContext, request: Message) -> Message:
+    """The offset of each requested partition for its timestamp."""
+    broker = ctx.broker
+    committed = ctx.api_version >= 2 and int(request.isolation_level) == 1
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            index = int(p.partition_index)
+            try:
+                log = broker.get_log(topic.name, index)
+                fenced = leader_epoch_error(int(p.current_leader_epoch), broker.leader_epoch(log))
+                if fenced is not None:
+                    raise _Fenced(fenced)
+                ts, offset, epoch = lookup(log, int(p.timestamp), committed)
+                partitions.append(
+                    _PartitionResponse(
+                        partition_index=index,
+                        error_code=ErrorCode.NONE,
+                        timestamp=ts,
+                        offset=offset,
+                        leader_epoch=epoch,
+                    )
+                )
+            except (KafkaError, _Fenced) as exc:
+                code = exc.code if isinstance(exc, _Fenced) else error_code_for(exc)
+                partitions.append(
+                    _PartitionResponse(
+                        partition_index=index, error_code=code, timestamp=-1, offset=-1, leader_epoch=-1
+                    )
+                )
+        topics.append(_TopicResponse(name=topic.name, partitions=partitions))
+    return ctx.response(throttle_time_ms=0, topics=topics)
+
+
+class _Fenced(Exception):
+    def __init__(self, code: ErrorCode) -> None:
+        super().__init__(code.name)
+        self.code = code

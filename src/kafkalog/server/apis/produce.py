@@ -1,0 +1,137 @@
+"""Produce (key 0): append each partition's record batch as the partition's leader.
+
+Versions 3-13 (v13 names topics by id). Per partition, in request order:
+
+1. the topic must exist (UNKNOWN_TOPIC_OR_PARTITION / UNKNOWN_TOPIC_ID; Produce never auto-creates, as in
+   KRaft Kafka);
+2. the records must be exactly one batch of magic v2 (Kafka's ``ProduceRequest.validateRecords``, else
+   INVALID_RECORD); a frame that is not even a batch is CORRUPT_MESSAGE;
+3. :meth:`Log.append_as_leader` at the partition's leader epoch does everything else (CRC, sizes, offsets,
+   timestamps, idempotent-producer sequence and epoch checks, duplicate detection) and changes nothing when
+   it refuses the batch; its error maps to Kafka's code through :mod:`kafkalog.server.errors`, with
+   ``record_errors`` for record-level failures (v8+).
+
+``acks`` must be -1, 0 or 1 (INVALID_REQUIRED_ACKS). A partition has one replica, so its high watermark
+follows its log end offset and ``acks=-1`` is answered as soon as the append returns, like ``acks=1``. With
+``acks=0`` no response is sent, and a failed append closes the connection (Kafka's way of telling such a
+client). Appends larger than ``inline_io_max_bytes`` run on the I/O threads; waiting fetches are woken
+after each successful append.
+"""
+
+from __future__ import annotations
+
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.producer import ProduceResponse
+
+from kafkalog.errors import (
+    InvalidRecordError,
+    KafkaError,
+    RecordValidationError,
+    UnknownTopicOrPartitionError,
+)
+from kafkalog.log.names import TopicPartition
+from kafkalog.records import MemoryRecords
+from kafkalog.server.context import RequestContext
+from kafkalog.server.dispatch import api
+from kafkalog.server.errors import ErrorCode, error_code_for, error_message_for
+from kafkalog.server.protocol import Message
+
+__all__ = ["handle_produce", "validate_produce_records"]
+
+_TopicResponse = ProduceResponse.TopicProduceResponse
+_PartitionResponse = ProduceResponse.TopicProduceResponse.PartitionProduceResponse
+_RecordError = ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage
+
+
+def validate_produce_records(records: MemoryRecords) -> None:
+    """Kafka's ``ProduceRequest.validateRecords`` for v3+: exactly one batch, of magic 2."""
+    batches = records.batches()
+    first = next(batches, None)
+    if first is None:
+        raise InvalidRecordError(
+            "produce requests with version 3 and above must have exactly one record batch"
+        )
+    if first.magic != 2:
+        raise InvalidRecordError(
+            f"produce requests with version 3 and above must use magic 2, got {first.magic}"
+        )
+    if next(batches, None) is not None:
+        raise InvalidRecordError(
+            "produce requests with version 3 and above must have exactly one record batch"
+        )
+
+
+def _error(index: int, exc: BaseException, code: ErrorCode | None = None) -> Message:
+    record_errors = []
+    if isinstance(exc, RecordValidationError):
+        record_errors = [
+            _RecordError(batch_index=i, batch_index_error_message=msg) for i, msg in exc.record_errors
+        ]
+    return _PartitionResponse(
+        index=index,
+        error_code=error_code_for(exc) if code is None else code,
+        base_offset=-1,
+        log_append_time_ms=-1,
+        log_start_offset=-1,
+        record_errors=record_errors,
+        error_message=error_message_for(exc),
+    )
+
+
+async def _append(ctx: RequestContext, topic: str | None, index: int, data: bytes | None) -> Message:
+    broker = ctx.broker
+    if topic is None:
+        return _error(index, UnknownTopicOrPartitionError("unknown topic id"), ErrorCode.UNKNOWN_TOPIC_ID)
+    try:
+        log = broker.get_log(topic, index)
+        if not data:
+            raise InvalidRecordError("produce request without records")
+        records = MemoryRecords(bytearray(data))  # writable: offsets are assigned in place
+        validate_produce_records(records)
+        epoch = broker.leader_epoch(log)
+        if len(data) > broker.config.inline_io_max_bytes:
+            info = await broker.run_blocking(log.append_as_leader, records, epoch)
+        else:
+            info = log.append_as_leader(records, epoch)
+    except KafkaError as exc:
+        return _error(index, exc)
+    broker.notify(TopicPartition(topic, index))
+    return _PartitionResponse(
+        index=index,
+        error_code=ErrorCode.NONE,
+        base_offset=info.first_offset,
+        log_append_time_ms=info.log_append_time,
+        log_start_offset=info.log_start_offset,
+        record_errors=[],
+        error_message=None,
+    )
+
+
+@api(ApiKey.Produce)
+async def handle_produce(ctx: RequestContext, request: Message) -> Message | None:
+    """Append every partition's batch; the response lists each partition's base offset or error."""
+    by_id = ctx.api_version >= 13
+    acks = int(request.acks)
+    failed = False
+    responses = []
+    for topic_data in request.topic_data:
+        name = ctx.broker.topic_for_id(topic_data.topic_id) if by_id else topic_data.name
+        partitions = []
+        for part in topic_data.partition_data:
+            if acks not in (-1, 0, 1):
+                result = _error(
+                    part.index, ValueError(f"invalid acks {acks}"), ErrorCode.INVALID_REQUIRED_ACKS
+                )
+            else:
+                result = await _append(ctx, name, int(part.index), part.records)
+            failed = failed or result.error_code != ErrorCode.NONE
+            partitions.append(result)
+        if by_id:
+            responses.append(_TopicResponse(topic_id=topic_data.topic_id, partition_responses=partitions))
+        else:
+            responses.append(_TopicResponse(name=topic_data.name, partition_responses=partitions))
+    if acks == 0:
+        if failed:
+            ctx.close_connection()
+        return None
+    return ctx.response(responses=responses, throttle_time_ms=0)

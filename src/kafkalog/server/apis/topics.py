@@ -1,0 +1,229 @@
+"""CreateTopics (key 19), DeleteTopics (key 20) and CreatePartitions (key 37).
+
+One node holds every partition, so a replication factor must be 1 (or -1, the default) and a manual
+assignment may only name this node: otherwise INVALID_REPLICATION_FACTOR / INVALID_REPLICA_ASSIGNMENT, with
+Kafka's messages. ``num_partitions`` -1 means ``num.partitions``. Errors are per topic and come from the
+LogManager through :mod:`kafkalog.server.errors` (TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION,
+INVALID_PARTITIONS, INVALID_CONFIG); a topic named twice in one request is INVALID_REQUEST for each entry.
+``validate_only`` checks everything and creates nothing. Topic operations write metadata with fsync, so they
+run on the I/O threads.
+
+CreateTopics v5+ answers with the new topic's partition count, replication factor and configs (as
+DescribeConfigs describes them), v7+ with its topic id. DeleteTopics v6 accepts names or topic ids
+(UNKNOWN_TOPIC_ID for an unknown id); deletion renames the partition directories at once and removes them
+later (the LogManager's ``-delete`` protocol). CreatePartitions only grows a topic.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+
+from kafka.protocol.admin import CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse
+from kafka.protocol.api_key import ApiKey
+
+from kafkalog.errors import InvalidPartitionsError, KafkaError, TopicExistsError, UnknownTopicOrPartitionError
+from kafkalog.log.config import LogConfig
+from kafkalog.log.names import validate_topic_name
+from kafkalog.server.apis.configs import describe_topic
+from kafkalog.server.broker import ZERO_UUID, Broker
+from kafkalog.server.context import RequestContext
+from kafkalog.server.dispatch import api
+from kafkalog.server.errors import ErrorCode, error_code_for, error_message_for
+from kafkalog.server.protocol import Message
+
+__all__ = ["handle_create_partitions", "handle_create_topics", "handle_delete_topics"]
+
+_Created = CreateTopicsResponse.CreatableTopicResult
+_CreatedConfig = CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs
+_Deleted = DeleteTopicsResponse.DeletableTopicResult
+_Grown = CreatePartitionsResponse.CreatePartitionsTopicResult
+
+
+class _Refused(Exception):
+    """A topic-level refusal with its own Kafka code."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _check_replication(broker: Broker, factor: int) -> None:
+    if factor not in (-1, 1):
+        raise _Refused(
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"Unable to replicate the partition {factor} time(s): The target replication factor of {factor} "
+            "cannot be reached because only 1 broker(s) are registered.",
+        )
+
+
+def _check_assignment(broker: Broker, broker_ids: list[int]) -> None:
+    if list(broker_ids) != [broker.node_id]:
+        raise _Refused(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            f"replica assignment {list(broker_ids)} must name exactly this broker ({broker.node_id})",
+        )
+
+
+def _plan_topic(broker: Broker, topic: Message) -> tuple[int, dict[str, str]]:
+    """Validate one CreatableTopic; returns (partitions, config overrides)."""
+    validate_topic_name(topic.name)
+    assignments = list(topic.assignments or [])
+    if assignments:
+        if int(topic.num_partitions) != -1 or int(topic.replication_factor) != -1:
+            raise _Refused(
+                ErrorCode.INVALID_REQUEST,
+                "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.",
+            )
+        for a in assignments:
+            _check_assignment(broker, a.broker_ids)
+        partitions = len(assignments)
+    else:
+        _check_replication(broker, int(topic.replication_factor))
+        partitions = int(topic.num_partitions)
+        if partitions == -1:
+            partitions = broker.manager.config.num_partitions
+        if partitions <= 0:
+            raise InvalidPartitionsError("Number of partitions was set to an invalid non-positive value.")
+    configs: dict[str, str] = {}
+    for c in topic.configs or []:
+        if c.value is None:
+            raise _Refused(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic configs: {c.name}")
+        configs[str(c.name)] = str(c.value)
+    LogConfig.from_props(configs, base=broker.manager.default_config)
+    return partitions, configs
+
+
+def _created(ctx: RequestContext, name: str, partitions: int) -> Message:
+    broker = ctx.broker
+    configs = [
+        _CreatedConfig(name=n, value=v, read_only=False, config_source=source, is_sensitive=False)
+        for n, v, source, _, _ in describe_topic(broker.manager, name)
+    ]
+    return _Created(
+        name=name,
+        topic_id=broker.topic_id(name),
+        error_code=ErrorCode.NONE,
+        error_message=None,
+        num_partitions=partitions,
+        replication_factor=1,
+        configs=configs,
+    )
+
+
+def _create_failed(name: str, exc: BaseException) -> Message:
+    code = exc.code if isinstance(exc, _Refused) else error_code_for(exc)
+    return _Created(
+        name=name,
+        topic_id=ZERO_UUID,
+        error_code=code,
+        error_message=error_message_for(exc),
+        num_partitions=-1,
+        replication_factor=-1,
+        configs=None,
+    )
+
+
+@api(ApiKey.CreateTopics)
+async def handle_create_topics(ctx: RequestContext, request: Message) -> Message:
+    """Create each topic (or only validate it with ``validate_only``)."""
+    broker = ctx.broker
+    counts = Counter(str(t.name) for t in request.topics)
+    results = []
+    for topic in request.topics:
+        name = str(topic.name)
+        try:
+            if counts[name] > 1:
+                raise _Refused(
+                    ErrorCode.INVALID_REQUEST,
+                    f"Create topics request from client `{ctx.client_id}` contains multiple entries for the "
+                    f"following topics: {name}",
+                )
+            partitions, configs = _plan_topic(broker, topic)
+            if request.validate_only:
+                if name in broker.manager.topics():
+                    raise TopicExistsError(f"Topic '{name}' already exists.")
+                results.append(
+                    _Created(
+                        name=name,
+                        topic_id=ZERO_UUID,
+                        error_code=ErrorCode.NONE,
+                        error_message=None,
+                        num_partitions=partitions,
+                        replication_factor=1,
+                        configs=[],
+                    )
+                )
+                continue
+            await broker.run_blocking(broker.manager.create_topic, name, partitions, configs)
+            results.append(_created(ctx, name, partitions))
+        except (KafkaError, _Refused) as exc:
+            results.append(_create_failed(name, exc))
+    return ctx.response(throttle_time_ms=0, topics=results)
+
+
+@api(ApiKey.DeleteTopics)
+async def handle_delete_topics(ctx: RequestContext, request: Message) -> Message:
+    """Delete each topic, named or (v6) by id."""
+    broker = ctx.broker
+    wanted: list[tuple[str | None, uuid.UUID]] = []
+    if ctx.api_version >= 6:
+        wanted = [(t.name, t.topic_id or ZERO_UUID) for t in request.topics]
+    else:
+        wanted = [(str(n), ZERO_UUID) for n in request.topic_names]
+    results = []
+    for name, topic_id in wanted:
+        resolved = name if name is not None else broker.topic_for_id(topic_id)
+        try:
+            if resolved is None:
+                raise _Refused(ErrorCode.UNKNOWN_TOPIC_ID, f"unknown topic id {topic_id}")
+            tid = broker.topic_id(resolved) if resolved in broker.manager.topics() else topic_id
+            await broker.run_blocking(broker.manager.delete_topic, resolved)
+            broker.waiters.notify_all()
+            results.append(
+                _Deleted(name=resolved, topic_id=tid, error_code=ErrorCode.NONE, error_message=None)
+            )
+        except (KafkaError, _Refused) as exc:
+            code = exc.code if isinstance(exc, _Refused) else error_code_for(exc)
+            results.append(
+                _Deleted(
+                    name=resolved, topic_id=topic_id, error_code=code, error_message=error_message_for(exc)
+                )
+            )
+    return ctx.response(throttle_time_ms=0, responses=results)
+
+
+@api(ApiKey.CreatePartitions)
+async def handle_create_partitions(ctx: RequestContext, request: Message) -> Message:
+    """Grow each topic to its requested partition count."""
+    broker = ctx.broker
+    manager = broker.manager
+    results = []
+    for topic in request.topics:
+        name, count = str(topic.name), int(topic.count)
+        try:
+            if name not in manager.topics():
+                raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
+            current = manager.num_partitions(name)
+            if count <= current:
+                raise InvalidPartitionsError(
+                    f"Topic currently has {current} partitions, which is higher than the requested {count}."
+                    if count < current
+                    else f"Topic already has {current} partitions."
+                )
+            if topic.assignments is not None:
+                if len(topic.assignments) != count - current:
+                    raise _Refused(
+                        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        f"Increasing the number of partitions by {count - current} but "
+                        f"{len(topic.assignments)} assignments provided.",
+                    )
+                for a in topic.assignments:
+                    _check_assignment(broker, a.broker_ids)
+            if not request.validate_only:
+                await broker.run_blocking(manager.add_partitions, name, count)
+            results.append(_Grown(name=name, error_code=ErrorCode.NONE, error_message=None))
+        except (KafkaError, _Refused) as exc:
+            code = exc.code if isinstance(exc, _Refused) else error_code_for(exc)
+            results.append(_Grown(name=name, error_code=code, error_message=error_message_for(exc)))
+    return ctx.response(throttle_time_ms=0, results=results)

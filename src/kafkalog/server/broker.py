@@ -1,0 +1,129 @@
+"""Broker: the state every handler shares — the LogManager, the node's identity, wake-ups, producer ids.
+
+One :class:`Broker` per running server. It owns no protocol logic; it answers the questions handlers have in
+common: which log serves a partition (:meth:`Broker.get_log`), which topic a topic id names
+(:meth:`Broker.topic_for_id`), the partition's leader epoch (:meth:`Broker.leader_epoch`), and how to run
+blocking work off the event loop (:meth:`Broker.run_blocking`, a bounded thread pool). Handlers that change
+a log call :meth:`Broker.notify` so that waiting fetches re-read it.
+
+Node identity: a single node (``node.id``, 0 by default) is the leader and only replica of every partition;
+the cluster id is derived from the data directory's path (22 characters of URL-safe base64, the shape of a
+Kafka cluster id), stable across restarts of the same directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import functools
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from kafkalog.errors import KafkaError
+from kafkalog.log.log import Log
+from kafkalog.log.names import TopicPartition
+from kafkalog.manager import LogManager
+from kafkalog.server.config import ServerConfig
+from kafkalog.server.dispatch import Registry
+from kafkalog.server.notify import PartitionWaiters
+from kafkalog.server.producer_ids import ProducerIdManager
+
+__all__ = ["ZERO_UUID", "Broker"]
+
+T = TypeVar("T")
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def _cluster_id(manager: LogManager) -> str:
+    key = "|".join(str(p.resolve()) for p in manager.log_dirs)
+    raw = uuid.uuid5(uuid.NAMESPACE_URL, f"kafkalog:{key}").bytes
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def _seen_producer_ids(manager: LogManager) -> list[int]:
+    seen: list[int] = []
+    for log in manager.all_logs().values():
+        try:
+            seen.extend(log.producer_state.active_producers())
+        except Exception:  # an offline log: its ids are covered by the block file
+            continue
+    return seen
+
+
+class Broker:
+    """Shared server state (see the module doc)."""
+
+    def __init__(
+        self,
+        manager: LogManager,
+        config: ServerConfig,
+        registry: Registry,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        self.manager = manager
+        self.config = config
+        self.registry = registry
+        self.loop = loop
+        self.port = config.port
+        self.waiters = PartitionWaiters(loop)
+        self.executor = ThreadPoolExecutor(config.io_threads, thread_name_prefix="kafkalog-server-io-")
+        self.producer_ids = ProducerIdManager(manager.log_dirs[0], _seen_producer_ids(manager))
+        self.cluster_id = _cluster_id(manager)
+        self._topic_ids: dict[uuid.UUID, str] = {}
+        #: Set at shutdown: waiting fetches answer at once.
+        self.closing = False
+
+    @property
+    def node_id(self) -> int:
+        """This node's id (the leader of every partition)."""
+        return self.config.node_id
+
+    @property
+    def advertised_host(self) -> str:
+        """The host clients connect to."""
+        return self.config.advertised
+
+    async def run_blocking(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(*args)`` on the server's I/O threads and await its result."""
+        return await self.loop.run_in_executor(self.executor, functools.partial(fn, *args))
+
+    def get_log(self, topic: str, partition: int) -> Log:
+        """The partition's log (``UnknownTopicOrPartitionError``, ``KafkaStorageError`` as the manager raises)."""
+        return self.manager.get_log(topic, partition)
+
+    @staticmethod
+    def leader_epoch(log: Log) -> int:
+        """The partition's current leader epoch: the log's latest epoch (0 for a log that has none)."""
+        epoch = log.latest_epoch
+        return 0 if epoch is None else epoch
+
+    def topic_id(self, topic: str) -> uuid.UUID:
+        """The topic's id, or the zero UUID for a topic without one (inferred from a Kafka data dir)."""
+        return self.manager.topic_id(topic) or ZERO_UUID
+
+    def topic_for_id(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the topic with ``topic_id``, or None."""
+        if topic_id == ZERO_UUID:
+            return None
+        name = self._topic_ids.get(topic_id)
+        if name is not None:
+            with contextlib.suppress(KafkaError):
+                if self.manager.topic_id(name) == topic_id:
+                    return name
+        self._topic_ids = {}
+        for topic in self.manager.topics():
+            tid = self.manager.topic_id(topic)
+            if tid is not None:
+                self._topic_ids[tid] = topic
+        return self._topic_ids.get(topic_id)
+
+    def notify(self, tp: TopicPartition) -> None:
+        """Wake fetches waiting on ``tp`` (call on the loop thread after changing its log)."""
+        self.waiters.notify(tp)
+
+    def close(self) -> None:
+        """Stop the I/O threads (after in-flight work finished)."""
+        self.executor.shutdown(wait=True)

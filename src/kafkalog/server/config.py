@@ -1,0 +1,129 @@
+"""ServerConfig: the settings of ``kafkalog serve`` (listener, node, limits), with Kafka's broker names.
+
+The log's own settings stay where they are (topic configs in :class:`~kafkalog.log.config.LogConfig`,
+``num.partitions`` and the background tasks in :class:`~kafkalog.log.config.ManagerConfig`); this holds only
+what the network layer adds. :meth:`ServerConfig.from_props` takes Kafka's broker names
+(``socket.request.max.bytes``, ``auto.create.topics.enable``, ``node.id``, ``advertised.host``...), so a
+``server.properties``-style mapping reads the same here as in Kafka.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from kafkalog.errors import InvalidConfigurationError
+
+__all__ = ["DEFAULT_PORT", "ServerConfig", "parse_listen"]
+
+DEFAULT_PORT = 9092
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[v6]:PORT`` too) -> (host, port); a bare port listens on 127.0.0.1."""
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host, port = "127.0.0.1", text
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        number = int(port)
+    except ValueError:
+        raise InvalidConfigurationError(f"invalid listen address {text!r}: expected HOST:PORT") from None
+    if not 0 <= number <= 65535:
+        raise InvalidConfigurationError(f"invalid port {number} in listen address {text!r}")
+    return host, number
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Network-layer settings (see the module doc). ``port=0`` picks a free port."""
+
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    #: The host clients are told to connect to (Metadata's broker list); None: ``host`` (or 127.0.0.1 for a
+    #: wildcard listener).
+    advertised_host: str | None = None
+    node_id: int = 0
+    socket_request_max_bytes: int = 104_857_600
+    auto_create_topics: bool = False
+    #: Appends and reads at or below this many bytes run on the event loop; larger ones on a thread.
+    inline_io_max_bytes: int = 256 * 1024
+    #: Threads for blocking work (large appends and reads, topic operations, fsyncs).
+    io_threads: int = 4
+    #: How long a graceful shutdown waits for in-flight requests before closing connections.
+    shutdown_grace_ms: int = 5_000
+
+    _NAMES: ClassVar[dict[str, str]] = {
+        "host": "host",
+        "port": "port",
+        "advertised.host": "advertised_host",
+        "advertised.host.name": "advertised_host",
+        "node.id": "node_id",
+        "broker.id": "node_id",
+        "socket.request.max.bytes": "socket_request_max_bytes",
+        "auto.create.topics.enable": "auto_create_topics",
+        "auto_create_topics": "auto_create_topics",
+        "inline.io.max.bytes": "inline_io_max_bytes",
+        "num.io.threads": "io_threads",
+        "shutdown.grace.ms": "shutdown_grace_ms",
+    }
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise InvalidConfigurationError(f"invalid port {self.port}")
+        if self.node_id < 0:
+            raise InvalidConfigurationError(f"node.id must be >= 0, got {self.node_id}")
+        if self.socket_request_max_bytes < 1:
+            raise InvalidConfigurationError("socket.request.max.bytes must be at least 1")
+        if self.io_threads < 1:
+            raise InvalidConfigurationError("num.io.threads must be at least 1")
+
+    @classmethod
+    def known_names(cls) -> frozenset[str]:
+        """The Kafka-style names :meth:`from_props` accepts."""
+        return frozenset(cls._NAMES)
+
+    @property
+    def advertised(self) -> str:
+        """The host advertised in Metadata responses."""
+        if self.advertised_host:
+            return self.advertised_host
+        return "127.0.0.1" if self.host in ("", "0.0.0.0", "::") else self.host
+
+    @classmethod
+    def from_props(cls, props: Mapping[str, Any] | None = None, **kwargs: Any) -> ServerConfig:
+        """Build from Kafka-style names (values may be strings) and/or keyword arguments."""
+        values: dict[str, Any] = {}
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        for name, value in (props or {}).items():
+            attr = cls._NAMES.get(name)
+            if attr is None:
+                raise InvalidConfigurationError(f"unknown server configuration {name!r}")
+            values[attr] = value
+        values.update(kwargs)
+        out: dict[str, Any] = {}
+        for attr, value in values.items():
+            field = fields.get(attr)
+            if field is None or attr.startswith("_"):
+                raise InvalidConfigurationError(f"unknown server configuration attribute {attr!r}")
+            out[attr] = _coerce(attr, field.type, value)
+        return cls(**out)
+
+
+def _coerce(attr: str, annotation: Any, value: Any) -> Any:
+    kind = str(annotation)
+    if value is None or kind.startswith("str"):
+        return value
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text not in ("true", "false"):
+            raise InvalidConfigurationError(f"invalid boolean {value!r} for {attr}")
+        return text == "true"
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise InvalidConfigurationError(f"invalid integer {value!r} for {attr}") from None
