@@ -129,6 +129,12 @@ def test_record_too_large_and_batch_rules(server: KafkaServer) -> None:
     assert server.manager.get_log("small", 0).log_end_offset == 0
 
 
+def test_clients_cannot_produce_to_internal_topics(server: KafkaServer) -> None:
+    with RawClient(server.port) as client:
+        for name in ("__consumer_offsets", "__transaction_state"):
+            assert produce(client, name, batch(b"forged")).error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
 def test_acks_zero_sends_nothing_and_closes_on_error(server: KafkaServer, topic: str) -> None:
     with RawClient(server.port) as client:
         produce(client, topic, batch(b"quiet"), acks=0)
@@ -314,6 +320,7 @@ def test_metadata_auto_creates_topics_when_enabled(data_dir: Path) -> None:
 
 def test_init_producer_id_is_unique_across_restarts(data_dir: Path) -> None:
     seen = set()
+    txn_ids: list[tuple[int, int]] = []
     for _ in range(2):
         with KafkaServer(data_dir, port=0) as server, RawClient(server.port) as client:
             for _ in range(3):
@@ -322,11 +329,18 @@ def test_init_producer_id_is_unique_across_restarts(data_dir: Path) -> None:
                 )
                 assert r.error_code == 0 and r.producer_epoch == 0
                 seen.add(r.producer_id)
-            txn = client.call(
-                InitProducerIdRequest[4](transactional_id="tx", transaction_timeout_ms=60000), 4
-            )
-            assert txn.error_code == ErrorCode.NOT_COORDINATOR
+            for _ in range(100):  # COORDINATOR_LOAD_IN_PROGRESS just after a start: retry, as clients do
+                txn = client.call(
+                    InitProducerIdRequest[4](transactional_id="tx", transaction_timeout_ms=60000), 4
+                )
+                if txn.error_code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                    break
+                time.sleep(0.05)
+            assert txn.error_code == ErrorCode.NONE
+            txn_ids.append((txn.producer_id, txn.producer_epoch))
     assert len(seen) == 6
+    # the transactional id keeps its producer id across the restart, with the next epoch
+    assert txn_ids[0][0] not in seen and txn_ids == [(txn_ids[0][0], 0), (txn_ids[0][0], 1)]
 
 
 def test_graceful_stop_answers_waiting_fetch_and_writes_clean_shutdown(data_dir: Path) -> None:

@@ -20,8 +20,11 @@ request at a time per connection, what closes a connection), :mod:`~kafkalog.ser
 registry), :mod:`~kafkalog.server.context` (:class:`RequestContext`), :mod:`~kafkalog.server.broker` (state
 shared by handlers), :mod:`~kafkalog.server.errors` (the exception -> Kafka error code table),
 :mod:`~kafkalog.server.notify` (fetch long-poll wake-ups), :mod:`~kafkalog.server.producer_ids`,
-:mod:`~kafkalog.server.config` (:class:`ServerConfig`), :mod:`~kafkalog.server.server` (lifecycle), and
-:mod:`kafkalog.server.apis` (one module per API family).
+:mod:`~kafkalog.server.config` (:class:`ServerConfig`), :mod:`~kafkalog.server.server` (lifecycle),
+:mod:`kafkalog.server.apis` (one module per API family), and the coordinators: :mod:`kafkalog.server.groups`
+(classic consumer groups, ``__consumer_offsets``; ``loader`` reads it back at startup), :mod:`kafkalog.server.txn` (transactions,
+``__transaction_state``), with :mod:`~kafkalog.server.internal_topics` (names, ``hash % n`` partitioning,
+coordinator appends) and :mod:`~kafkalog.server.wire` (primitives of the internal topics' record formats).
 
 The handler contract (how to add an API, e.g. consumer groups or transactions)
 -------------------------------------------------------------------------------
@@ -62,7 +65,11 @@ The handler contract (how to add an API, e.g. consumer groups or transactions)
 
 Phase 1 serves ApiVersions 0-4, Metadata 0-13, Produce 3-13, Fetch 4-18, ListOffsets 1-11, CreateTopics 2-7,
 DeleteTopics 1-6, CreatePartitions 0-3, DescribeConfigs 1-4, IncrementalAlterConfigs 0-1, DeleteRecords 0-2
-and InitProducerId 0-6 (idempotent producers); see ``docs/server.md``.
+and InitProducerId 0-6. Phase 2 adds consumer groups (FindCoordinator 0-6, JoinGroup 0-9, SyncGroup 0-5,
+Heartbeat 0-4, LeaveGroup 0-5, OffsetCommit 2-9, OffsetFetch 1-9, ListGroups 0-5, DescribeGroups 0-6,
+DeleteGroups 0-2) and transactions (transactional InitProducerId, AddPartitionsToTxn 0-3, AddOffsetsToTxn
+0-4, EndTxn 0-4, TxnOffsetCommit 0-4); see ``docs/server.md``. The coordinators are attached to the
+:class:`~kafkalog.server.broker.Broker` at startup (``broker.groups``, ``broker.transactions``).
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@ One :class:`Broker` per running server. It owns no protocol logic; it answers th
 common: which log serves a partition (:meth:`Broker.get_log`), which topic a topic id names
 (:meth:`Broker.topic_for_id`), the partition's leader epoch (:meth:`Broker.leader_epoch`), and how to run
 blocking work off the event loop (:meth:`Broker.run_blocking`, a bounded thread pool). Handlers that change
-a log call :meth:`Broker.notify` so that waiting fetches re-read it.
+a log call :meth:`Broker.notify` so that waiting fetches re-read it. The server attaches the coordinators
+(``groups``: :class:`~kafkalog.server.groups.coordinator.GroupCoordinator`, ``transactions``:
+:class:`~kafkalog.server.txn.coordinator.TransactionCoordinator`) at startup.
 
 Node identity: a single node (``node.id``, 0 by default) is the leader and only replica of every partition;
 the cluster id is derived from the data directory's path (22 characters of URL-safe base64, the shape of a
@@ -20,7 +22,7 @@ import functools
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kafkalog.errors import KafkaError
 from kafkalog.log.log import Log
@@ -30,6 +32,10 @@ from kafkalog.server.config import ServerConfig
 from kafkalog.server.dispatch import Registry
 from kafkalog.server.notify import PartitionWaiters
 from kafkalog.server.producer_ids import ProducerIdManager
+
+if TYPE_CHECKING:
+    from kafkalog.server.groups.coordinator import GroupCoordinator
+    from kafkalog.server.txn.coordinator import TransactionCoordinator
 
 __all__ = ["ZERO_UUID", "Broker"]
 
@@ -75,6 +81,9 @@ class Broker:
         self._topic_ids: dict[uuid.UUID, str] = {}
         #: Set at shutdown: waiting fetches answer at once.
         self.closing = False
+        #: The group and transaction coordinators, attached by the server at startup (None until then).
+        self.groups: GroupCoordinator | None = None
+        self.transactions: TransactionCoordinator | None = None
 
     @property
     def node_id(self) -> int:

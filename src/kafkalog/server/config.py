@@ -54,6 +54,22 @@ class ServerConfig:
     io_threads: int = 4
     #: How long a graceful shutdown waits for in-flight requests before closing connections.
     shutdown_grace_ms: int = 5_000
+    #: Partitions of ``__consumer_offsets`` when the group coordinator creates it (an existing topic keeps its
+    #: own count).
+    offsets_topic_num_partitions: int = 50
+    #: Partitions of ``__transaction_state`` when the transaction coordinator creates it.
+    transaction_state_num_partitions: int = 50
+    #: The session timeouts a group member may ask for (else INVALID_SESSION_TIMEOUT).
+    group_min_session_timeout_ms: int = 6_000
+    group_max_session_timeout_ms: int = 1_800_000
+    #: How long the first rebalance of an empty group waits for more members (extended while they come).
+    group_initial_rebalance_delay_ms: int = 3_000
+    #: Longest committed offset metadata string (else OFFSET_METADATA_TOO_LARGE).
+    offset_metadata_max_bytes: int = 4_096
+    #: Longest transaction timeout a producer may ask for (else INVALID_TRANSACTION_TIMEOUT).
+    transaction_max_timeout_ms: int = 900_000
+    #: How often the coordinators look for expired sessions, due rebalances and timed-out transactions.
+    coordinator_tick_ms: int = 100
 
     _NAMES: ClassVar[dict[str, str]] = {
         "host": "host",
@@ -68,6 +84,14 @@ class ServerConfig:
         "inline.io.max.bytes": "inline_io_max_bytes",
         "num.io.threads": "io_threads",
         "shutdown.grace.ms": "shutdown_grace_ms",
+        "offsets.topic.num.partitions": "offsets_topic_num_partitions",
+        "transaction.state.log.num.partitions": "transaction_state_num_partitions",
+        "group.min.session.timeout.ms": "group_min_session_timeout_ms",
+        "group.max.session.timeout.ms": "group_max_session_timeout_ms",
+        "group.initial.rebalance.delay.ms": "group_initial_rebalance_delay_ms",
+        "offset.metadata.max.bytes": "offset_metadata_max_bytes",
+        "transaction.max.timeout.ms": "transaction_max_timeout_ms",
+        "coordinator.tick.ms": "coordinator_tick_ms",
     }
 
     def __post_init__(self) -> None:
@@ -79,6 +103,14 @@ class ServerConfig:
             raise InvalidConfigurationError("socket.request.max.bytes must be at least 1")
         if self.io_threads < 1:
             raise InvalidConfigurationError("num.io.threads must be at least 1")
+        if self.offsets_topic_num_partitions < 1 or self.transaction_state_num_partitions < 1:
+            raise InvalidConfigurationError("internal topics need at least one partition")
+        if not 0 <= self.group_min_session_timeout_ms <= self.group_max_session_timeout_ms:
+            raise InvalidConfigurationError(
+                "group.min.session.timeout.ms must be <= group.max.session.timeout.ms"
+            )
+        if self.group_initial_rebalance_delay_ms < 0 or self.coordinator_tick_ms < 1:
+            raise InvalidConfigurationError("invalid coordinator timing settings")
 
     @classmethod
     def known_names(cls) -> frozenset[str]:

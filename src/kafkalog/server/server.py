@@ -73,6 +73,7 @@ class AsyncKafkaServer:
         except BaseException:
             self.broker.close()
             raise
+        self._start_coordinators(self.broker)
         sockets = self._server.sockets
         self.broker.port = int(sockets[0].getsockname()[1]) if sockets else self.config.port
         _log.info(
@@ -83,6 +84,23 @@ class AsyncKafkaServer:
             self.config.advertised,
             ", ".join(str(p) for p in self.manager.log_dirs),
         )
+
+    @staticmethod
+    def _start_coordinators(broker: Broker) -> None:
+        from kafkalog.server.groups.coordinator import GroupCoordinator
+        from kafkalog.server.txn.coordinator import TransactionCoordinator
+
+        broker.groups = GroupCoordinator(broker)
+        broker.groups.start()
+        broker.transactions = TransactionCoordinator(broker)
+        broker.transactions.start()
+
+    @staticmethod
+    async def _stop_coordinators(broker: Broker) -> None:
+        if broker.transactions is not None:
+            await broker.transactions.close()
+        if broker.groups is not None:
+            await broker.groups.close()
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         assert self.broker is not None
@@ -114,6 +132,7 @@ class AsyncKafkaServer:
         if self.broker is not None:
             self.broker.closing = True
             self.broker.waiters.notify_all()
+            await self._stop_coordinators(self.broker)
         deadline = self.config.shutdown_grace_ms / 1000
         pending = [t for t in self._tasks if not t.done()]
         if pending:

@@ -17,6 +17,21 @@
  *                                                      -> {"partition","earliest","latest","maxTimestampOffset"}
  *   delete-records <bootstrap> <topic> <partition> <offset>   Admin.deleteRecords -> {"lowWatermark":n}
  *   delete <bootstrap> <topic>                         Admin.deleteTopics -> {"deleted":topic}
+ *   group-consume <bootstrap> <topic> <group> <expected> <isolation>
+ *                                                      KafkaConsumer in <group> (classic protocol, subscribe),
+ *                                                      isolation.level <isolation>; polls until <expected>
+ *                                                      records (or 3 s without a new one once assigned),
+ *                                                      commitSync -> one record line per record (as consume)
+ *                                                      and {"committed":{partition:offset}} (committed())
+ *   txn-produce <bootstrap> <topic> <transactionalId> <count>
+ *                                                      transactional KafkaProducer: initTransactions; one
+ *                                                      transaction of <count> values "c<i>" committed, one of
+ *                                                      "a<i>" aborted -> {"committed":n,"aborted":n}
+ *   txn-copy <bootstrap> <source> <target> <group> <transactionalId> <expected>
+ *                                                      consume-transform-produce: a read_committed consumer in
+ *                                                      <group> reads <expected> records of <source>, a
+ *                                                      transactional producer writes them to <target> and
+ *                                                      sendOffsetsToTransaction, commit -> {"copied":n}
  * Keys and values are UTF-8 text here: key "k<i>", value "<compression>-<i>", header "h" = "x<i>".
  */
 
@@ -28,6 +43,8 @@ import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.RecordsToDelete;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
@@ -72,6 +89,11 @@ public final class ServerClients {
             case "delete-records":
                 deleteRecords(bootstrap, topic, Integer.parseInt(args[3]), Long.parseLong(args[4])); break;
             case "delete": delete(bootstrap, topic); break;
+            case "group-consume":
+                groupConsume(bootstrap, topic, args[3], Integer.parseInt(args[4]), args[5]); break;
+            case "txn-produce": txnProduce(bootstrap, topic, args[3], Integer.parseInt(args[4])); break;
+            case "txn-copy":
+                txnCopy(bootstrap, topic, args[3], args[4], args[5], Integer.parseInt(args[6])); break;
             default:
                 System.err.println("unknown command " + args[0]);
                 System.exit(64);
@@ -218,6 +240,117 @@ public final class ServerClients {
                 .lowWatermarks().get(tp).get().lowWatermark();
             Map<String, Object> out = new LinkedHashMap<>();
             out.put("lowWatermark", low);
+            emit(out);
+        }
+    }
+
+    private static Map<String, Object> recordJson(ConsumerRecord<byte[], byte[]> r) {
+        Map<String, Object> out = new LinkedHashMap<>();
+        out.put("partition", r.partition());
+        out.put("offset", r.offset());
+        out.put("key", r.key() == null ? null : new String(r.key(), StandardCharsets.UTF_8));
+        out.put("value", r.value() == null ? null : new String(r.value(), StandardCharsets.UTF_8));
+        return out;
+    }
+
+    private static KafkaConsumer<byte[], byte[]> groupConsumer(String bootstrap, String group, String isolation) {
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
+        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation);
+        p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, 10000);
+        p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, 500);
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        return new KafkaConsumer<>(p);
+    }
+
+    private static List<ConsumerRecord<byte[], byte[]>> pollUntil(KafkaConsumer<byte[], byte[]> consumer, int expected) {
+        List<ConsumerRecord<byte[], byte[]>> seen = new ArrayList<>();
+        long deadline = System.currentTimeMillis() + 60_000;
+        long quietUntil = Long.MAX_VALUE;
+        while (seen.size() < expected && System.currentTimeMillis() < deadline
+               && System.currentTimeMillis() < quietUntil) {
+            ConsumerRecords<byte[], byte[]> got = consumer.poll(Duration.ofMillis(200));
+            for (ConsumerRecord<byte[], byte[]> r : got) {
+                seen.add(r);
+            }
+            // once partitions are assigned, stop after 3 s without a new record
+            if (!got.isEmpty() || (quietUntil == Long.MAX_VALUE && !consumer.assignment().isEmpty())) {
+                quietUntil = System.currentTimeMillis() + 3_000;
+            }
+        }
+        return seen;
+    }
+
+    private static void groupConsume(String bootstrap, String topic, String group, int expected, String isolation)
+            throws Exception {
+        try (KafkaConsumer<byte[], byte[]> consumer = groupConsumer(bootstrap, group, isolation)) {
+            consumer.subscribe(Collections.singleton(topic));
+            for (ConsumerRecord<byte[], byte[]> r : pollUntil(consumer, expected)) {
+                emit(recordJson(r));
+            }
+            consumer.commitSync();
+            Map<String, Object> committed = new LinkedHashMap<>();
+            Map<TopicPartition, OffsetAndMetadata> offsets = consumer.committed(consumer.assignment());
+            for (Map.Entry<TopicPartition, OffsetAndMetadata> e : offsets.entrySet()) {
+                committed.put(String.valueOf(e.getKey().partition()), e.getValue() == null ? null : e.getValue().offset());
+            }
+            Map<String, Object> out = new LinkedHashMap<>();
+            out.put("committed", committed);
+            emit(out);
+        }
+    }
+
+    private static KafkaProducer<byte[], byte[]> txnProducer(String bootstrap, String transactionalId) {
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId);
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        return new KafkaProducer<>(p);
+    }
+
+    private static void txnProduce(String bootstrap, String topic, String transactionalId, int count) throws Exception {
+        try (KafkaProducer<byte[], byte[]> producer = txnProducer(bootstrap, transactionalId)) {
+            producer.initTransactions();
+            producer.beginTransaction();
+            for (int i = 0; i < count; i++) {
+                producer.send(new ProducerRecord<>(topic, ("c" + i).getBytes(StandardCharsets.UTF_8)));
+            }
+            producer.commitTransaction();
+            producer.beginTransaction();
+            for (int i = 0; i < count; i++) {
+                producer.send(new ProducerRecord<>(topic, ("a" + i).getBytes(StandardCharsets.UTF_8)));
+            }
+            producer.flush();
+            producer.abortTransaction();
+            Map<String, Object> out = new LinkedHashMap<>();
+            out.put("committed", count);
+            out.put("aborted", count);
+            emit(out);
+        }
+    }
+
+    private static void txnCopy(String bootstrap, String source, String target, String group, String transactionalId,
+                                int expected) throws Exception {
+        try (KafkaConsumer<byte[], byte[]> consumer = groupConsumer(bootstrap, group, "read_committed");
+             KafkaProducer<byte[], byte[]> producer = txnProducer(bootstrap, transactionalId)) {
+            producer.initTransactions();
+            consumer.subscribe(Collections.singleton(source));
+            List<ConsumerRecord<byte[], byte[]>> records = pollUntil(consumer, expected);
+            producer.beginTransaction();
+            Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+            for (ConsumerRecord<byte[], byte[]> r : records) {
+                producer.send(new ProducerRecord<>(target, r.key(), r.value()));
+                offsets.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
+            }
+            producer.sendOffsetsToTransaction(offsets, consumer.groupMetadata());
+            producer.commitTransaction();
+            Map<String, Object> out = new LinkedHashMap<>();
+            out.put("copied", records.size());
             emit(out);
         }
     }

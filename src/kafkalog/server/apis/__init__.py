@@ -1,9 +1,12 @@
 """The built-in API handlers, one module per API or family; importing a module registers its handlers.
 
-Phase 1 (this package): ApiVersions, Metadata, Produce, Fetch, ListOffsets, CreateTopics, DeleteTopics,
-CreatePartitions, DescribeConfigs, IncrementalAlterConfigs, DeleteRecords and InitProducerId (idempotent
-producers). A new family (consumer groups, transactions) is a new module here that registers its handlers
-with :func:`kafkalog.server.dispatch.api`, plus its name in :data:`MODULES`.
+Phase 1: ApiVersions, Metadata, Produce, Fetch, ListOffsets, CreateTopics, DeleteTopics, CreatePartitions,
+DescribeConfigs, IncrementalAlterConfigs, DeleteRecords and InitProducerId. Phase 2: consumer groups
+(:mod:`.groups`: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ListGroups, DescribeGroups,
+DeleteGroups; :mod:`.offsets`: OffsetCommit, OffsetFetch) and transactions (:mod:`.transactions`:
+AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit; transactional InitProducerId). A new family is
+a new module here that registers its handlers with :func:`kafkalog.server.dispatch.api`, plus its name in
+:data:`MODULES`.
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ MODULES: Final = (
     "configs",
     "delete_records",
     "init_producer_id",
+    "groups",
+    "offsets",
+    "transactions",
 )
 
 

@@ -25,6 +25,7 @@ from kafka.protocol.producer import ProduceResponse
 
 from kafkalog.errors import (
     InvalidRecordError,
+    InvalidTopicError,
     KafkaError,
     RecordValidationError,
     UnknownTopicOrPartitionError,
@@ -34,6 +35,7 @@ from kafkalog.records import MemoryRecords
 from kafkalog.server.context import RequestContext
 from kafkalog.server.dispatch import api
 from kafkalog.server.errors import ErrorCode, error_code_for, error_message_for
+from kafkalog.server.internal_topics import INTERNAL_TOPICS
 from kafkalog.server.protocol import Message
 
 __all__ = ["handle_produce", "validate_produce_records"]
@@ -83,6 +85,8 @@ async def _append(ctx: RequestContext, topic: str | None, index: int, data: byte
     if topic is None:
         return _error(index, UnknownTopicOrPartitionError("unknown topic id"), ErrorCode.UNKNOWN_TOPIC_ID)
     try:
+        if topic in INTERNAL_TOPICS:  # written by the coordinators only, as in Kafka
+            raise InvalidTopicError(f"cannot append to internal topic {topic}")
         log = broker.get_log(topic, index)
         if not data:
             raise InvalidRecordError("produce request without records")
