@@ -1,7 +1,7 @@
 """Entry point of the ``kafkalog`` command: the click group that the tool subcommands attach to.
 
 Each subcommand lives in its own module (``dump``, ``produce``, ``consume``, ``topics``, ``info``, ``verify``,
-``recover``, ``retention``, ``compact``), imported on first use (:data:`COMMANDS`) so that ``--help`` and ``--version`` start
+``recover``, ``retention``, ``compact``, ``serve``), imported on first use (:data:`COMMANDS`) so that ``--help`` and ``--version`` start
 fast; :mod:`kafkalog.cli.common` holds the exit codes they share.
 """
 
@@ -29,6 +29,7 @@ Examples:
   kafkalog info data
   kafkalog verify data
   kafkalog compact data users --roll
+  kafkalog serve data --listen 127.0.0.1:9092
   kafkalog dump data/orders-0/00000000000000000000.log --print-data-log
 
 Run "kafkalog COMMAND --help" for the options of a command."""
