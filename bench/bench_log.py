@@ -343,8 +343,9 @@ def read_rows(tmp: Path, total: int, lookups: int, runs: int, quick: bool) -> li
                 "one raw os.pread of a whole batch at a random batch position",
                 target=">= 100k reads/s",
                 note=f"{lookups:,} random offsets per run over {len(firsts):,} batches of "
-                f"{sizes[0] / KIB:.1f} KiB; each read finds the segment, looks the offset up in the offset "
-                "index, reads the batch header and returns the batch in memory.",
+                f"{sizes[0] / KIB:.1f} KiB; each read finds the segment (lock-free bisect), looks the offset up "
+                "in the offset index and reads the batch with its header in one pread (the bytes to the next "
+                "index entry), returning it in memory.",
             )
         )
         return rows

@@ -24,7 +24,7 @@ def test_manager_runs_the_cleaner(tmp_path: Path) -> None:
             m.produce("events", [SimpleRecord(b"e%d" % i)])
         for p in range(2):
             m.get_log("users", p).roll()
-        deadline = time.time() + 20
+        deadline = time.time() + 60  # generous: CI machines are shared
         while time.time() < deadline:
             cps = m.cleaner.manager.all_cleaner_checkpoints()
             if all(

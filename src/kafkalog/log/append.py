@@ -12,22 +12,218 @@ offset), the first unstable offset and the flush policy (``flush.messages``) mov
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import struct
+from typing import TYPE_CHECKING, Any, Final
 
-from kafkalog.errors import RecordBatchTooLargeError, RecordTooLargeError, UnexpectedAppendOffsetError
+import crc32c
+
+from kafkalog.errors import (
+    KafkaStorageError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+    UnexpectedAppendOffsetError,
+)
 from kafkalog.log.producer_state import BatchMetadata, CompletedTxn, ProducerAppendInfo
 from kafkalog.log.types import AppendOrigin, LogAppendInfo
 from kafkalog.log.validator import analyze_and_validate_records, validate_and_assign_offsets
-from kafkalog.records import MemoryRecords
-from kafkalog.records.batch import MAGIC_V2
+from kafkalog.records import Compression, MemoryRecords, TimestampType
+from kafkalog.records._kernels import _record_stats, as_uint8
+from kafkalog.records.batch import MAGIC_V2, DefaultRecordBatch
 from kafkalog.storage import LogOffsetMetadata
 
 if TYPE_CHECKING:
     from kafkalog.log.log import Log
 
-__all__ = ["UNKNOWN_OFFSET", "analyze_producer_state", "append"]
+__all__ = ["UNKNOWN_OFFSET", "analyze_producer_state", "append", "try_append_fast"]
 
 UNKNOWN_OFFSET = -1
+
+#: baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta, baseTimestamp,
+#: maxTimestamp, producerId, producerEpoch, baseSequence, recordCount: the 61-byte v2 batch header.
+_V2_HEADER: Final = struct.Struct(">qiibIhiqqqhii")
+_I64: Final = struct.Struct(">q")
+_I32: Final = struct.Struct(">i")
+_I16: Final = struct.Struct(">h")
+_U32: Final = struct.Struct(">I")
+_MAX_TIMESTAMP_AT: Final = 35
+_ATTRIBUTES_AT: Final = 21
+_PLE_AT: Final = 12
+#: compression (bits 0-2), timestamp type (3), control (5), delete horizon (6); transactional (4) is allowed
+_NOT_PLAIN: Final = 0x6F
+_LOG_APPEND_TIME_BIT: Final = 0x08
+
+
+class _FastSettings:
+    """What the fast path reads of a :class:`LogConfig`, computed once per config object."""
+
+    __slots__ = (
+        "_io_dir",
+        "_io_message",
+        "after_ms",
+        "before_ms",
+        "compact",
+        "config",
+        "eligible",
+        "flush_messages",
+        "log_append_time",
+        "max_message_bytes",
+        "max_segment_ms",
+        "segment_bytes",
+    )
+
+    def __init__(self, config: Any) -> None:
+        self.config = config
+        target = config.target_compression
+        self.eligible = target is None or target is Compression.NONE
+        self.log_append_time = config.timestamp_type is TimestampType.LOG_APPEND_TIME
+        self.before_ms = config.message_timestamp_before_max_ms
+        self.after_ms = config.message_timestamp_after_max_ms
+        self.compact = config.compact
+        self.max_message_bytes = config.max_message_bytes
+        self.segment_bytes = config.segment_bytes
+        self.max_segment_ms = config.max_segment_ms
+        self.flush_messages = config.flush_messages
+        self._io_dir: Any = None
+        self._io_message = ""
+
+    def io_message(self, log: Log) -> str:
+        """The I/O error message of an append to ``log`` (built again only when the directory changes)."""
+        directory = log.local_log.dir
+        if directory is not self._io_dir:
+            self._io_dir = directory
+            self._io_message = (
+                f"error while appending records to {log.topic_partition} in dir {directory.parent}"
+            )
+        return self._io_message
+
+
+def try_append_fast(log: Log, records: MemoryRecords, leader_epoch: int) -> LogAppendInfo | None:
+    """Append a leader's single plain batch (see module doc), or return None (nothing done) for the general
+    path."""
+    buf = records.buffer
+    size = len(buf)
+    if size < 61:
+        return None
+    if buf.readonly:  # offsets are assigned in place, as the general path does on a copy
+        records = MemoryRecords(bytearray(buf))
+        buf = records.buffer
+    (base, length, client_epoch, magic, crc, attrs, last_delta, base_ts, max_ts, pid, _pe, seq, count) = (
+        _V2_HEADER.unpack_from(buf, 0)
+    )
+    if magic != MAGIC_V2 or length + 12 != size or attrs & _NOT_PLAIN or base != 0 or (pid >= 0 and seq < 0):
+        return None
+    settings: _FastSettings | None = log.__dict__.get("_fast_settings")
+    config = log.local_log.config
+    if settings is None or settings.config is not config:
+        settings = _FastSettings(config)
+        log.__dict__["_fast_settings"] = settings
+    if (
+        not settings.eligible
+        or count <= 0
+        or count != last_delta + 1
+        or size > settings.max_message_bytes
+        or size > settings.segment_bytes
+        or crc32c.crc32c(buf[_ATTRIBUTES_AT:]) != crc
+    ):
+        return None
+    err, _pos, lo, hi, top, null_keys, _sequential = _record_stats(as_uint8(buf), 61, size, count, base_ts)
+    if err or (null_keys and settings.compact):
+        return None
+    now = log.time.milliseconds()
+    log_append_time = settings.log_append_time
+    if not log_append_time and (lo < now - settings.before_ms or hi > now + settings.after_ms):
+        return None
+    local = log.local_log
+    with log.lock:
+        if local.offline:
+            raise local._offline_error()
+        try:
+            local.check_if_closed()
+            if log._pending_metadata_flush:
+                log._maybe_flush_metadata_file()
+            offset = local.log_end_offset
+            last = offset + count - 1
+            _I64.pack_into(buf, 0, offset)
+            _I32.pack_into(buf, _PLE_AT, leader_epoch)
+            if log_append_time:
+                max_timestamp = now
+                shallow_of_max = last
+                _I16.pack_into(buf, _ATTRIBUTES_AT, attrs | _LOG_APPEND_TIME_BIT)
+                _I64.pack_into(buf, _MAX_TIMESTAMP_AT, now)
+                _U32.pack_into(buf, 17, crc32c.crc32c(buf[_ATTRIBUTES_AT:]))
+            else:
+                max_timestamp = top if top > -1 else -1
+                shallow_of_max = last if top > -1 else -1
+                if max_ts != top:
+                    _I64.pack_into(buf, _MAX_TIMESTAMP_AT, top)
+                    _U32.pack_into(buf, 17, crc32c.crc32c(buf[_ATTRIBUTES_AT:]))
+            info = LogAppendInfo(
+                first_offset=offset,
+                last_offset=last,
+                last_leader_epoch=client_epoch if client_epoch >= 0 else None,
+                max_timestamp=max_timestamp,
+                shallow_offset_of_max_timestamp=shallow_of_max,
+                log_append_time=now if log_append_time else -1,
+                log_start_offset=log._log_start_offset,
+                source_compression=Compression.NONE,
+                target_compression=Compression.NONE,
+                valid_bytes=size,
+                last_offset_of_first_batch=last_delta,
+                num_messages=count,
+                shallow_count=1,
+            )
+            batches: list[Any] = []
+            producer_infos: dict[int, ProducerAppendInfo] = {}
+            if pid >= 0:
+                # An idempotent or transactional producer's batch: Kafka's producer-state checks, as the
+                # general path runs them (a retried duplicate returns the original offsets, writes nothing).
+                batches = [DefaultRecordBatch(buf, 0)]
+                producer_infos, _completed, duplicate = analyze_producer_state(
+                    log, batches, AppendOrigin.CLIENT
+                )
+                if duplicate is not None:
+                    info.first_offset = duplicate.first_offset
+                    info.last_offset = duplicate.last_offset
+                    info.log_append_time = duplicate.timestamp
+                    info.duplicate = True
+                    return info
+            if leader_epoch >= 0:
+                latest = log.leader_epoch_cache.latest_entry
+                if latest is None or latest.epoch != leader_epoch or latest.start_offset > offset:
+                    log.maybe_assign_epoch_start_offset(leader_epoch, offset)
+            if local.active_segment.should_roll_for(
+                settings.max_segment_ms, settings.segment_bytes, max_timestamp, last, size, now
+            ):
+                log._maybe_roll(size, info)
+                if batches:  # analysed again against the new segment, as the general path does
+                    producer_infos, _completed, _ = analyze_producer_state(log, batches, AppendOrigin.CLIENT)
+            local.append(last, max_timestamp, shallow_of_max, records)
+            producer_state = log.producer_state
+            for pinfo in producer_infos.values():
+                producer_state.update(pinfo)
+            if producer_state.has_unresolved_transactions:
+                if log._hw_follows_leo:
+                    log._update_high_watermark_metadata(local.log_end_offset_metadata)
+                else:
+                    log._update_high_watermark_with_log_end_offset()
+                producer_state.update_map_end_offset(last + 1)
+                log._maybe_increment_first_unstable_offset()
+            else:
+                # No open or unreplicated transaction: the first unstable offset stays None and moving the
+                # high watermark (always forward here: it never passes the old log end offset) touches
+                # nothing else.
+                if log._hw_follows_leo:
+                    log._high_watermark = local.log_end_offset_metadata
+                producer_state.update_map_end_offset(last + 1)
+                log._first_unstable_offset = None
+            info.log_start_offset = log._log_start_offset
+            if local.unflushed_messages >= settings.flush_messages:
+                log.flush()
+            return info
+        except KafkaStorageError:
+            raise
+        except OSError as exc:
+            raise local._io_failed(settings.io_message(log), exc) from exc
 
 
 def append(
@@ -133,9 +329,7 @@ def append(
         log.local_log.append(
             info.last_offset, info.max_timestamp, info.shallow_offset_of_max_timestamp, valid
         )
-        if log._hw_follows_leo:
-            log._update_high_watermark_metadata(log.log_end_offset_metadata)
-        else:
+        if not log._hw_follows_leo:
             log._update_high_watermark_with_log_end_offset()
         for pinfo in producer_infos.values():
             log.producer_state.update(pinfo)
@@ -144,6 +338,10 @@ def append(
             segment.update_txn_index(txn, lso)
             log.producer_state.complete_txn(txn)
         log.producer_state.update_map_end_offset(info.last_offset + 1)
+        if log._hw_follows_leo:
+            # After the producer state moved: a transaction this append completed is then below the high
+            # watermark at once, so the last stable offset passes its marker now, not at the next append.
+            log._update_high_watermark_metadata(log.log_end_offset_metadata)
         log._maybe_increment_first_unstable_offset()
         info.log_start_offset = log.log_start_offset
         if log.local_log.unflushed_messages >= log.config.flush_messages:

@@ -13,7 +13,9 @@ protocols shared with the loader and the cleaner:
 Invariants: there is always an active segment once the log is loaded; a roll never moves backwards; the
 log end offset's metadata always points into the active segment. This class is not thread-safe on its own:
 ``Log`` serialises writers. Every I/O error becomes :class:`~kafkalog.errors.KafkaStorageError` and takes
-the log's directory offline (later operations fail fast).
+the log's directory offline (later operations fail fast), except an error of a read whose segment was
+deleted meanwhile (retention, truncation, cleaning): that is only a ``KafkaStorageError``, which ``Log.read``
+reports as :class:`~kafkalog.errors.OffsetOutOfRangeError`. Reads take no lock.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from kafkalog.storage.files import (
     transaction_index_file,
 )
 from kafkalog.storage.segment import TO_SEGMENT_END
+from kafkalog.storage.segment_read import read_records
 from kafkalog.storage.txn_index import AbortedTxn
 from kafkalog.time import Time
 
@@ -179,20 +182,25 @@ class LocalLog:
     def io(self, message: str) -> Iterator[None]:
         """Run file operations; an ``OSError`` takes the directory offline as a ``KafkaStorageError``."""
         if self.offline:
-            raise KafkaStorageError(
-                f"the log dir {self.dir.parent} is offline due to a previous IO exception"
-            )
+            raise self._offline_error()
         try:
             yield
         except KafkaStorageError:
             raise
         except OSError as exc:
-            self.offline = True
-            if self._on_dir_failure is not None:
-                self._on_dir_failure(self.dir.parent, message, exc)
-            else:
-                _log.error("%s%s: %s", self.log_prefix, message, exc)
-            raise KafkaStorageError(f"{message}: {exc}") from exc
+            raise self._io_failed(message, exc) from exc
+
+    def _offline_error(self) -> KafkaStorageError:
+        return KafkaStorageError(f"the log dir {self.dir.parent} is offline due to a previous IO exception")
+
+    def _io_failed(self, message: str, exc: OSError) -> KafkaStorageError:
+        """Take the directory offline after ``exc``; returns the error to raise."""
+        self.offline = True
+        if self._on_dir_failure is not None:
+            self._on_dir_failure(self.dir.parent, message, exc)
+        else:
+            _log.error("%s%s: %s", self.log_prefix, message, exc)
+        return KafkaStorageError(f"{message}: {exc}")
 
     def check_if_closed(self) -> None:
         """Fail fast once the file handles are gone (Kafka's ``checkIfMemoryMappedBufferClosed``)."""
@@ -352,9 +360,21 @@ class LocalLog:
         min_one_message: bool,
         max_offset_metadata: LogOffsetMetadata,
         include_aborted_txns: bool,
+        *,
+        in_memory: bool = False,
     ) -> FetchDataInfo:
-        """Read from ``start_offset`` up to ``max_length`` bytes, never past ``max_offset_metadata``."""
-        with self.io(f"exception while reading from {self.topic_partition} in dir {self.dir.parent}"):
+        """Read from ``start_offset`` up to ``max_length`` bytes, never past ``max_offset_metadata``.
+
+        The records are a file slice, or with ``in_memory`` read into memory (``LogSegment.read`` then
+        ``to_memory_records``, usually in one ``pread``: :mod:`kafkalog.storage.segment_read`). An
+        ``OSError`` takes the directory offline (:meth:`io`, inlined: this runs once per fetch) unless the
+        segment being read was deleted meanwhile: that is a :class:`KafkaStorageError` only, which
+        ``Log.read`` reports as :class:`OffsetOutOfRangeError`.
+        """
+        if self.offline:
+            raise self._offline_error()
+        segment: LogSegment | None = None
+        try:
             end_offset = self._next_offset_metadata.message_offset
             segment = self.segments.floor_segment(start_offset)
             if start_offset > end_offset or segment is None:
@@ -362,31 +382,42 @@ class LocalLog:
                     f"received request for offset {start_offset} for partition {self.topic_partition}, but we only "
                     f"have log segments upto {end_offset}"
                 )
-            if start_offset == max_offset_metadata.message_offset:
-                return self._empty(max_offset_metadata, include_aborted_txns)
-            if start_offset > max_offset_metadata.message_offset:
+            max_message_offset = max_offset_metadata.message_offset
+            if start_offset >= max_message_offset:
+                if start_offset == max_message_offset:
+                    return self._empty(max_offset_metadata, include_aborted_txns)
                 return self._empty(
                     self.convert_to_offset_metadata_or_throw(start_offset), include_aborted_txns
                 )
+            max_segment = max_offset_metadata.segment_base_offset
             while segment is not None:
                 base = segment.base_offset
                 max_position: int | None
-                if base < max_offset_metadata.segment_base_offset:
+                if base < max_segment:
                     max_position = TO_SEGMENT_END
-                elif (
-                    base == max_offset_metadata.segment_base_offset
-                    and not max_offset_metadata.message_offset_only
-                ):
+                elif base == max_segment:  # a segment base is >= 0: the metadata is not offset-only
                     max_position = max_offset_metadata.relative_position_in_segment
                 else:
                     max_position = None
-                info = segment.read(start_offset, max_length, max_position, min_one_message)
+                if in_memory:
+                    info = read_records(segment, start_offset, max_length, max_position, min_one_message)
+                else:
+                    info = segment.read(start_offset, max_length, max_position, min_one_message)
                 if info is not None:
                     if include_aborted_txns:
                         info = self._add_aborted_transactions(start_offset, segment, info)
                     return info
                 segment = self.segments.higher_segment(base)
             return FetchDataInfo(self._next_offset_metadata, MemoryRecords.EMPTY)
+        except KafkaStorageError:
+            raise
+        except OSError as exc:
+            if segment is not None and (
+                segment.log.closed or self.segments.get(segment.base_offset) is not segment
+            ):
+                raise KafkaStorageError(f"segment {segment} was deleted during the read: {exc}") from exc
+            message = f"exception while reading from {self.topic_partition} in dir {self.dir.parent}"
+            raise self._io_failed(message, exc) from exc
 
     def _empty(self, metadata: LogOffsetMetadata, include_aborted_txns: bool) -> FetchDataInfo:
         return FetchDataInfo(

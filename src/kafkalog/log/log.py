@@ -20,7 +20,7 @@ roll and deletion.
 
 from __future__ import annotations
 
-import dataclasses
+import concurrent.futures
 import logging
 import threading
 import uuid
@@ -49,10 +49,8 @@ from kafkalog.log.types import AppendOrigin, FetchIsolation, LogAppendInfo, LogO
 from kafkalog.records import Compression, MemoryRecords, Record, SimpleRecord
 from kafkalog.storage import (
     FetchDataInfo,
-    FileRecords,
     LogOffsetMetadata,
     LogSegment,
-    RollParams,
     TimestampAndOffset,
 )
 from kafkalog.time import SYSTEM_TIME, Time
@@ -67,6 +65,10 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 _INT32_MAX = 2**31 - 1
+# ``Log.read`` compares these once per call (an enum member lookup costs more than a global).
+_HIGH_WATERMARK = FetchIsolation.HIGH_WATERMARK
+_LOG_END = FetchIsolation.LOG_END
+_TXN_COMMITTED = FetchIsolation.TXN_COMMITTED
 
 
 class _LogAdapter(logging.LoggerAdapter):  # type: ignore[type-arg]
@@ -101,6 +103,7 @@ class Log:
         self._closed = False
         self._expiry_task: ScheduledTask | None = None
         self._pending_metadata_flush = False
+        self._pending_flush: concurrent.futures.Future[None] | None = None
         self.logger = _LogAdapter(
             _log, {"prefix": f"[Log partition={self.topic_partition}, dir={self.dir.parent}] "}
         )
@@ -437,6 +440,10 @@ class Log:
         self, records: MemoryRecords, leader_epoch: int = 0, origin: AppendOrigin = AppendOrigin.CLIENT
     ) -> LogAppendInfo:
         """Validate, assign offsets from the log end offset, and append (a leader's produce)."""
+        if origin is AppendOrigin.CLIENT:
+            info = append_path.try_append_fast(self, records, leader_epoch)
+            if info is not None:
+                return info
         return self._append(
             records,
             origin,
@@ -504,17 +511,17 @@ class Log:
 
     # --- rolling and flushing -----------------------------------------------------------------------------
     def _maybe_roll(self, messages_size: int, info: LogAppendInfo) -> LogSegment:
-        segment = self.local_log.active_segment
-        now = self.time.milliseconds()
-        params = RollParams(
-            self.config.max_segment_ms,
-            self.config.segment_bytes,
+        local = self.local_log
+        segment = local.active_segment
+        config = local.config
+        if segment.should_roll_for(
+            config.max_segment_ms,
+            config.segment_bytes,
             info.max_timestamp,
             info.last_offset,
             messages_size,
-            now,
-        )
-        if segment.should_roll(params):
+            self.time.milliseconds(),
+        ):
             self.logger.debug(
                 "Rolling new log segment (log_size = %d/%d), offset_index_size = %d/%d, "
                 "time_index_size = %d/%d",
@@ -563,7 +570,9 @@ class Log:
             if scheduler is not None:
                 scheduler.schedule_once("flush-log", self._guarded(flush_log))
             else:
-                flush_log()
+                # No scheduler (a standalone log): still in the background, as Kafka does, on one shared
+                # thread, so a roll costs the appender no fsyncs; close() waits for it.
+                self._pending_flush = _roll_flusher().submit(self._guarded(flush_log))
             return new_segment
 
     def _guarded(self, fn: Any) -> Any:
@@ -581,13 +590,19 @@ class Log:
         """fsync everything below ``offset`` (default: the log end offset) and advance the recovery point."""
         target = self.log_end_offset if offset is None else offset
         flush_offset = target + 1 if include_offset else target
-        with self.local_log.io(
-            f"error while flushing log for {self.topic_partition} in dir {self.dir.parent}"
-        ):
-            if flush_offset > self.local_log.recovery_point:
-                self.local_log.flush(flush_offset)
+        local = self.local_log
+        if local.offline:
+            raise local._offline_error()
+        try:  # not ``local.io(message)``: this runs after every append with flush.messages=1
+            if flush_offset > local.recovery_point:
+                local.flush(flush_offset)
                 with self.lock:
-                    self.local_log.mark_flushed(target)
+                    local.mark_flushed(target)
+        except KafkaStorageError:
+            raise
+        except OSError as exc:
+            message = f"error while flushing log for {self.topic_partition} in dir {self.dir.parent}"
+            raise local._io_failed(message, exc) from exc
 
     def flush_up_to_offset_exclusive(self, offset: int) -> None:
         self.flush(offset)
@@ -606,28 +621,34 @@ class Log:
     ) -> FetchDataInfo:
         """Read from the batch holding ``start_offset``, bounded by the isolation level's offset.
 
-        The records are read into memory before returning (one ``pread`` of at most ``max_length`` bytes):
-        a lazy file slice could outlive its segment (retention deletes files without delay when
-        ``file.delete.delay.ms`` is 0), and a deleted segment must read as ``OffsetOutOfRangeError``.
+        The records are read into memory before returning, usually with one ``pread`` that also holds the
+        batch header (:mod:`kafkalog.storage.segment_read`): a lazy file slice could outlive its segment
+        (retention deletes files without delay when ``file.delete.delay.ms`` is 0), and a deleted segment
+        must read as ``OffsetOutOfRangeError``.
         """
-        if start_offset < self.log_start_offset:
+        if start_offset < self._log_start_offset:
             raise OffsetOutOfRangeError(
                 f"received request for offset {start_offset} for partition {self.topic_partition}, but we only have "
                 f"log segments starting from offset: {self.log_start_offset}."
             )
-        if isolation is FetchIsolation.LOG_END:
-            max_meta = self.log_end_offset_metadata
-        elif isolation is FetchIsolation.HIGH_WATERMARK:
-            max_meta = self._fetch_hw_metadata()
+        local = self.local_log
+        if isolation is _HIGH_WATERMARK:
+            max_meta = self._high_watermark
+            if max_meta.segment_base_offset < 0:  # offset only: resolve it (``_fetch_hw_metadata``)
+                max_meta = self._fetch_hw_metadata()
+        elif isolation is _LOG_END:
+            max_meta = local.log_end_offset_metadata
         else:
             max_meta = self._fetch_lso_metadata()
         try:
-            info = self.local_log.read(
-                start_offset, max_length, min_one_message, max_meta, isolation is FetchIsolation.TXN_COMMITTED
+            return local.read(
+                start_offset,
+                max_length,
+                min_one_message,
+                max_meta,
+                isolation is _TXN_COMMITTED,
+                in_memory=True,
             )
-            if isinstance(info.records, FileRecords):
-                info = dataclasses.replace(info, records=info.records.to_memory_records())
-            return info
         except KafkaStorageError:
             if self.local_log.offline:
                 raise
@@ -715,6 +736,9 @@ class Log:
         """A clean close: flush everything (the empty active segment's files too), snapshot producer state at
         the log end offset, close every segment, then (for a standalone log that loaded fully) write the
         clean-shutdown marker so the next open scans nothing (KAFKA-15375: never for a partial load)."""
+        pending = self._pending_flush
+        if pending is not None:  # before the lock: the roll's flush takes it
+            concurrent.futures.wait([pending])
         with self.lock:
             if self._closed:
                 return
@@ -772,3 +796,16 @@ class Log:
     def ensure_open(self) -> None:
         if self._closed:
             raise KafkaError(f"log {self.topic_partition} is closed")
+
+
+_ROLL_FLUSHER: concurrent.futures.ThreadPoolExecutor | None = None
+_ROLL_FLUSHER_LOCK = threading.Lock()
+
+
+def _roll_flusher() -> concurrent.futures.ThreadPoolExecutor:
+    """The one thread that runs the ``flush-log`` task of rolls of logs opened without a scheduler."""
+    global _ROLL_FLUSHER
+    with _ROLL_FLUSHER_LOCK:
+        if _ROLL_FLUSHER is None:
+            _ROLL_FLUSHER = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kafkalog-flush-log")
+        return _ROLL_FLUSHER

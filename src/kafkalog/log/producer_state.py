@@ -638,6 +638,12 @@ class ProducerStateManager:
             self._unreplicated[completed.first_offset] = txn
             self._unreplicated = dict(sorted(self._unreplicated.items()))
 
+    @property
+    def has_unresolved_transactions(self) -> bool:
+        """Whether any transaction is open or completed but not yet below the high watermark (without
+        either, the first unstable offset is None and a high watermark move changes nothing here)."""
+        return bool(self._ongoing or self._unreplicated)
+
     def first_unstable_offset(self) -> LogOffsetMetadata | None:
         """The first offset of the oldest open or unreplicated transaction."""
         with self._lock:

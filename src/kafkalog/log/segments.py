@@ -2,7 +2,9 @@
 
 Invariant: keys are base offsets, strictly increasing; the last segment is the active one. Every method is
 thread-safe; methods that return several segments return a snapshot list, so a reader can walk it while
-the writer adds or removes segments.
+the writer adds or removes segments. :meth:`LogSegments.floor_segment` (once per read) takes no lock: it
+searches an immutable ``(base offsets, segments)`` snapshot that every change drops (under the lock) and
+the next lookup rebuilds.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ class LogSegments:
         self._lock = threading.RLock()
         self._map: dict[int, LogSegment] = {}
         self._keys: list[int] = []
+        self._snapshot: tuple[list[int], list[LogSegment]] | None = None
 
     def add(self, segment: LogSegment) -> LogSegment | None:
         """Add ``segment``, replacing (and returning) one with the same base offset."""
@@ -32,6 +35,7 @@ class LogSegments:
             if old is None:
                 insort(self._keys, segment.base_offset)
             self._map[segment.base_offset] = segment
+            self._snapshot = None
             return old
 
     def remove(self, base_offset: int) -> None:
@@ -39,12 +43,14 @@ class LogSegments:
         with self._lock:
             if self._map.pop(base_offset, None) is not None:
                 del self._keys[bisect_left(self._keys, base_offset)]
+                self._snapshot = None
 
     def clear(self) -> None:
         """Forget every segment (files untouched)."""
         with self._lock:
             self._map.clear()
             self._keys.clear()
+            self._snapshot = None
 
     def close(self) -> None:
         """Close every segment."""
@@ -113,10 +119,20 @@ class LogSegments:
             return self.values(from_offset, active.base_offset)
 
     def floor_segment(self, offset: int) -> LogSegment | None:
-        """The segment with the largest base offset <= ``offset``."""
+        """The segment with the largest base offset <= ``offset`` (lock-free: see the module doc)."""
+        snapshot = self._snapshot
+        if snapshot is None:
+            snapshot = self._take_snapshot()
+        i = bisect_right(snapshot[0], offset) - 1
+        return snapshot[1][i] if i >= 0 else None
+
+    def _take_snapshot(self) -> tuple[list[int], list[LogSegment]]:
         with self._lock:
-            i = bisect_right(self._keys, offset) - 1
-            return self._map[self._keys[i]] if i >= 0 else None
+            snapshot = self._snapshot
+            if snapshot is None:
+                keys = list(self._keys)
+                snapshot = self._snapshot = (keys, [self._map[k] for k in keys])
+            return snapshot
 
     def lower_segment(self, offset: int) -> LogSegment | None:
         """The segment with the largest base offset < ``offset``."""

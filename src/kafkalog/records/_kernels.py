@@ -72,9 +72,11 @@ __all__ = [
     "ERROR_MESSAGES",
     "NATIVE_CRC",
     "RecordIndex",
+    "RecordStats",
     "ScanResult",
     "as_uint8",
     "index_records",
+    "record_stats",
     "scan_batches",
     "verify_crcs",
     "warm_up",
@@ -1073,6 +1075,85 @@ def index_records(
     )
 
 
+# --- (c) record statistics of one batch, for the leader's validation -----------------------------------------
+
+
+@njit(cache=True, nogil=True)
+def _record_stats(src: Any, start: Any, end: Any, count: Any, base_timestamp: Any) -> Any:
+    """Parse ``count`` records of ``src[start:end]`` under :func:`_index_records`' rules, storing nothing.
+
+    Returns ``(err, err_pos, min_ts, max_ts, max_ts_all, null_keys, sequential)``: the smallest and largest
+    record timestamp other than -1 (``INT64_MAX`` / ``INT64_MIN`` when there is none), the largest of all
+    timestamps (``INT64_MIN`` for no records), the number of null keys, and whether every offset delta
+    equals the record's index.
+    """
+    mem = src.ctypes.data
+    p = start
+    lo = _INT64_MAX
+    hi = _INT64_MIN
+    top = _INT64_MIN
+    null_keys = 0
+    sequential = True
+    for r in range(count):
+        if p >= end:
+            return ERR_COUNT_TOO_MANY, p, lo, hi, top, null_keys, sequential
+        (err, err_pos, body_end, ts_delta, offset_delta, _kp, key_len, _vp, _vl, hc, q) = (
+            _parse_record_prefix(mem, p, end)
+        )
+        if err != OK:
+            return err, err_pos, lo, hi, top, null_keys, sequential
+        ts = base_timestamp + ts_delta
+        if ts > top:
+            top = ts
+        if ts != -1:
+            if ts < lo:
+                lo = ts
+            if ts > hi:
+                hi = ts
+        if key_len < 0:
+            null_keys += 1
+        if offset_delta != r:
+            sequential = False
+        for _ in range(hc):
+            err, err_pos, _a, _b, _c, _d, q = _parse_header(mem, q, body_end)
+            if err != OK:
+                return err, err_pos, lo, hi, top, null_keys, sequential
+        if q != body_end:
+            return ERR_RECORD_SIZE_MISMATCH, p, lo, hi, top, null_keys, sequential
+        p = body_end
+    if p != end:
+        return ERR_COUNT_TOO_FEW, p, lo, hi, top, null_keys, sequential
+    return OK, 0, lo, hi, top, null_keys, sequential
+
+
+class RecordStats(NamedTuple):
+    """Result of :func:`record_stats` (see :func:`_record_stats`); ``err`` is ``OK`` (0) or an ``ERR_*`` code."""
+
+    err: int
+    err_pos: int
+    min_timestamp: int
+    max_timestamp: int
+    max_timestamp_all: int
+    null_keys: int
+    sequential: bool
+
+
+def record_stats(
+    buf: U8Array, records_start: int, records_end: int, count: int, base_timestamp: int
+) -> RecordStats:
+    """Walk the ``count`` v2 records of one uncompressed batch's ``buf[records_start:records_end]`` with the
+    same parser and format rules as :func:`index_records`, keeping only what the leader's validation needs
+    (no per-record arrays): timestamp bounds, null keys, offset deltas. Never raises for bad records: a
+    non-zero ``err`` says the records break the format (``index_records`` raises the detailed error)."""
+    if not 0 <= records_start <= records_end <= buf.shape[0]:
+        raise ValueError(
+            f"invalid range [{records_start}, {records_end}) for a buffer of {buf.shape[0]} bytes"
+        )
+    if count < 0:
+        return RecordStats(ERR_COUNT_NEGATIVE, records_start, _INT64_MAX, _INT64_MIN, _INT64_MIN, 0, True)
+    return RecordStats(*_record_stats(buf, records_start, records_end, count, base_timestamp))
+
+
 def warm_up() -> float:
     """Compile (or load from the on-disk cache) every kernel for the array types kafkalog uses; returns seconds.
 
@@ -1089,6 +1170,7 @@ def warm_up() -> float:
     scan = scan_batches(buf)
     verify_crcs(buf, scan.table, scan.n)
     index_records(buf, BATCH_HEADER_SIZE, buf.shape[0], 1)
+    record_stats(buf, BATCH_HEADER_SIZE, buf.shape[0], 1, 0)
     from kafkalog.records import columnar
 
     columnar.decode_columnar(golden)

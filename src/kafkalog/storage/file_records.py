@@ -356,6 +356,14 @@ class FileRecords:
             return b""
         return self._chan().pread(size, self._start + position)
 
+    def read_at(self, position: int, size: int) -> bytes:
+        """``size`` bytes from ``position`` (relative to this view) with no clamping: the caller keeps within
+        ``size_in_bytes`` (fewer bytes come back only if the file was cut meanwhile)."""
+        channel = self._channel
+        if channel is None:
+            channel = self._chan()
+        return channel.pread(size, self._start + position)
+
     def slice(self, position: int, size: int) -> FileRecords:
         """A view of ``size`` bytes from ``position`` (clamped to the end); nothing is read now."""
         current = self._size

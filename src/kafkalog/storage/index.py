@@ -20,7 +20,9 @@ Implementation: the file is read once, lazily (a segment that is never read neve
 into a native-endian in-memory mirror that serves every lookup (binary search); appends and truncations
 are written through to the file with ``pwrite``/``ftruncate``. Kafka maps the file instead; in Python a
 mapped file cannot be resized while a reader holds a view of it, and a concurrent truncation would make a
-reader fault, so the mirror is both safer and faster. The bytes on disk are the same.
+reader fault, so the mirror is both safer and faster. The bytes on disk are the same. Lookups take the
+index lock, except :meth:`OffsetIndex.bracket` (once per ``Log.read``), which searches the mirror without
+it and retries under it if the mirror shrank meanwhile.
 """
 
 from __future__ import annotations
@@ -399,6 +401,38 @@ class OffsetIndex(AbstractIndex):
             if slot >= self._entries:
                 return None
             return OffsetPosition(self.base_offset + self._rel[slot], self._pos[slot])
+
+    def bracket(self, target_offset: int) -> tuple[int, int, int] | None:
+        """Positions around ``target_offset``, from one search (the single-read path of a segment read).
+
+        Returns ``(lower, upper, span)``: ``lower`` is the position of the last entry with an offset below
+        ``target_offset`` (0 if none), ``upper`` the position of the first entry with an offset >= it (the
+        batch there ends at that offset; -1 if none), ``span`` the bytes from ``upper`` to the next entry's
+        position (-1 if none): the size of the batch at ``upper`` when every batch has an entry. None when
+        the index is not loaded: this never loads it (the segment does, repairing a corrupt file, and not
+        after its files were deleted).
+
+        The search takes no lock: the entry count is read before the arrays (an append grows the arrays
+        first), a concurrent truncation or close shows as an ``IndexError`` (the search is then repeated
+        under the lock), and the caller checks the batch header it finds at these positions.
+        """
+        if self._loaded:
+            try:
+                return self._bracket(target_offset)
+            except IndexError:
+                pass
+        with self._lock:
+            return self._bracket(target_offset) if self._loaded else None
+
+    def _bracket(self, target_offset: int) -> tuple[int, int, int]:
+        n = self._entries
+        positions = self._pos
+        slot = bisect_left(self._rel, target_offset - self.base_offset, 0, n)
+        lower = positions[slot - 1] if slot else 0
+        if slot >= n:
+            return lower, -1, -1
+        upper = positions[slot]
+        return lower, upper, (positions[slot + 1] - upper if slot + 1 < n else -1)
 
     def entry(self, n: int) -> OffsetPosition:
         """The ``n``-th entry."""

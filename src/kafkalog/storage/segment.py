@@ -628,16 +628,39 @@ class LogSegment:
 
     def should_roll(self, params: RollParams) -> bool:
         """Kafka's roll conditions: size, age (minus jitter), full indexes, relative offset overflow."""
-        reached_roll_ms = self.time_waited_for_roll(params.now, params.max_timestamp_in_messages) > (
-            params.max_segment_ms - self.roll_jitter_ms
+        return self.should_roll_for(
+            params.max_segment_ms,
+            params.max_segment_bytes,
+            params.max_timestamp_in_messages,
+            params.max_offset_in_messages,
+            params.messages_size,
+            params.now,
         )
-        size = self.size
+
+    def should_roll_for(
+        self,
+        max_segment_ms: int,
+        max_segment_bytes: int,
+        max_timestamp_in_messages: int,
+        max_offset_in_messages: int,
+        messages_size: int,
+        now: int,
+    ) -> bool:
+        """:meth:`should_roll` without building a :class:`RollParams` (the append path's per-call form)."""
+        size = self.log.size_in_bytes
+        if size > max_segment_bytes - messages_size:
+            return True
+        if size > 0:
+            ts = self._rolling_based_timestamp
+            if ts is None:
+                ts = self.rolling_based_timestamp
+            waited = max_timestamp_in_messages - ts if ts is not None and ts >= 0 else now - self.created
+            if waited > max_segment_ms - self.roll_jitter_ms:
+                return True
         return (
-            size > params.max_segment_bytes - params.messages_size
-            or (size > 0 and reached_roll_ms)
-            or self.offset_index.is_full()
+            self.offset_index.is_full()
             or self.time_index.is_full()
-            or not self.can_convert_to_relative_offset(params.max_offset_in_messages)
+            or not 0 <= max_offset_in_messages - self.base_offset <= _INT32_MAX
         )
 
     def get_first_batch_timestamp(self) -> int:

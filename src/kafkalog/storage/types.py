@@ -9,6 +9,10 @@
 * :class:`FetchDataInfo` — what a read returns: where it started, the records, and whether the first batch
   is cut short; for ``read_committed`` reads also the aborted transactions that overlap the range.
 * :class:`RollParams` — everything ``LogSegment.should_roll`` needs to decide.
+
+The dataclasses are frozen: a value never changes once made. :func:`read_info` and
+:func:`fetch_data_info` make the same frozen values without the generated ``__init__`` (which pays an
+``object.__setattr__`` call per field): the read path makes two per read.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ __all__ = [
     "RollParams",
     "TimestampAndOffset",
     "TimestampOffset",
+    "fetch_data_info",
+    "read_info",
 ]
 
 UNKNOWN_OFFSET: Final = -1
@@ -119,6 +125,54 @@ class FetchDataInfo:
     records: MemoryRecords | FileRecords
     first_entry_incomplete: bool = False
     aborted_transactions: list[AbortedTxn] | None = None
+
+
+_new = object.__new__
+# The slot descriptors of the frozen dataclasses: setting through them is what the generated ``__init__``
+# does (via ``object.__setattr__``), minus the attribute lookups.
+_set_message_offset = vars(LogOffsetMetadata)["message_offset"].__set__
+_set_segment_base_offset = vars(LogOffsetMetadata)["segment_base_offset"].__set__
+_set_relative_position = vars(LogOffsetMetadata)["relative_position_in_segment"].__set__
+_set_fetch_offset_metadata = vars(FetchDataInfo)["fetch_offset_metadata"].__set__
+_set_records = vars(FetchDataInfo)["records"].__set__
+_set_first_entry_incomplete = vars(FetchDataInfo)["first_entry_incomplete"].__set__
+_set_aborted_transactions = vars(FetchDataInfo)["aborted_transactions"].__set__
+
+
+def read_info(
+    message_offset: int,
+    segment_base_offset: int,
+    position: int,
+    records: MemoryRecords | FileRecords,
+    first_entry_incomplete: bool = False,
+) -> FetchDataInfo:
+    """``FetchDataInfo(LogOffsetMetadata(message_offset, segment_base_offset, position), records,
+    first_entry_incomplete)``: a segment read's answer, both values made without ``__init__``."""
+    meta: LogOffsetMetadata = _new(LogOffsetMetadata)
+    _set_message_offset(meta, message_offset)
+    _set_segment_base_offset(meta, segment_base_offset)
+    _set_relative_position(meta, position)
+    info: FetchDataInfo = _new(FetchDataInfo)
+    _set_fetch_offset_metadata(info, meta)
+    _set_records(info, records)
+    _set_first_entry_incomplete(info, first_entry_incomplete)
+    _set_aborted_transactions(info, None)
+    return info
+
+
+def fetch_data_info(
+    metadata: LogOffsetMetadata,
+    records: MemoryRecords | FileRecords,
+    first_entry_incomplete: bool = False,
+    aborted_transactions: list[AbortedTxn] | None = None,
+) -> FetchDataInfo:
+    """``FetchDataInfo(...)`` with the same arguments, made without ``__init__``."""
+    info: FetchDataInfo = _new(FetchDataInfo)
+    _set_fetch_offset_metadata(info, metadata)
+    _set_records(info, records)
+    _set_first_entry_incomplete(info, first_entry_incomplete)
+    _set_aborted_transactions(info, aborted_transactions)
+    return info
 
 
 @dataclass(frozen=True, slots=True)
