@@ -16,6 +16,14 @@ Rows
 
 Report
     :func:`write_report` writes the Markdown report, the JSON twin and one PNG chart per area.
+
+Charts
+    By default an area's chart is a bar chart: ours ÷ baseline per row (with the min–max spread), or the
+    values themselves for an area of baselines. An area whose rows carry a position on an x axis
+    (:attr:`Row.series`, :attr:`Row.x` and :attr:`Row.x_unit`, e.g. "append" at 1 GiB of "bytes") gets a
+    *line* chart instead: one panel per x unit, one line per series over a log-scale x axis, showing the
+    ratio (or, for rows without a ratio, ours solid and the baseline dashed), so that growth with size
+    reads as a slope. Rows of such an area without an x (summary rows) are left out of the chart.
 """
 
 from __future__ import annotations
@@ -57,6 +65,8 @@ __all__ = [
     "finalize_rows",
     "format_ratio",
     "format_value",
+    "format_x",
+    "line_rows",
     "load_average",
     "load_warning",
     "log",
@@ -220,6 +230,9 @@ class Row:
     ``ratio`` the median of per-pair ratios (ours / baseline, > 1 = ours faster). ``spread``,
     ``baseline_spread`` and ``ratio_spread`` are ``(min, max)`` over the runs. A row with no baseline *is*
     a baseline (or an absolute figure). ``passed`` is ``None`` when there is no target.
+
+    ``series``, ``x`` and ``x_unit`` (all optional) place the row on a line chart: the row is the point
+    ``x`` (in ``x_unit``, e.g. ``"bytes"`` or ``"segments"``) of the line ``series``; see the module doc.
     """
 
     area: str
@@ -236,6 +249,9 @@ class Row:
     ratio_spread: tuple[float, float] | None = None
     runs: int | None = None
     note: str = ""
+    series: str | None = None
+    x: float | None = None
+    x_unit: str | None = None
 
     _FIELDS = frozenset(
         (
@@ -253,6 +269,9 @@ class Row:
             "ratio_spread",
             "runs",
             "note",
+            "series",
+            "x",
+            "x_unit",
         )
     )
 
@@ -261,14 +280,16 @@ class Row:
         """A row from a plain mapping (e.g. a module returning dicts, or the JSON report).
 
         ``area``, ``name``, ``value`` and ``unit`` are required. Spreads may be 2-element lists. A missing
-        ratio is computed from ``value / baseline_value``. Unknown keys are kept in ``note``.
+        ratio is computed from ``value / baseline_value``; an explicit ``"ratio": null`` (what
+        :meth:`to_dict` writes for a row that has a baseline but no ratio, e.g. peak RSS) stays ``None``.
+        Unknown keys are kept in ``note``.
         """
         missing = [k for k in ("area", "name", "value", "unit") if data.get(k) is None]
         if missing:
             raise ValueError(f"benchmark row lacks {', '.join(missing)}: {dict(data)!r}")
         baseline_value = data.get("baseline_value")
         ratio = data.get("ratio")
-        if ratio is None and baseline_value:
+        if "ratio" not in data and baseline_value:
             ratio = float(data["value"]) / float(baseline_value)
         extra = {k: v for k, v in data.items() if k not in cls._FIELDS}
         note = str(data.get("note") or "")
@@ -290,6 +311,9 @@ class Row:
             ratio_spread=_pair(data.get("ratio_spread")),
             runs=None if data.get("runs") is None else int(data["runs"]),
             note=note,
+            series=None if data.get("series") is None else str(data["series"]),
+            x=None if data.get("x") is None else float(data["x"]),
+            x_unit=None if data.get("x_unit") is None else str(data["x_unit"]),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -677,9 +701,11 @@ def _format_number(value: float, unit: str) -> str:
 
 
 def format_ratio(ratio: float | None) -> str:
-    """``2.31x`` (``—`` when absent)."""
+    """``2.31x``; two significant digits below 0.1 (``0.033x``); ``—`` when absent."""
     if ratio is None or math.isnan(ratio):
         return "—"
+    if 0 < ratio < 0.1:
+        return f"{ratio:.2g}x"
     return f"{ratio:.2f}x" if ratio < 100 else f"{ratio:.0f}x"
 
 
@@ -820,8 +846,9 @@ def _slug(text: str) -> str:
 
 
 def write_charts(report: Report, directory: Path) -> dict[str, Path]:
-    """One PNG per area in ``directory`` (matplotlib, Agg): ratios with their spread for areas with
-    baselines, values per unit (log scale) for baseline-only areas. Returns area -> PNG path."""
+    """One PNG per area in ``directory`` (matplotlib, Agg): a line chart for an area whose rows carry an
+    x position (see :func:`line_rows`), else ratios with their spread for areas with baselines, values per
+    unit (log scale) for baseline-only areas. Returns area -> PNG path."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -835,7 +862,13 @@ def write_charts(report: Report, directory: Path) -> dict[str, Path]:
             continue
         path = directory / f"{_slug(area)}.png"
         compared = [row for row in rows if row.ratio is not None]
-        fig = _ratio_chart(plt, area, compared) if compared else _value_chart(plt, area, rows)
+        lined = line_rows(rows)
+        if lined:
+            fig = _line_chart(plt, area, lined)
+        elif compared:
+            fig = _ratio_chart(plt, area, compared)
+        else:
+            fig = _value_chart(plt, area, rows)
         _save_png(fig, path)
         plt.close(fig)
         written[area] = path
@@ -905,6 +938,106 @@ def _ratio_threshold(row: Row) -> float | None:
         if unit.strip() in _RATIO_UNITS:
             return threshold
     return None
+
+
+def line_rows(rows: Iterable[Row]) -> list[Row]:
+    """The rows that are points of a line chart: those with a ``series`` and an ``x``."""
+    return [row for row in rows if row.series and row.x is not None]
+
+
+_BYTE_STEPS = ((1024.0**4, "TiB"), (1024.0**3, "GiB"), (1024.0**2, "MiB"), (1024.0, "KiB"))
+_LINE_COLORS = ("#2e86c1", "#c0392b", "#4c9a2a", "#8e44ad", "#d68910", "#17a589", "#7f8c8d")
+
+
+def format_x(x: float, unit: str | None) -> str:
+    """A tick label for an x position: ``16 MiB`` / ``1 GiB`` for ``bytes``, ``10,000`` otherwise."""
+    if (unit or "").strip().lower() in ("bytes", "b", "byte"):
+        for div, suffix in _BYTE_STEPS:
+            if abs(x) >= div:
+                return f"{x / div:.3g} {suffix}"
+        return f"{x:.0f} B"
+    return f"{x:,.0f}" if float(x).is_integer() else f"{x:.3g}"
+
+
+def _line_panels(rows: Sequence[Row]) -> dict[tuple[str, str | None], list[Row]]:
+    """Rows by panel: ``(x unit, None)`` for ratio panels, ``(x unit, value unit)`` for value panels."""
+    panels: dict[tuple[str, str | None], list[Row]] = {}
+    for row in rows:
+        key = (row.x_unit or "", None if row.ratio is not None else row.unit)
+        panels.setdefault(key, []).append(row)
+    return panels
+
+
+def _line_chart(plt: Any, area: str, rows: Sequence[Row]) -> Any:
+    """One panel per x unit: a line per series of ours ÷ baseline (median, min–max whiskers) over a log x
+    axis; for rows without a ratio, the values (ours solid, baseline dashed) instead."""
+    panels = _line_panels(rows)
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.4 * len(panels), 4.6), squeeze=False)
+    for ax, ((x_unit, value_unit), group) in zip(axes[0], panels.items()):
+        by_series: dict[str, list[Row]] = {}
+        for row in group:
+            by_series.setdefault(row.series or "", []).append(row)
+        ys_all: list[float] = []
+        for i, (name, points) in enumerate(by_series.items()):
+            points = sorted(points, key=lambda r: r.x or 0.0)
+            color = _LINE_COLORS[i % len(_LINE_COLORS)]
+            xs = [float(r.x or 0.0) for r in points]
+            if value_unit is None:
+                ys = [max(float(r.ratio or 0.0), 1e-9) for r in points]
+                spreads = [r.ratio_spread or (y, y) for r, y in zip(points, ys)]
+                err = [
+                    [max(0.0, y - s[0]) for y, s in zip(ys, spreads)],
+                    [max(0.0, s[1] - y) for y, s in zip(ys, spreads)],
+                ]
+                ax.errorbar(xs, ys, yerr=err, color=color, marker="o", capsize=3, label=name)
+                ys_all += [s[0] for s in spreads] + [s[1] for s in spreads]
+            else:
+                ys = [r.value for r in points]
+                spreads = [r.spread or (y, y) for r, y in zip(points, ys)]
+                err = [
+                    [max(0.0, y - s[0]) for y, s in zip(ys, spreads)],
+                    [max(0.0, s[1] - y) for y, s in zip(ys, spreads)],
+                ]
+                ax.errorbar(xs, ys, yerr=err, color=color, marker="o", capsize=3, label=f"{name} (ours)")
+                ys_all += ys
+                based = [(x, r.baseline_value) for x, r in zip(xs, points) if r.baseline_value is not None]
+                if based:
+                    ax.plot(
+                        [b[0] for b in based],
+                        [b[1] for b in based],
+                        color=color,
+                        marker="s",
+                        linestyle="--",
+                        alpha=0.7,
+                        label=f"{name} (baseline)",
+                    )
+                    ys_all += [float(b[1] or 0.0) for b in based]
+            for x, y, r in zip(xs, ys, points):
+                label = format_ratio(r.ratio) if value_unit is None else format_value(r.value, r.unit)
+                ax.annotate(label, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=6, color=color)
+        ax.set_xscale("log")
+        positive = [y for y in ys_all if y > 0]
+        if value_unit is None:
+            ax.axhline(1.0, color="#555555", linestyle="--", linewidth=1)
+            positive.append(1.0)
+        if positive and max(positive) / min(positive) > 20:
+            ax.set_yscale("log")
+        elif positive:
+            ax.set_ylim(0, max(positive) * 1.25)
+        ticks = sorted({float(r.x or 0.0) for r in group})
+        ax.set_xticks(ticks)
+        ax.set_xticklabels([format_x(t, x_unit) for t in ticks], fontsize=7)
+        ax.minorticks_off()
+        ax.set_xlabel(f"{x_unit or 'x'} (log scale)", fontsize=8)
+        if value_unit is None:
+            ax.set_ylabel("ours ÷ baseline (median, min–max)", fontsize=8)
+        else:
+            ax.set_ylabel(f"{value_unit} (median, min–max)", fontsize=8)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+        ax.set_title(f"{area}: by {x_unit or 'x'}", fontsize=9)
+    fig.tight_layout()
+    return fig
 
 
 def _value_chart(plt: Any, area: str, rows: Sequence[Row]) -> Any:

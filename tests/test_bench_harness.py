@@ -185,6 +185,7 @@ def test_formatting() -> None:
     assert format_value(3.4149, "GiB/s") == "3.41 GiB/s"
     assert format_value(None, "GiB/s") == "—"
     assert format_ratio(2.314) == "2.31x"
+    assert format_ratio(0.0326) == "0.033x" and format_ratio(0.54) == "0.54x"
     assert format_ratio(None) == "—"
 
 
@@ -434,3 +435,154 @@ def test_load_warning_only_when_the_machine_was_busy() -> None:
     report = _fake_report()
     report.machine.update(busy)
     assert "> **Note:** the 1-minute load average reached 3.5" in render_markdown(report)
+
+
+# ------------------------------------------------------------------------------------------ line charts (#10)
+
+
+def _line_report() -> Report:
+    """A report with a line-chart area of ratios (growth), one of values (memory) and the bar-chart areas."""
+    rows = list(_fake_report().rows)
+    for series, ratios in (("append", (0.5, 0.45, 0.4)), ("open", (0.02, 0.1, 0.3))):
+        for x, ratio in zip((1 << 20, 1 << 30, 10 << 30), ratios):
+            row = Row(
+                "growth",
+                f"{series} at {x}",
+                ratio * 2,
+                "GiB/s",
+                "raw",
+                2.0,
+                ratio,
+                ratio_spread=(ratio * 0.9, ratio * 1.1),
+                runs=3,
+            )
+            row.series, row.x, row.x_unit = series, float(x), "bytes"
+            rows.append(row)
+    rows.append(Row("growth", "append stays flat", 0.4, "x", "ratio at 1 MiB", 0.5, 0.8, ">= 0.8x", True))
+    for x, peak in ((1 << 30, 190.0), (10 << 30, 200.0)):
+        row = Row("memory", f"append {x}", peak, "MiB", "raw", 180.0, spread=(peak - 1, peak + 1), runs=3)
+        row.series, row.x, row.x_unit = "append", float(x), "bytes"
+        rows.append(row)
+    return Report(
+        rows=rows,
+        machine={"cpu": "Test CPU", "cores": "2"},
+        quick=True,
+        started="2024-01-01 00:00 UTC",
+        seconds=1.0,
+    )
+
+
+def test_row_chart_fields_round_trip_and_default_to_none() -> None:
+    row = Row("growth", "append", 1.0, "GiB/s", "raw", 2.0, 0.5, series="append", x=1024.0, x_unit="bytes")
+    data = json.loads(json.dumps(row.to_dict()))
+    assert (data["series"], data["x"], data["x_unit"]) == ("append", 1024.0, "bytes")
+    assert Row.from_dict(data) == row
+    old = Row.from_dict({"area": "a", "name": "n", "value": 1.0, "unit": "GiB/s"})  # an older JSON report
+    assert (old.series, old.x, old.x_unit, old.note) == (None, None, None, "")
+    base = {"area": "m", "name": "peak RSS", "value": 3.0, "unit": "MiB", "baseline_value": 2.0}
+    assert Row.from_dict(base).ratio == 1.5  # a module's dict without a ratio: computed
+    assert Row.from_dict({**base, "ratio": None}).ratio is None  # to_dict's explicit null: kept
+
+
+def test_format_x_and_line_rows() -> None:
+    assert harness.format_x(1 << 20, "bytes") == "1 MiB"
+    assert harness.format_x(10 << 30, "bytes") == "10 GiB"
+    assert harness.format_x(512, "bytes") == "512 B"
+    assert harness.format_x(10_000, "segments") == "10,000"
+    assert harness.format_x(0.5, None) == "0.5"
+    rows = _line_report().rows
+    lined = harness.line_rows(rows)
+    assert {row.area for row in lined} == {"growth", "memory"}
+    assert all(row.x is not None for row in lined) and len(lined) == 8
+
+
+def test_write_report_draws_line_charts_and_keeps_bar_charts(tmp_path: Path) -> None:
+    out = tmp_path / "benchmarks.md"
+    written = write_report(_line_report(), out)
+    for area in ("records", "baselines", "growth", "memory"):
+        png = written[f"chart:{area}"]
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert png.stat().st_size < 100_000
+    text = out.read_text()
+    assert "![growth](benchmarks/growth.png)" in text and "| append stays flat |" in text
+    again = Report.from_dict(json.loads(out.with_suffix(".json").read_text()))
+    assert again.rows == _line_report().rows
+
+
+# ----------------------------------------------------------------------------- growth and memory areas (#10)
+
+
+def test_growth_segment_counts_fit_the_descriptor_limit() -> None:
+    from bench.bench_growth import _fit_segments
+
+    counts, note = _fit_segments((1, 10, 100, 1_000, 10_000), 20_000)
+    assert counts == [1, 10, 100, 1_000, 2_500] and "10,000 segments not measured" in note
+    assert _fit_segments((1, 10, 100, 1_000, 10_000), 30_000)[0] == [1, 10, 100, 1_000, 5_000]
+    assert _fit_segments((1, 10, 100, 1_000, 10_000), 1 << 20) == ([1, 10, 100, 1_000, 10_000], "")
+
+
+def test_growth_rows_on_tiny_sizes(tmp_path: Path) -> None:
+    from bench import bench_growth
+
+    rows = bench_growth.build_rows(
+        tmp_path,
+        sizes=(64 << 10, 256 << 10),
+        segment_counts=(1, 2),
+        segment_batches=4,
+        runs=1,
+        lookups=20,
+        pool_bytes=256 << 10,
+        budget_s=0.0,
+    )
+    points = harness.line_rows(rows)
+    assert len(points) == 16  # 4 metrics x (2 sizes + 2 segment counts)
+    assert {row.series for row in points} == set(bench_growth.METRICS)
+    assert {row.x_unit for row in points} == {"bytes", "segments"}
+    assert all(row.ratio is not None and row.ratio > 0 and row.target is None for row in points)
+    flat = [row for row in rows if row.x is None]
+    assert len(flat) == 8
+    for row in flat:
+        assert row.target == ">= 0.8x" and row.ratio is not None
+        assert row.passed is (row.ratio >= 0.8)
+        assert row.value == pytest.approx(row.ratio * (row.baseline_value or 0.0))
+    assert not list(tmp_path.iterdir())  # every scratch directory removed
+
+
+def test_memory_workloads_run_in_process(tmp_path: Path) -> None:
+    from bench.bench_log import batch_of
+    from bench.bench_memory import WORKERS, run_workload
+
+    template = batch_of(16 << 10)
+    assert run_workload("append", tmp_path, 8, template) == 8 * len(template)
+    assert run_workload("raw-append", tmp_path, 8, template) == 8 * len(template)
+    for kind in WORKERS[2:]:
+        assert run_workload(kind, tmp_path, 8, template) == 8 * len(template), kind
+
+
+def test_memory_rows_and_flatness_from_peaks() -> None:
+    from bench.bench_memory import WORKERS, Peak, SizeResult, build_rows
+
+    def result(size: int, ours: float) -> SizeResult:
+        peaks = {w: [Peak(w, 170.0, 180.0, 1.0, size)] * 3 for w in WORKERS}
+        peaks["append"] = [Peak("append", 170.0, ours, 1.0, size)] * 3
+        return SizeResult(size, size, peaks)
+
+    rows = build_rows([result(1 << 30, 200.0), result(10 << 30, 300.0)])
+    flat = {row.name.split(" stays flat")[0]: row for row in rows if row.x is None}
+    assert set(flat) == {"append", "Log.read scan", "ReadOnlyLog scan", "columnar decode"}
+    assert flat["append"].value == 100.0 and flat["append"].passed is False
+    assert flat["Log.read scan"].value == 0.0 and flat["Log.read scan"].passed is True
+    points = harness.line_rows(rows)
+    assert len(points) == 8 and all(row.unit == "MiB" and row.ratio is None for row in points)
+    assert "+30 MiB" in points[0].note  # 200 MiB peak over 170 MiB of interpreter + imports
+
+
+def test_memory_worker_subprocess_reports_peak_rss(tmp_path: Path) -> None:
+    from bench.bench_log import batch_of
+    from bench.bench_memory import measure
+
+    template = tmp_path / "template.bin"
+    template.write_bytes(batch_of(16 << 10))
+    peak = measure("raw-append", tmp_path, 4, template)
+    assert peak.worker == "raw-append" and peak.nbytes == 4 * template.stat().st_size
+    assert 0 < peak.imports <= peak.peak
