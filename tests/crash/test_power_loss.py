@@ -297,9 +297,9 @@ def test_missing_index_files(work_dir: Path, kinds: tuple[str, ...], which: str)
 _INCOMPLETE_TIME_INDEX = pytest.mark.xfail(
     strict=True,
     reason="storage: an index is only checked for structure when loaded (lengths, order); a time index that is "
-    "well formed but incomplete (here: empty) is trusted, so the segment's largest timestamp reads -1 (retention, "
-    "ListOffsets) until the segment is recovered. A cheap check at load: the last time-index entry against the "
-    "batches after the last offset-index entry (what truncate_to's _load_largest_timestamp already scans)",
+    "well formed but incomplete (here: empty) is not rewritten until the segment is recovered. The segment's "
+    "largest timestamp is right in memory (an empty time index on a non-empty segment is answered from the "
+    "batches: tests/log/test_loader.py), but the file on disk stays empty, which this test's verifier checks",
 )
 
 

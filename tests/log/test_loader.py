@@ -1408,3 +1408,29 @@ def test_split_refuses_a_segment_without_overflow(env: Env) -> None:
     for segment in log.segments:
         with pytest.raises(ValueError, match="overflow"):
             log.split_overflowed_segment(segment)
+
+
+def test_an_emptied_time_index_of_a_clean_segment_still_gives_its_largest_timestamp(tmp_path: Path) -> None:
+    """A well-formed but empty ``.timeindex`` beside a non-empty ``.log`` (cut by a crash after a clean
+    marker, or records without timestamps) passes the structure check; the segment's largest timestamp is
+    then read from its batches instead of reading -1 (retention by time and ListOffsets -3 depend on it)."""
+    directory = tmp_path / "emptied-0"
+    clock = MockTime(1_700_000_000_000)
+    config = LogConfig.from_props({"segment.bytes": 1024})
+    log = Log.open(directory, config, time=clock, scheduler=MockScheduler(clock))
+    for i in range(40):
+        log.append([SimpleRecord(b"v" * 50, None, 1_700_000_000_000 + i * 10)])
+    expected = [(s.base_offset, s.max_timestamp_so_far) for s in log.segments[:-1]]
+    log.close()
+    assert len(expected) > 2
+    for base, _ in expected:
+        with open(time_index_file(directory, base), "r+b") as f:
+            f.truncate(0)
+    log = Log.open(directory, config, time=clock, scheduler=MockScheduler(clock))
+    try:
+        got = [(s.base_offset, s.max_timestamp_so_far) for s in log.segments[:-1]]
+        assert got == expected
+        assert log.fetch_offset_by_timestamp(-3) is not None
+        assert log.fetch_offset_by_timestamp(-3).timestamp == 1_700_000_000_390  # type: ignore[union-attr]
+    finally:
+        log.close()

@@ -370,7 +370,12 @@ class LogSegment:
             self._max_ts_and_offset = TimestampOffset(timestamp, offset)
 
     def _load_max_timestamp(self) -> TimestampOffset:
-        self._max_ts_and_offset = self.time_index.last_entry()
+        last = self.time_index.last_entry()
+        self._max_ts_and_offset = last
+        if last.timestamp < 0 and self.log.size_in_bytes > 0:
+            # An empty time index on a non-empty segment: records without timestamps, or an index cut short
+            # by a crash that structure checks cannot see. Read the answer from the batches (once; lazily).
+            self._load_largest_timestamp()
         return self._max_ts_and_offset
 
     @property
