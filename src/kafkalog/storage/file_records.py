@@ -329,17 +329,21 @@ class FileRecords:
             return False
 
     def rename_to(self, path: Path) -> None:
-        """Rename the file (open readers keep working: the descriptor survives the rename)."""
-        os.replace(self._path, path)
-        self._path = path
-        if self._channel is not None:
-            self._channel.path = path
+        """Rename the file (open readers keep working: the descriptor survives the rename).
+
+        Under the lock of the lazy open, so a first reader cannot open the old name after it is gone."""
+        with _OPEN_LOCK:
+            os.replace(self._path, path)
+            self._path = path
+            if self._channel is not None:
+                self._channel.path = path
 
     def update_parent_dir(self, parent: Path) -> None:
         """Point at the file's new location after its directory was renamed."""
-        self._path = parent / self._path.name
-        if self._channel is not None:
-            self._channel.path = self._path
+        with _OPEN_LOCK:
+            self._path = parent / self._path.name
+            if self._channel is not None:
+                self._channel.path = self._path
 
     @property
     def closed(self) -> bool:

@@ -410,6 +410,8 @@ class LogSegment:
         self.ensure_offset_in_range(largest_offset)
         if physical_position == 0:
             self._rolling_based_timestamp = largest_timestamp
+        if self._max_ts_and_offset is None:
+            self._load_max_timestamp()  # before the write: what the segment held, not the new batch
         self.log.append(records)
         self._note_max_timestamp(largest_timestamp, shallow_offset_of_max_timestamp)
         if self._bytes_since_last_index_entry > self.index_interval_bytes:
