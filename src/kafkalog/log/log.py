@@ -44,7 +44,7 @@ from kafkalog.log.loader import LoadedLog, load_log, split_overflowed_segment
 from kafkalog.log.local_log import LocalLog, LogDirFailureHandler, replace_segments
 from kafkalog.log.names import TopicPartition, parse_topic_partition_name
 from kafkalog.log.producer_state import ProducerStateManager
-from kafkalog.log.scheduler import ScheduledTask, Scheduler
+from kafkalog.log.scheduler import ScheduledTask, Scheduler, background_executor
 from kafkalog.log.types import AppendOrigin, FetchIsolation, LogAppendInfo, LogOffsetSnapshot
 from kafkalog.records import Compression, MemoryRecords, Record, SimpleRecord
 from kafkalog.storage import (
@@ -572,7 +572,7 @@ class Log:
             else:
                 # No scheduler (a standalone log): still in the background, as Kafka does, on one shared
                 # thread, so a roll costs the appender no fsyncs; close() waits for it.
-                self._pending_flush = _roll_flusher().submit(self._guarded(flush_log))
+                self._pending_flush = background_executor().submit(self._guarded(flush_log))
             return new_segment
 
     def _guarded(self, fn: Any) -> Any:
@@ -796,16 +796,3 @@ class Log:
     def ensure_open(self) -> None:
         if self._closed:
             raise KafkaError(f"log {self.topic_partition} is closed")
-
-
-_ROLL_FLUSHER: concurrent.futures.ThreadPoolExecutor | None = None
-_ROLL_FLUSHER_LOCK = threading.Lock()
-
-
-def _roll_flusher() -> concurrent.futures.ThreadPoolExecutor:
-    """The one thread that runs the ``flush-log`` task of rolls of logs opened without a scheduler."""
-    global _ROLL_FLUSHER
-    with _ROLL_FLUSHER_LOCK:
-        if _ROLL_FLUSHER is None:
-            _ROLL_FLUSHER = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kafkalog-flush-log")
-        return _ROLL_FLUSHER

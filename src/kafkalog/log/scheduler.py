@@ -5,10 +5,14 @@ A task has a name (Kafka's names: ``flush-log``, ``delete-file``, ``PeriodicProd
 time; a periodic task is rescheduled after it finishes (runs of one task never overlap); an exception in a
 task is logged and does not stop the scheduler or later runs of the task; ``shutdown`` waits for running
 tasks and drops pending ones (``flush-log``-style durability work is done by ``close`` instead).
+
+:func:`background_executor` is the one worker thread for logs opened without a scheduler: their roll's
+``flush-log`` runs there, in the background as Kafka runs it, and ``Log.close`` waits for it.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import heapq
 import itertools
 import logging
@@ -19,7 +23,7 @@ from typing import Protocol
 
 from kafkalog.time import SYSTEM_TIME, MockTime, Time
 
-__all__ = ["KafkaScheduler", "MockScheduler", "ScheduledTask", "Scheduler"]
+__all__ = ["KafkaScheduler", "MockScheduler", "ScheduledTask", "Scheduler", "background_executor"]
 
 _log = logging.getLogger("kafkalog.scheduler")
 
@@ -201,3 +205,16 @@ class MockScheduler:
         """Names of pending tasks."""
         with self._lock:
             return [t.name for t in sorted(self._heap) if not t.cancelled]
+
+
+_BACKGROUND: concurrent.futures.ThreadPoolExecutor | None = None
+_BACKGROUND_LOCK = threading.Lock()
+
+
+def background_executor() -> concurrent.futures.ThreadPoolExecutor:
+    """The process's one ``kafkalog-flush-log`` thread, started on first use (see module doc)."""
+    global _BACKGROUND
+    with _BACKGROUND_LOCK:
+        if _BACKGROUND is None:
+            _BACKGROUND = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kafkalog-flush-log")
+        return _BACKGROUND
