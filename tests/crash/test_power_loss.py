@@ -417,6 +417,9 @@ def test_index_changes_of_a_segment_rolled_at_the_recovery_point_are_not_flushed
 
     monkeypatch.setattr(os, "fsync", recording_fsync)
     log.roll()
+    pending = log._pending_flush  # without a scheduler the roll's flush-log runs on a background thread
+    assert pending is not None
+    pending.result(timeout=60)
     monkeypatch.undo()
     try:
         assert rolled.time_index.path.name in synced, f"fsynced after the roll: {synced}"
