@@ -37,7 +37,6 @@ import logging
 import time
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from kafkalog.errors import KafkaError, RecordBatchTooLargeError, RecordTooLargeError
@@ -45,8 +44,10 @@ from kafkalog.log.names import TopicPartition
 from kafkalog.records import MemoryRecordsBuilder
 from kafkalog.server.errors import ErrorCode, error_code_for
 from kafkalog.server.groups.group import (
+    CommitEntry,
     Group,
     GroupState,
+    GroupSummary,
     JoinResult,
     Member,
     SyncResult,
@@ -70,29 +71,6 @@ if TYPE_CHECKING:
 __all__ = ["CommitEntry", "GroupCoordinator", "GroupSummary"]
 
 _log = logging.getLogger("kafkalog.server.groups")
-
-
-@dataclass(frozen=True, slots=True)
-class CommitEntry:
-    """One partition of an OffsetCommit / TxnOffsetCommit."""
-
-    topic: str
-    partition: int
-    offset: int
-    leader_epoch: int
-    metadata: str | None
-
-
-@dataclass
-class GroupSummary:
-    """What DescribeGroups reports of a group."""
-
-    group_id: str
-    state: str
-    protocol_type: str
-    protocol: str
-    #: (member id, instance id, client id, client host, metadata, assignment)
-    members: list[tuple[str, str | None, str, str, bytes, bytes]] = field(default_factory=list)
 
 
 def _now_ms() -> int:

@@ -11,6 +11,8 @@ Owned here (pure state, no I/O and no timers; :mod:`kafkalog.server.groups.coord
   with it yet), static members (instance id -> member id), leader, generation, selected protocol (the one
   every member supports with the most first-preference votes, as Kafka's ``selectProtocol``), committed
   offsets and transactional offsets not yet committed or aborted (by producer id).
+* The value types the coordinator and the API handlers exchange: :class:`CommitEntry` (one partition of an
+  OffsetCommit / TxnOffsetCommit) and :class:`GroupSummary` (what DescribeGroups reports).
 """
 
 from __future__ import annotations
@@ -26,8 +28,10 @@ from kafkalog.server.errors import ErrorCode
 from kafkalog.server.groups.records import OffsetAndMetadata
 
 __all__ = [
+    "CommitEntry",
     "Group",
     "GroupState",
+    "GroupSummary",
     "IllegalGroupStateError",
     "JoinResult",
     "Member",
@@ -258,3 +262,26 @@ class Group:
     def has_pending_txn_offset(self, key: TopicPartitionKey) -> bool:
         """Whether a transaction has an offset for ``key`` that is neither committed nor aborted yet."""
         return any(key in offsets for offsets in self.pending_txn_offsets.values())
+
+
+@dataclass(frozen=True, slots=True)
+class CommitEntry:
+    """One partition of an OffsetCommit / TxnOffsetCommit."""
+
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str | None
+
+
+@dataclass
+class GroupSummary:
+    """What DescribeGroups reports of a group."""
+
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    #: (member id, instance id, client id, client host, metadata, assignment)
+    members: list[tuple[str, str | None, str, str, bytes, bytes]] = field(default_factory=list)
