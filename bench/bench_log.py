@@ -21,17 +21,14 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import importlib.util
 import os
 import random
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from bench.bench_baselines import (
@@ -43,7 +40,7 @@ from bench.bench_baselines import (
     raw_read_gib_s,
     sqlite_insert_rows_s,
 )
-from bench.harness import Row, compare, comparison_row, log, rate, runs_for
+from bench.harness import Row, compare, comparison_row, load_kafka_java, log, rate, runs_for
 from kafkalog.log import FetchIsolation, Log, LogConfig
 from kafkalog.records import MemoryRecords, SimpleRecord
 from kafkalog.records._kernels import F_BASE_OFFSET, F_LAST_OFFSET_DELTA, as_uint8, scan_batches
@@ -61,7 +58,6 @@ __all__ = [
 
 AREA = "log"
 JAVA_ENV = "KAFKALOG_BENCH_JAVA"
-_REPO = Path(__file__).resolve().parent.parent
 VALUE_SIZE = 100
 
 
@@ -156,30 +152,13 @@ def append_records_s(n: int, tmp: Path, props: dict[str, Any] | None = None) -> 
     return n / elapsed
 
 
-def _load_kafka_java() -> ModuleType | None:
-    path = _REPO / "tests" / "interop" / "kafka_java.py"
-    if not path.is_file():
-        return None
-    spec = importlib.util.spec_from_file_location("kafkalog_bench_log_kafka_java", path)
-    if spec is None or spec.loader is None:
-        return None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses/typing need the module registered while it executes
-    try:
-        spec.loader.exec_module(module)
-    except Exception:
-        sys.modules.pop(spec.name, None)
-        raise
-    return module
-
-
 def java_append_rows(sizes: list[tuple[str, int]], total: int, tmp: Path, runs: int) -> list[Row]:
     """``Log.append_as_leader`` vs Kafka's Java ``FileRecords.append`` (``bench-append``), if Java is there."""
     if os.environ.get(JAVA_ENV, "1").strip().lower() in ("0", "no", "false", "off"):
         log(f"{AREA}: Java comparison skipped ({JAVA_ENV}=0)")
         return []
     try:
-        kafka_java = _load_kafka_java()
+        kafka_java = load_kafka_java()
         if kafka_java is None:
             log(f"{AREA}: Java comparison skipped (tests/interop/kafka_java.py not found)")
             return []

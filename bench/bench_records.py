@@ -19,14 +19,10 @@ warm-up included): informational, no target. Set ``KAFKALOG_BENCH_JAVA=0`` to sk
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import random
 import struct
-import sys
 from collections.abc import Callable
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import crc32c
@@ -34,7 +30,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords as KpMemoryRecords
 
 from bench.bench_baselines import KIB, MIB, bench_tmpdir
-from bench.harness import Row, compare, comparison_row, log, rate, runs_for
+from bench.harness import Row, compare, comparison_row, load_kafka_java, log, rate, runs_for
 from kafkalog.records import Compression, MemoryRecords, SimpleRecord
 
 __all__ = [
@@ -59,7 +55,6 @@ TS0 = 1_700_000_000_000
 BATCH_TARGET = 16 * KIB
 ENCODE_BATCH = 500
 JAVA_ENV = "KAFKALOG_BENCH_JAVA"
-_REPO = Path(__file__).resolve().parent.parent
 
 KeyValueTs = tuple[bytes, bytes, int]
 
@@ -222,30 +217,13 @@ def encode_kafka_python(inputs: list[list[KeyValueTs]]) -> int:
 # ------------------------------------------------------------------------------------------------------ Java
 
 
-def _load_kafka_java() -> ModuleType | None:
-    path = _REPO / "tests" / "interop" / "kafka_java.py"
-    if not path.is_file():
-        return None
-    spec = importlib.util.spec_from_file_location("kafkalog_bench_kafka_java", path)
-    if spec is None or spec.loader is None:
-        return None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses/typing need the module registered while it executes
-    try:
-        spec.loader.exec_module(module)
-    except Exception:
-        sys.modules.pop(spec.name, None)
-        raise
-    return module
-
-
 def _java_rows(buf: bytes, count: int, runs: int) -> list[Row]:
     """Ours vs Kafka's Java ``FileRecords`` deep iteration over the same file, if Java is available."""
     if os.environ.get(JAVA_ENV, "1").strip().lower() in ("0", "no", "false", "off"):
         log(f"{AREA}: Java comparison skipped ({JAVA_ENV}=0)")
         return []
     try:
-        kafka_java = _load_kafka_java()
+        kafka_java = load_kafka_java()
         if kafka_java is None:
             log(f"{AREA}: Java comparison skipped (tests/interop/kafka_java.py not found)")
             return []

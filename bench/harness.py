@@ -1095,3 +1095,27 @@ def write_report(
 def now_text() -> str:
     """The current UTC time as ``YYYY-MM-DD HH:MM UTC``."""
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def load_kafka_java() -> Any:
+    """The interop harness ``tests/interop/kafka_java.py`` (Kafka's own Java record code), loaded once as a
+    module for the Java reference rows; None when the file is not there (an installed package)."""
+    path = Path(__file__).resolve().parent.parent / "tests" / "interop" / "kafka_java.py"
+    name = "kafkalog_bench_kafka_java"
+    if name in sys.modules:
+        return sys.modules[name]
+    if not path.is_file():
+        return None
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        return None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses/typing need the module registered while it executes
+    try:
+        spec.loader.exec_module(module)
+    except Exception:
+        sys.modules.pop(name, None)
+        raise
+    return module

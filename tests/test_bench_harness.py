@@ -586,3 +586,11 @@ def test_memory_worker_subprocess_reports_peak_rss(tmp_path: Path) -> None:
     peak = measure("raw-append", tmp_path, 4, template)
     assert peak.worker == "raw-append" and peak.nbytes == 4 * template.stat().st_size
     assert 0 < peak.imports <= peak.peak
+
+
+def test_load_kafka_java_is_the_interop_harness_loaded_once() -> None:
+    from bench.harness import load_kafka_java
+
+    first = load_kafka_java()
+    assert first is not None and hasattr(first, "KafkaJava")
+    assert load_kafka_java() is first
