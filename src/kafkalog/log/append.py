@@ -112,11 +112,11 @@ def try_append_fast(log: Log, records: MemoryRecords, leader_epoch: int) -> LogA
     )
     if magic != MAGIC_V2 or length + 12 != size or attrs & _NOT_PLAIN or base != 0 or (pid >= 0 and seq < 0):
         return None
-    settings: _FastSettings | None = log.__dict__.get("_fast_settings")
+    settings: _FastSettings | None = log._fast_settings
     config = log.local_log.config
     if settings is None or settings.config is not config:
         settings = _FastSettings(config)
-        log.__dict__["_fast_settings"] = settings
+        log._fast_settings = settings
     if (
         not settings.eligible
         or count <= 0

@@ -104,6 +104,8 @@ class Log:
         self._expiry_task: ScheduledTask | None = None
         self._pending_metadata_flush = False
         self._pending_flush: concurrent.futures.Future[None] | None = None
+        #: What the append fast path reads of the config, rebuilt when the config object changes.
+        self._fast_settings: Any = None
         self.logger = _LogAdapter(
             _log, {"prefix": f"[Log partition={self.topic_partition}, dir={self.dir.parent}] "}
         )
