@@ -400,3 +400,47 @@ def test_random_batches_match_or_fail_alike(
             p.check_same()
     finally:
         p.close()
+
+
+# --- Log.append of a few records: built in Python, appended without a second check ----------------------
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {},
+        {"message.timestamp.type": "LogAppendTime"},
+        {"cleanup.policy": "compact"},
+        {"compression.type": "lz4"},
+        {"segment.bytes": 400, "index.interval.bytes": 50},
+        {"message.timestamp.before.max.ms": 1000, "max.message.bytes": 300},
+    ],
+    ids=["create-time", "log-append-time", "compact", "lz4-topic", "rolls", "limits"],
+)
+def test_log_append_of_a_few_records_matches_the_general_path(pair: Any, config: dict[str, Any]) -> None:
+    from kafkalog.records import SimpleRecord
+
+    p = pair(config)
+    codec = p.fast.config.target_compression or Compression.NONE
+    shapes: list[list[Any]] = [
+        [b"v" * 100],
+        [(b"k", b"v")],
+        [SimpleRecord(b"x" * 50, b"key", NOW - 5)],
+        [b"a", b"b", b"c"],
+        [SimpleRecord(b"old", b"k", NOW - 5000)],
+        [(b"k", b"y" * 400)],
+        [(b"k%d" % i, b"z") for i in range(20)],  # past the Python builder's limit
+    ]
+    for items in shapes * 3:
+        built = MemoryRecords.build(items, compression=codec, now_ms=p.time.milliseconds())
+        try:
+            expected = _general(p.general, MemoryRecords(bytearray(built.buffer)))
+        except KafkaError as exc:
+            with pytest.raises(type(exc)) as raised:
+                p.fast.append(items)
+            assert str(raised.value) == str(exc)
+        else:
+            got = p.fast.append(items)
+            assert dataclasses.asdict(got) == dataclasses.asdict(expected)
+        p.check_same()
+        p.time.sleep(3)

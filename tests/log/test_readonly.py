@@ -243,6 +243,7 @@ def test_concurrent_writer_never_shows_a_torn_batch(tmp_path: Path, preallocate:
     config = LogConfig(segment_bytes=16 << 10, index_interval_bytes=512, preallocate=preallocate)
     log = Log.open(tmp_path / "live-0", config)
     stop = threading.Event()
+    refreshed = threading.Event()
     errors: list[BaseException] = []
 
     def write() -> None:
@@ -252,6 +253,9 @@ def test_concurrent_writer_never_shows_a_torn_batch(tmp_path: Path, preallocate:
                 n = 1 + i % 7
                 log.append([SimpleRecord(b"%d:%d" % (i, j) * (1 + j % 5), b"k", 1_000 + i) for j in range(n)])
                 i += 1
+                if i % 100 == 0:  # let the reader see the log grow (an append is far faster than a refresh)
+                    refreshed.clear()
+                    refreshed.wait(5)
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
@@ -265,6 +269,7 @@ def test_concurrent_writer_never_shows_a_torn_batch(tmp_path: Path, preallocate:
             rl.refresh()
             leo = rl.log_end_offset
             ends.append(leo)
+            refreshed.set()
             if leo > seen:
                 assert decoded_offsets(rl, seen, leo) == list(range(seen, leo))
                 seen = leo

@@ -24,7 +24,7 @@ from kafkalog.errors import (
     UnexpectedAppendOffsetError,
 )
 from kafkalog.log.producer_state import BatchMetadata, CompletedTxn, ProducerAppendInfo
-from kafkalog.log.types import AppendOrigin, LogAppendInfo
+from kafkalog.log.types import AppendOrigin, LogAppendInfo, plain_append_info
 from kafkalog.log.validator import analyze_and_validate_records, validate_and_assign_offsets
 from kafkalog.records import Compression, MemoryRecords, TimestampType
 from kafkalog.records._kernels import _record_stats, as_uint8
@@ -34,7 +34,13 @@ from kafkalog.storage import LogOffsetMetadata
 if TYPE_CHECKING:
     from kafkalog.log.log import Log
 
-__all__ = ["UNKNOWN_OFFSET", "analyze_producer_state", "append", "try_append_fast"]
+__all__ = [
+    "UNKNOWN_OFFSET",
+    "analyze_producer_state",
+    "append",
+    "try_append_built",
+    "try_append_fast",
+]
 
 UNKNOWN_OFFSET = -1
 
@@ -107,123 +113,191 @@ def try_append_fast(log: Log, records: MemoryRecords, leader_epoch: int) -> LogA
     if buf.readonly:  # offsets are assigned in place, as the general path does on a copy
         records = MemoryRecords(bytearray(buf))
         buf = records.buffer
-    (base, length, client_epoch, magic, crc, attrs, last_delta, base_ts, max_ts, pid, _pe, seq, count) = (
-        _V2_HEADER.unpack_from(buf, 0)
+    header = _V2_HEADER.unpack_from(buf, 0)
+    (base, length, _client_epoch, magic, _crc, attrs, last_delta, _base_ts, _max_ts, pid, _pe, seq, count) = (
+        header
     )
     if magic != MAGIC_V2 or length + 12 != size or attrs & _NOT_PLAIN or base != 0 or (pid >= 0 and seq < 0):
         return None
-    settings: _FastSettings | None = log._fast_settings
-    config = log.local_log.config
-    if settings is None or settings.config is not config:
-        settings = _FastSettings(config)
-        log._fast_settings = settings
+    settings = _settings_of(log)
     if (
         not settings.eligible
         or count <= 0
         or count != last_delta + 1
         or size > settings.max_message_bytes
         or size > settings.segment_bytes
-        or crc32c.crc32c(buf[_ATTRIBUTES_AT:]) != crc
     ):
         return None
-    err, _pos, lo, hi, top, null_keys, _sequential = _record_stats(as_uint8(buf), 61, size, count, base_ts)
-    if err or (null_keys and settings.compact):
-        return None
     now = log.time.milliseconds()
-    log_append_time = settings.log_append_time
-    if not log_append_time and (lo < now - settings.before_ms or hi > now + settings.after_ms):
+    top = _checked_max_timestamp(buf, header, settings, now)
+    if top is None:
         return None
     local = log.local_log
     with log.lock:
         if local.offline:
             raise local._offline_error()
         try:
-            local.check_if_closed()
-            if log._pending_metadata_flush:
-                log._maybe_flush_metadata_file()
-            offset = local.log_end_offset
-            last = offset + count - 1
-            _I64.pack_into(buf, 0, offset)
-            _I32.pack_into(buf, _PLE_AT, leader_epoch)
-            if log_append_time:
-                max_timestamp = now
-                shallow_of_max = last
-                _I16.pack_into(buf, _ATTRIBUTES_AT, attrs | _LOG_APPEND_TIME_BIT)
-                _I64.pack_into(buf, _MAX_TIMESTAMP_AT, now)
-                _U32.pack_into(buf, 17, crc32c.crc32c(buf[_ATTRIBUTES_AT:]))
-            else:
-                max_timestamp = top if top > -1 else -1
-                shallow_of_max = last if top > -1 else -1
-                if max_ts != top:
-                    _I64.pack_into(buf, _MAX_TIMESTAMP_AT, top)
-                    _U32.pack_into(buf, 17, crc32c.crc32c(buf[_ATTRIBUTES_AT:]))
-            info = LogAppendInfo(
-                first_offset=offset,
-                last_offset=last,
-                last_leader_epoch=client_epoch if client_epoch >= 0 else None,
-                max_timestamp=max_timestamp,
-                shallow_offset_of_max_timestamp=shallow_of_max,
-                log_append_time=now if log_append_time else -1,
-                log_start_offset=log._log_start_offset,
-                source_compression=Compression.NONE,
-                target_compression=Compression.NONE,
-                valid_bytes=size,
-                last_offset_of_first_batch=last_delta,
-                num_messages=count,
-                shallow_count=1,
-            )
-            batches: list[Any] = []
-            producer_infos: dict[int, ProducerAppendInfo] = {}
-            if pid >= 0:
-                # An idempotent or transactional producer's batch: Kafka's producer-state checks, as the
-                # general path runs them (a retried duplicate returns the original offsets, writes nothing).
-                batches = [DefaultRecordBatch(buf, 0)]
-                producer_infos, _completed, duplicate = analyze_producer_state(
-                    log, batches, AppendOrigin.CLIENT
-                )
-                if duplicate is not None:
-                    info.first_offset = duplicate.first_offset
-                    info.last_offset = duplicate.last_offset
-                    info.log_append_time = duplicate.timestamp
-                    info.duplicate = True
-                    return info
-            if leader_epoch >= 0:
-                latest = log.leader_epoch_cache.latest_entry
-                if latest is None or latest.epoch != leader_epoch or latest.start_offset > offset:
-                    log.maybe_assign_epoch_start_offset(leader_epoch, offset)
-            if local.active_segment.should_roll_for(
-                settings.max_segment_ms, settings.segment_bytes, max_timestamp, last, size, now
-            ):
-                log._maybe_roll(size, info)
-                if batches:  # analysed again against the new segment, as the general path does
-                    producer_infos, _completed, _ = analyze_producer_state(log, batches, AppendOrigin.CLIENT)
-            local.append(last, max_timestamp, shallow_of_max, records)
-            producer_state = log.producer_state
-            for pinfo in producer_infos.values():
-                producer_state.update(pinfo)
-            if producer_state.has_unresolved_transactions:
-                if log._hw_follows_leo:
-                    log._update_high_watermark_metadata(local.log_end_offset_metadata)
-                else:
-                    log._update_high_watermark_with_log_end_offset()
-                producer_state.update_map_end_offset(last + 1)
-                log._maybe_increment_first_unstable_offset()
-            else:
-                # No open or unreplicated transaction: the first unstable offset stays None and moving the
-                # high watermark (always forward here: it never passes the old log end offset) touches
-                # nothing else.
-                if log._hw_follows_leo:
-                    log._high_watermark = local.log_end_offset_metadata
-                producer_state.update_map_end_offset(last + 1)
-                log._first_unstable_offset = None
-            info.log_start_offset = log._log_start_offset
-            if local.unflushed_messages >= settings.flush_messages:
-                log.flush()
-            return info
+            return _commit(log, records, header, settings, leader_epoch, now, top)
         except KafkaStorageError:
             raise
         except OSError as exc:
             raise local._io_failed(settings.io_message(log), exc) from exc
+
+
+def try_append_built(
+    log: Log, built: tuple[bytearray, int, int, int, int], leader_epoch: int
+) -> LogAppendInfo | None:
+    """Append a batch that :func:`kafkalog.records.simple.build_plain_batch` just built for
+    :meth:`Log.append <kafkalog.log.log.Log.append>`, or return None (nothing done) for the general path.
+
+    The bytes are kafkalog's own, so their CRC and record format are not checked again; the topic's checks
+    (codec, sizes, keys of a compacted topic, timestamp bounds) are, and anything they would reject goes to
+    the general path, which raises Kafka's error."""
+    buf, count, lo, hi, null_keys = built
+    size = len(buf)
+    settings = _settings_of(log)
+    if (
+        not settings.eligible
+        or size > settings.max_message_bytes
+        or size > settings.segment_bytes
+        or (null_keys and settings.compact)
+    ):
+        return None
+    now = log.time.milliseconds()
+    if not settings.log_append_time and (lo < now - settings.before_ms or hi > now + settings.after_ms):
+        return None
+    # the header fields _commit reads: no producer, no client epoch, attributes 0, max timestamp ``hi``
+    header = (0, size - 12, -1, MAGIC_V2, 0, 0, count - 1, lo, hi, -1, -1, -1, count)
+    local = log.local_log
+    with log.lock:
+        if local.offline:
+            raise local._offline_error()
+        try:
+            return _commit(log, MemoryRecords(buf), header, settings, leader_epoch, now, hi)
+        except KafkaStorageError:
+            raise
+        except OSError as exc:
+            raise local._io_failed(settings.io_message(log), exc) from exc
+
+
+def _settings_of(log: Log) -> _FastSettings:
+    settings: _FastSettings | None = log._fast_settings
+    config = log.local_log.config
+    if settings is None or settings.config is not config:
+        settings = _FastSettings(config)
+        log._fast_settings = settings
+    return settings
+
+
+def _checked_max_timestamp(
+    buf: Any, header: tuple[Any, ...], settings: _FastSettings, now: int
+) -> int | None:
+    """The largest record timestamp of the batch if it passes every check of the fast path (CRC, record
+    format, null keys of a compacted topic, CreateTime bounds), else None."""
+    size = len(buf)
+    crc, base_ts, count = header[4], header[7], header[12]
+    if crc32c.crc32c(buf[_ATTRIBUTES_AT:]) != crc:
+        return None
+    err, _pos, lo, hi, top, null_keys, _sequential = _record_stats(as_uint8(buf), 61, size, count, base_ts)
+    if err or (null_keys and settings.compact):
+        return None
+    if not settings.log_append_time and (lo < now - settings.before_ms or hi > now + settings.after_ms):
+        return None
+    return int(top)
+
+
+def _commit(
+    log: Log,
+    records: MemoryRecords,
+    header: tuple[Any, ...],
+    settings: _FastSettings,
+    leader_epoch: int,
+    now: int,
+    top: int,
+) -> LogAppendInfo:
+    """The fast path's locked part, for a batch that passed every check: offsets, producer state, epochs,
+    roll, write, offsets and flush policy."""
+    buf = records.buffer
+    size = len(buf)
+    client_epoch, attrs, max_ts, pid, count = header[2], header[5], header[8], header[9], header[12]
+    local = log.local_log
+    local.check_if_closed()
+    if log._pending_metadata_flush:
+        log._maybe_flush_metadata_file()
+    offset = local.log_end_offset
+    last = offset + count - 1
+    _I64.pack_into(buf, 0, offset)
+    _I32.pack_into(buf, _PLE_AT, leader_epoch)
+    log_append_time = settings.log_append_time
+    if log_append_time:
+        max_timestamp = now
+        shallow_of_max = last
+        _I16.pack_into(buf, _ATTRIBUTES_AT, attrs | _LOG_APPEND_TIME_BIT)
+        _I64.pack_into(buf, _MAX_TIMESTAMP_AT, now)
+        _U32.pack_into(buf, 17, crc32c.crc32c(buf[_ATTRIBUTES_AT:]))
+    else:
+        max_timestamp = top if top > -1 else -1
+        shallow_of_max = last if top > -1 else -1
+        if max_ts != top:
+            _I64.pack_into(buf, _MAX_TIMESTAMP_AT, top)
+            _U32.pack_into(buf, 17, crc32c.crc32c(buf[_ATTRIBUTES_AT:]))
+    info = plain_append_info(
+        offset,
+        last,
+        client_epoch if client_epoch >= 0 else None,
+        max_timestamp,
+        shallow_of_max,
+        now if log_append_time else -1,
+        log._log_start_offset,
+        size,
+        count,
+    )
+    batches: list[Any] = []
+    producer_infos: dict[int, ProducerAppendInfo] = {}
+    if pid >= 0:
+        # An idempotent or transactional producer's batch: Kafka's producer-state checks, as the general
+        # path runs them (a retried duplicate returns the original offsets, writes nothing).
+        batches = [DefaultRecordBatch(buf, 0)]
+        producer_infos, _completed, duplicate = analyze_producer_state(log, batches, AppendOrigin.CLIENT)
+        if duplicate is not None:
+            info.first_offset = duplicate.first_offset
+            info.last_offset = duplicate.last_offset
+            info.log_append_time = duplicate.timestamp
+            info.duplicate = True
+            return info
+    if leader_epoch >= 0:
+        latest = log.leader_epoch_cache.latest_entry
+        if latest is None or latest.epoch != leader_epoch or latest.start_offset > offset:
+            log.maybe_assign_epoch_start_offset(leader_epoch, offset)
+    if local.active_segment.should_roll_for(
+        settings.max_segment_ms, settings.segment_bytes, max_timestamp, last, size, now
+    ):
+        log._maybe_roll(size, info)
+        if batches:  # analysed again against the new segment, as the general path does
+            producer_infos, _completed, _ = analyze_producer_state(log, batches, AppendOrigin.CLIENT)
+    local.append(last, max_timestamp, shallow_of_max, records)
+    producer_state = log.producer_state
+    if producer_infos:
+        for pinfo in producer_infos.values():
+            producer_state.update(pinfo)
+    if producer_state.has_unresolved_transactions:
+        if log._hw_follows_leo:
+            log._update_high_watermark_metadata(local.log_end_offset_metadata)
+        else:
+            log._update_high_watermark_with_log_end_offset()
+        producer_state.update_map_end_offset(last + 1)
+        log._maybe_increment_first_unstable_offset()
+    else:
+        # No open or unreplicated transaction: the first unstable offset stays None and moving the high
+        # watermark (always forward here: it never passes the old log end offset) touches nothing else.
+        if log._hw_follows_leo:
+            log._high_watermark = local.log_end_offset_metadata
+        producer_state.update_map_end_offset(last + 1)
+        log._first_unstable_offset = None
+    info.log_start_offset = log._log_start_offset
+    if last + 1 - local.recovery_point >= settings.flush_messages:  # local.unflushed_messages
+        log.flush()
+    return info
 
 
 def append(

@@ -47,6 +47,7 @@ from kafkalog.storage.files import (
 from kafkalog.storage.segment import TO_SEGMENT_END
 from kafkalog.storage.segment_read import read_records
 from kafkalog.storage.txn_index import AbortedTxn
+from kafkalog.storage.types import offset_metadata
 from kafkalog.time import Time
 
 __all__ = ["LocalLog", "LogDirFailureHandler", "delete_segment_files", "open_segment", "replace_segments"]
@@ -236,7 +237,7 @@ class LocalLog:
     def update_log_end_offset(self, end_offset: int) -> None:
         """Move the log end offset (its metadata points at the active segment's end)."""
         active = self.active_segment
-        self._next_offset_metadata = LogOffsetMetadata(end_offset, active.base_offset, active.size)
+        self._next_offset_metadata = offset_metadata(end_offset, active.base_offset, active.log.size_in_bytes)
         if self.recovery_point > end_offset:
             self.recovery_point = end_offset
 
@@ -265,8 +266,12 @@ class LocalLog:
         records: MemoryRecords,
     ) -> None:
         """Append to the active segment and move the log end offset past ``last_offset``."""
-        self.active_segment.append(last_offset, largest_timestamp, shallow_offset_of_max_timestamp, records)
-        self.update_log_end_offset(last_offset + 1)
+        active = self.active_segment
+        active.append(last_offset, largest_timestamp, shallow_offset_of_max_timestamp, records)
+        end_offset = last_offset + 1
+        self._next_offset_metadata = offset_metadata(end_offset, active.base_offset, active.log.size_in_bytes)
+        if self.recovery_point > end_offset:
+            self.recovery_point = end_offset
 
     def flush(self, offset: int) -> None:
         """fsync segments holding offsets in ``[recovery point, offset)`` (and the directory)."""

@@ -47,6 +47,7 @@ from kafkalog.log.producer_state import ProducerStateManager
 from kafkalog.log.scheduler import ScheduledTask, Scheduler, background_executor
 from kafkalog.log.types import AppendOrigin, FetchIsolation, LogAppendInfo, LogOffsetSnapshot
 from kafkalog.records import Compression, MemoryRecords, Record, SimpleRecord
+from kafkalog.records.simple import build_plain_batch
 from kafkalog.storage import (
     FetchDataInfo,
     LogOffsetMetadata,
@@ -472,10 +473,17 @@ class Log:
         leader_epoch: int = 0,
     ) -> LogAppendInfo:
         """Convenience for library users: build one batch (topic codec unless given) and append as leader."""
+        now = self.time.milliseconds()
+        if (compression is None or compression is Compression.NONE) and type(records) is list:
+            built = build_plain_batch(records, now)  # a few small records, built in Python (or None)
+            if built is not None:
+                info = append_path.try_append_built(self, built, leader_epoch)
+                if info is not None:
+                    return info
         codec = compression
         if codec is None:
             codec = self.config.target_compression or Compression.NONE
-        batch = MemoryRecords.build(records, compression=codec, now_ms=self.time.milliseconds())
+        batch = MemoryRecords.build(records, compression=codec, now_ms=now)
         if batch.size_in_bytes == 0:
             raise InvalidRecordError("append of no records")
         return self.append_as_leader(batch, leader_epoch)

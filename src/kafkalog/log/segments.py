@@ -165,9 +165,12 @@ class LogSegments:
 
     @property
     def last_segment(self) -> LogSegment | None:
-        """The newest segment."""
-        with self._lock:
-            return self._map[self._keys[-1]] if self._keys else None
+        """The newest segment (lock-free, from the same snapshot as :meth:`floor_segment`)."""
+        snapshot = self._snapshot
+        if snapshot is None:
+            snapshot = self._take_snapshot()
+        segments = snapshot[1]
+        return segments[-1] if segments else None
 
     @property
     def active_segment(self) -> LogSegment | None:

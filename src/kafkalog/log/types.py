@@ -15,7 +15,14 @@ from dataclasses import dataclass
 from kafkalog.records import Compression
 from kafkalog.storage.types import LogOffsetMetadata
 
-__all__ = ["AppendOrigin", "FetchIsolation", "LeaderHwChange", "LogAppendInfo", "LogOffsetSnapshot"]
+__all__ = [
+    "AppendOrigin",
+    "FetchIsolation",
+    "LeaderHwChange",
+    "LogAppendInfo",
+    "LogOffsetSnapshot",
+    "plain_append_info",
+]
 
 
 class AppendOrigin(enum.Enum):
@@ -69,6 +76,45 @@ class LogAppendInfo:
     def num_batches(self) -> int:
         """Alias of ``shallow_count``."""
         return self.shallow_count
+
+
+_new = object.__new__
+
+
+def plain_append_info(
+    first_offset: int,
+    last_offset: int,
+    last_leader_epoch: int | None,
+    max_timestamp: int,
+    shallow_offset_of_max_timestamp: int,
+    log_append_time: int,
+    log_start_offset: int,
+    valid_bytes: int,
+    num_messages: int,
+) -> LogAppendInfo:
+    """The :class:`LogAppendInfo` of one uncompressed batch appended as is (the fast append path's answer),
+    equal to the one ``__init__`` makes, without its cost (about 0.7 µs of a ~10 µs single-record append)."""
+    info: LogAppendInfo = _new(LogAppendInfo)
+    info.__dict__ = {
+        "first_offset": first_offset,
+        "last_offset": last_offset,
+        "last_leader_epoch": last_leader_epoch,
+        "max_timestamp": max_timestamp,
+        "shallow_offset_of_max_timestamp": shallow_offset_of_max_timestamp,
+        "log_append_time": log_append_time,
+        "log_start_offset": log_start_offset,
+        "source_compression": Compression.NONE,
+        "target_compression": Compression.NONE,
+        "valid_bytes": valid_bytes,
+        "last_offset_of_first_batch": num_messages - 1,
+        "num_messages": num_messages,
+        "shallow_count": 1,
+        "offsets_monotonic": True,
+        "record_errors": None,
+        "leader_hw_change": LeaderHwChange.NONE,
+        "duplicate": False,
+    }
+    return info
 
 
 @dataclass(frozen=True)

@@ -107,14 +107,24 @@ class _Channel:
         return data
 
     def pwrite(self, data: memoryview, position: int) -> None:
-        def write_all(fd: int) -> None:
-            view, pos = data, position
-            while view:
-                n = os.pwrite(fd, view, pos)
-                view = view[n:]
-                pos += n
-
-        self._call(write_all)
+        # The append hot path: one system call for the usual whole write, ``_call``'s checks inlined.
+        if self._closed:
+            raise self._closed_error()
+        try:
+            n = os.pwrite(self._fd, data, position)
+            if n < len(data):
+                view = memoryview(data)[n:]
+                position += n
+                while view:
+                    n = os.pwrite(self._fd, view, position)
+                    view = view[n:]
+                    position += n
+        except OSError:
+            if self._closed:
+                raise self._closed_error() from None
+            raise
+        if self._closed:
+            raise self._closed_error()
 
     def _call(self, fn: Callable[[int], _T]) -> _T:
         if self._closed:

@@ -404,21 +404,28 @@ class LogSegment:
         records: MemoryRecords,
     ) -> None:
         """Append batches whose last offset is ``largest_offset``; maybe add index entries."""
-        if records.size_in_bytes <= 0:
+        size = len(records.buffer)
+        if size <= 0:
             return
-        physical_position = self.log.size_in_bytes
-        self.ensure_offset_in_range(largest_offset)
+        file = self.log
+        physical_position = file.size_in_bytes
+        if not 0 <= largest_offset - self.base_offset <= _INT32_MAX:
+            self.ensure_offset_in_range(largest_offset)
         if physical_position == 0:
             self._rolling_based_timestamp = largest_timestamp
-        if self._max_ts_and_offset is None:
-            self._load_max_timestamp()  # before the write: what the segment held, not the new batch
-        self.log.append(records)
-        self._note_max_timestamp(largest_timestamp, shallow_offset_of_max_timestamp)
+        current = self._max_ts_and_offset
+        if current is None:
+            current = self._load_max_timestamp()  # before the write: what the segment held, not the new batch
+        file.append(records)
+        if largest_timestamp > current.timestamp:
+            current = self._max_ts_and_offset = TimestampOffset(
+                largest_timestamp, shallow_offset_of_max_timestamp
+            )
         if self._bytes_since_last_index_entry > self.index_interval_bytes:
             self.offset_index.append(largest_offset, physical_position)
-            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
+            self.time_index.maybe_append(current.timestamp, current.offset)
             self._bytes_since_last_index_entry = 0
-        self._bytes_since_last_index_entry += records.size_in_bytes
+        self._bytes_since_last_index_entry += size
 
     def append_from_file(self, records: FileRecords, start: int) -> int:
         """Append whole batches of ``records`` from byte ``start`` while they fit this segment.

@@ -37,6 +37,7 @@ __all__ = [
     "TimestampAndOffset",
     "TimestampOffset",
     "fetch_data_info",
+    "offset_metadata",
     "read_info",
 ]
 
@@ -137,6 +138,16 @@ _set_fetch_offset_metadata = vars(FetchDataInfo)["fetch_offset_metadata"].__set_
 _set_records = vars(FetchDataInfo)["records"].__set__
 _set_first_entry_incomplete = vars(FetchDataInfo)["first_entry_incomplete"].__set__
 _set_aborted_transactions = vars(FetchDataInfo)["aborted_transactions"].__set__
+
+
+def offset_metadata(message_offset: int, segment_base_offset: int, position: int) -> LogOffsetMetadata:
+    """``LogOffsetMetadata(message_offset, segment_base_offset, position)``, made without ``__init__`` (the
+    log end offset moves on every append)."""
+    meta: LogOffsetMetadata = _new(LogOffsetMetadata)
+    _set_message_offset(meta, message_offset)
+    _set_segment_base_offset(meta, segment_base_offset)
+    _set_relative_position(meta, position)
+    return meta
 
 
 def read_info(
