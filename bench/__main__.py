@@ -1,8 +1,18 @@
-"""``python -m bench [--quick] [--only AREA ...] [--out docs/benchmarks.md]``: run the benchmarks, write the report.
+"""``python -m bench [--quick] [--only AREA ... [--merge]] [--out docs/benchmarks.md]``: run the benchmarks,
+write the report.
 
 Writes the Markdown report (``--out``), its JSON twin (same path, ``.json``) and one PNG chart per area
 (``<out dir>/<out stem>/<area>.png``), then prints the target summary. Exits 1 if an area raised (the
 report is still written, with the traceback), 2 on bad arguments.
+
+With ``--only A B`` the report holds only areas A and B. Add ``--merge`` to refresh those areas in an
+existing report instead: the areas are run, then the JSON twin of ``--out`` (or ``--json``) is loaded,
+A's and B's rows, timings and failures are replaced, every other area's rows, notes and chart are kept
+as they were, and the Markdown, the JSON and A's and B's charts are rewritten from the merged data (the
+target summary included). The header then says which areas were re-run when, and under what load, and
+which come from the original run; the Machine table has a column per run. ``--merge`` exits 2, before
+running anything, without ``--only``, when the JSON is missing or unreadable, or when it is from the
+other mode (quick vs full).
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ from bench.harness import (
     load_average,
     log,
     machine_info,
+    merge_reports,
     now_text,
     run_area,
     write_report,
@@ -60,6 +71,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--out", type=Path, default=DEFAULT_OUT, help="Markdown report path (default: docs/benchmarks.md)"
     )
     parser.add_argument("--json", type=Path, default=None, help="JSON path (default: --out with .json)")
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="with --only: replace just those areas in the existing report (the JSON twin of --out) and "
+        "keep the others as they were",
+    )
     parser.add_argument("--no-charts", action="store_true", help="skip the PNG charts")
     parser.add_argument("--list", action="store_true", help="list the benchmark areas and exit")
     parser.add_argument(
@@ -72,10 +89,50 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def load_base_report(path: Path, quick: bool) -> Report:
+    """The report ``--merge`` merges into: the JSON at ``path``, checked to be of the same mode.
+
+    Raises :class:`ValueError` with a message for the user when it is missing, unreadable or of the other
+    mode (quick vs full).
+    """
+    mode = "quick" if quick else "full"
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ValueError(
+            f"--merge: no report to merge into at {path}; run without --merge first (or point --out/--json "
+            "at an existing report)"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"--merge: cannot read {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"--merge: {path} is not a benchmark report")
+    recorded = data.get("mode")
+    if recorded is not None and recorded != mode:
+        raise ValueError(
+            f"--merge: {path} is from a {recorded} run but this is a {mode} run; merging would mix figures "
+            f"of both modes (use {'--quick' if recorded == 'quick' else 'no --quick'}, or another --out)"
+        )
+    try:
+        return Report.from_dict(data)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise ValueError(f"--merge: {path} is not a benchmark report: {exc}") from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status."""
     args = parse_args(argv)
     areas = ordered_areas()
+    all_areas = list(areas)
+    if args.merge and (args.render is not None or args.list):
+        print("--merge cannot be combined with --render or --list", file=sys.stderr)
+        return 2
+    if args.merge and not args.only:
+        print(
+            "--merge needs --only AREA ...: it replaces just those areas in the existing report",
+            file=sys.stderr,
+        )
+        return 2
     if args.list:
         for area, module in areas.items():
             print(f"{area:12} {module}")
@@ -91,10 +148,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"unknown area(s): {', '.join(unknown)}; known: {', '.join(areas)}", file=sys.stderr)
             return 2
         areas = {a: m for a, m in areas.items() if a in args.only}
+    previous: Report | None = None
+    if args.merge:
+        try:
+            previous = load_base_report(args.json or args.out.with_suffix(".json"), args.quick)
+        except ValueError as exc:
+            print(exc, file=sys.stderr)
+            return 2
 
     command = "python -m bench" + (" --quick" if args.quick else "")
     if args.only:
         command += " --only " + " ".join(args.only)
+    if args.merge:
+        command += " --merge"
     started = now_text()
     t0 = time.perf_counter()
     machine = machine_info()
@@ -123,12 +189,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         failures=failures,
         command=command,
     )
-    written = write_report(report, args.out, args.json, charts=not args.no_charts)
+    keep_charts: list[str] = []
+    if previous is not None:
+        report = merge_reports(previous, report, areas, order=all_areas)
+        keep_charts = [area for area in report.areas() if area not in report.reruns[-1].areas]
+        log(f"merged into the report of {report.started}: kept {', '.join(keep_charts) or 'no area'}")
+    written = write_report(report, args.out, args.json, charts=not args.no_charts, keep_charts=keep_charts)
     for kind, path in written.items():
         log(f"wrote {kind}: {path}")
 
-    print(f"\n{command}: {report.seconds:.0f} s")
-    for row in rows:
+    print(f"\n{command}: {time.perf_counter() - t0:.0f} s" + (" (merged report below)" if previous else ""))
+    for row in report.rows:
         verdict = "" if row.passed is None else "  PASS" if row.passed else "  SHORT"
         frac = attainment(row)
         if row.passed is False and frac is not None:
@@ -139,8 +210,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             f"{row.area:10} {row.name[:60]:60} {format_value(row.value, row.unit):>18}{base}{ratio}{target}{verdict}"
         )
-    for area in failures:
-        print(f"{area}: FAILED (see the report)")
+    for area in report.failures:
+        print(f"{area}: FAILED (see the report)" + ("" if area in failures else " in an earlier run"))
     return 1 if failures else 0
 
 
