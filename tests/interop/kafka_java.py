@@ -260,9 +260,14 @@ class KafkaJava:
             raise InteropError(f"murmur2 returned {len(values)} values for {len(keys)} keys")
         return values
 
-    def bench_append(self, out: Path, batch_bytes: int, total_bytes: int) -> dict[str, Any]:
-        """Times FileRecords.append of one ~batch_bytes batch until total_bytes (fresh JVM, default flags)."""
-        text = self._run_fresh(["bench-append", str(out), str(batch_bytes), str(total_bytes)])
+    def bench_append(
+        self, out: Path, batch_bytes: int, total_bytes: int, *, validate: bool = False
+    ) -> dict[str, Any]:
+        """Times FileRecords.append of one ~batch_bytes batch until total_bytes (fresh JVM, default flags); with
+        ``validate``, each append first validates its own copy of the batch and assigns offsets in place as
+        Kafka's leader does (CRC, a walk over every record, offsets, epoch, max timestamp)."""
+        args = ["bench-append", str(out), str(batch_bytes), str(total_bytes)]
+        text = self._run_fresh([*args, "--validate"] if validate else args)
         result: dict[str, Any] = json.loads(text)
         return result
 

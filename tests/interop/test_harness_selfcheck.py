@@ -796,3 +796,19 @@ def test_benchmark_commands(kafka_java: KafkaJava, tmp_path: Path) -> None:
     assert iterated["records"] == appended["batches"] * appended["recordsPerBatch"]
     assert iterated["bytes"] == appended["bytes"]
     assert iterated["seconds"] > 0
+
+
+def test_validating_benchmark_append_writes_a_log_with_assigned_offsets(
+    kafka_java: KafkaJava, tmp_path: Path
+) -> None:
+    from kafkalog.records import MemoryRecords
+
+    path = tmp_path / "validated.log"
+    appended = kafka_java.bench_append(path, 16 * 1024, 256 * 1024, validate=True)
+    assert appended["bytes"] == appended["batches"] * appended["batchBytes"] == path.stat().st_size
+    batches = list(MemoryRecords(path.read_bytes()).batches())
+    assert len(batches) == appended["batches"]
+    per_batch = appended["recordsPerBatch"]
+    assert [b.base_offset for b in batches] == [i * per_batch for i in range(len(batches))]
+    assert all(b.partition_leader_epoch == 0 and b.is_valid() for b in batches)
+    assert kafka_java.run_command(["bench-append", str(path), "1024", "1024", "--bogus"])[0] == 64

@@ -11,7 +11,7 @@
  *   dump <file.log> [--deep]           JSON Lines description of a segment, read with FileRecords.batches()
  *   validate <file.log>                ensureValid() on every batch
  *   murmur2 <keys.txt>                 Utils.toPositive(Utils.murmur2(key)) for each base64 key line
- *   bench-append <out.log> <batchBytes> <totalBytes>
+ *   bench-append <out.log> <batchBytes> <totalBytes> [--validate]
  *   bench-iterate <file.log>
  *   version                            kafka-clients version and commit id
  *   batch                              read {"args":[...]} lines on stdin, answer {"exit":N,"stdout":"...","stderr":"..."}
@@ -50,6 +50,7 @@ import org.apache.kafka.common.record.FileLogInputStream.FileChannelRecordBatch;
 import org.apache.kafka.common.record.FileRecords;
 import org.apache.kafka.common.record.MemoryRecords;
 import org.apache.kafka.common.record.MemoryRecordsBuilder;
+import org.apache.kafka.common.record.MutableRecordBatch;
 import org.apache.kafka.common.record.Record;
 import org.apache.kafka.common.record.RecordBatch;
 import org.apache.kafka.common.record.TimestampType;
@@ -97,7 +98,7 @@ public final class KafkaInterop {
             "  dump <file.log> [--deep]",
             "  validate <file.log>",
             "  murmur2 <keys.txt>",
-            "  bench-append <out.log> <batchBytes> <totalBytes>",
+            "  bench-append <out.log> <batchBytes> <totalBytes> [--validate]",
             "  bench-iterate <file.log>",
             "  version",
             "  batch");
@@ -157,8 +158,11 @@ public final class KafkaInterop {
                     expectArgs(args, 2, 2);
                     return murmur2(new File(args[1]), out);
                 case "bench-append":
-                    expectArgs(args, 4, 4);
-                    return benchAppend(new File(args[1]), parseInt(args[2]), parseLong(args[3]), out);
+                    expectArgs(args, 4, 5);
+                    if (args.length == 5 && !args[4].equals("--validate")) {
+                        throw new UsageException("unknown bench-append option " + args[4]);
+                    }
+                    return benchAppend(new File(args[1]), parseInt(args[2]), parseLong(args[3]), args.length == 5, out);
                 case "bench-iterate":
                     expectArgs(args, 2, 2);
                     return benchIterate(new File(args[1]), out);
@@ -737,7 +741,16 @@ public final class KafkaInterop {
      * FileRecords.append until totalBytes are written. "seconds" times the append loop, "secondsWithFlush" adds the
      * final flush (fsync).
      */
-    static int benchAppend(File outFile, int batchBytes, long totalBytes, PrintStream out) throws IOException {
+    /**
+     * Times FileRecords.append of ~batchBytes batches until totalBytes. With validate, each append first does
+     * what Kafka's leader does to an uncompressed v2 batch before it appends it (LogValidator's
+     * assignOffsetsNonCompressed, with kafka-clients' own classes): ensureValid (CRC), a walk over every record
+     * (DefaultRecord.readFrom checks each record's framing) for the max timestamp, then the offsets, the partition
+     * leader epoch and the max timestamp are set in place. Each append then gets its own copy of the batch, made
+     * before the timed loop, as a batch received from the network would be (and as kafkalog's benchmark does).
+     */
+    static int benchAppend(File outFile, int batchBytes, long totalBytes, boolean validate, PrintStream out)
+            throws IOException {
         Random random = new Random(42);
         byte[] value = new byte[100];
         ByteBufferOutputStream buffer = new ByteBufferOutputStream(batchBytes + 1024);
@@ -759,10 +772,39 @@ public final class KafkaInterop {
         long appends = 0;
         double seconds;
         double secondsWithFlush;
+        List<MemoryRecords> copies = new ArrayList<>();
+        if (validate) {
+            for (long bytes = 0; bytes < totalBytes; bytes += records.sizeInBytes()) {
+                ByteBuffer copy = ByteBuffer.allocate(records.sizeInBytes());
+                copy.put(records.buffer().duplicate());
+                copy.flip();
+                copies.add(MemoryRecords.readableRecords(copy));
+            }
+        }
         try (FileRecords file = FileRecords.open(outFile)) {
             long start = System.nanoTime();
+            long nextOffset = 0;
             while (written < totalBytes) {
-                written += file.append(records);
+                MemoryRecords batchRecords = records;
+                if (validate) {
+                    batchRecords = copies.get((int) appends);
+                    for (MutableRecordBatch batch : batchRecords.batches()) {
+                        batch.ensureValid();
+                        long maxTimestamp = RecordBatch.NO_TIMESTAMP;
+                        long count = 0;
+                        for (Record record : batch) {
+                            if (record.timestamp() > maxTimestamp) {
+                                maxTimestamp = record.timestamp();
+                            }
+                            count++;
+                        }
+                        nextOffset += count;
+                        batch.setLastOffset(nextOffset - 1);
+                        batch.setPartitionLeaderEpoch(0);
+                        batch.setMaxTimestamp(TimestampType.CREATE_TIME, maxTimestamp);
+                    }
+                }
+                written += file.append(batchRecords);
                 appends++;
             }
             long appended = System.nanoTime();
