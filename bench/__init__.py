@@ -6,7 +6,8 @@ unit test. Results go to ``docs/benchmarks.md``, ``docs/benchmarks.json`` and ``
 
 Modules:
 
-* :mod:`bench.harness` - timing helpers, :class:`~bench.harness.Row`, the registry, the report writer;
+* :mod:`bench.harness` - timing helpers, :class:`~bench.harness.Row`, targets, the registry;
+* :mod:`bench.report` - the report model, ``--merge``, Markdown and JSON; :mod:`bench.charts` - the PNG charts;
 * :mod:`bench.bench_records` - the record layer (batch validation, decode, encode) against kafka-python;
 * :mod:`bench.bench_baselines` - raw file I/O, fsync, SQLite, LMDB and persist-queue figures that later
   benchmarks (log append/read) compare against;

@@ -26,7 +26,6 @@ from pathlib import Path
 
 from bench.harness import (
     REGISTRY,
-    Report,
     attainment,
     discover,
     format_ratio,
@@ -34,11 +33,10 @@ from bench.harness import (
     load_average,
     log,
     machine_info,
-    merge_reports,
     now_text,
     run_area,
-    write_report,
 )
+from bench.report import Report, merge_reports, write_report
 
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 
