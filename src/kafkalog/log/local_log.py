@@ -273,13 +273,24 @@ class LocalLog:
         if self.recovery_point > end_offset:
             self.recovery_point = end_offset
 
-    def flush(self, offset: int) -> None:
-        """fsync segments holding offsets in ``[recovery point, offset)`` (and the directory)."""
+    def flush(self, offset: int, *, active_indexes: bool = False) -> None:
+        """fsync segments holding offsets in ``[recovery point, offset)`` (and the directory).
+
+        The active segment's offset and time indexes are fsynced only with ``active_indexes`` (a clean close):
+        the segment holding the recovery point, and every one after it, has its indexes rebuilt from its
+        ``.log`` by recovery after an unclean shutdown (``LogLoader``), so only a segment the recovery point
+        passes entirely needs them on disk, and it is flushed whole (by the roll's ``flush-log``, or here
+        once it is no longer active). With ``flush.messages=1`` this saves an index fsync every
+        ``index.interval.bytes`` of appends."""
         current = self.recovery_point
         if current <= offset:
             to_flush = self.segments.values(current, offset)
+            active = self.segments.last_segment
             for segment in to_flush:
-                segment.flush()
+                if segment is active and not active_indexes:
+                    segment.flush(indexes=False)
+                else:
+                    segment.flush()
             if any(s.base_offset >= current for s in to_flush):
                 fsync_dir(self.dir)
 

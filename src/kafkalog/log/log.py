@@ -596,8 +596,12 @@ class Log:
 
         return run
 
-    def flush(self, offset: int | None = None, *, include_offset: bool = False) -> None:
-        """fsync everything below ``offset`` (default: the log end offset) and advance the recovery point."""
+    def flush(
+        self, offset: int | None = None, *, include_offset: bool = False, indexes: bool = False
+    ) -> None:
+        """fsync everything below ``offset`` (default: the log end offset) and advance the recovery point.
+
+        The active segment's offset and time indexes only with ``indexes`` (see :meth:`LocalLog.flush`)."""
         target = self.log_end_offset if offset is None else offset
         flush_offset = target + 1 if include_offset else target
         local = self.local_log
@@ -605,9 +609,11 @@ class Log:
             raise local._offline_error()
         try:  # not ``local.io(message)``: this runs after every append with flush.messages=1
             if flush_offset > local.recovery_point:
-                local.flush(flush_offset)
+                local.flush(flush_offset, active_indexes=indexes)
                 with self.lock:
                     local.mark_flushed(target)
+            elif indexes:
+                local.active_segment.flush()
         except KafkaStorageError:
             raise
         except OSError as exc:
@@ -759,7 +765,7 @@ class Log:
             ):
                 self._maybe_flush_metadata_file()
                 if not self.local_log.offline:
-                    self.flush(include_offset=True)
+                    self.flush(include_offset=True, indexes=True)
                 self.producer_state.take_snapshot()
                 self.local_log.close()
                 if self.owns_clean_shutdown_marker and self.loaded_fully:

@@ -720,11 +720,16 @@ class LogSegment:
         return ts if ts >= 0 else self.last_modified
 
     # --- file management ----------------------------------------------------------------------------------
-    def flush(self) -> None:
-        """fsync the ``.log`` and every index (creating index files that were never written)."""
+    def flush(self, *, indexes: bool = True) -> None:
+        """fsync the ``.log``, the transaction index and (unless ``indexes`` is False) the offset and time
+        indexes. Index files that were never written are created (and fsynced) either way, as Kafka's flush
+        materialises them."""
         self.log.flush()
-        self.offset_index.flush()
-        self.time_index.flush()
+        offset_index, time_index = self.offset_index, self.time_index
+        if indexes or not offset_index.is_loaded:
+            offset_index.flush()
+        if indexes or not time_index.is_loaded:
+            time_index.flush()
         self.txn_index.flush()
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
