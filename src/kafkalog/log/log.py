@@ -37,6 +37,7 @@ from kafkalog.errors import (
 )
 from kafkalog.log import append as append_path
 from kafkalog.log import retention, truncation
+from kafkalog.log import roll as roll_path
 from kafkalog.log.checkpoint import read_partition_metadata, write_clean_shutdown, write_partition_metadata
 from kafkalog.log.config import LogConfig
 from kafkalog.log.leader_epoch import LeaderEpochFileCache
@@ -44,7 +45,7 @@ from kafkalog.log.loader import LoadedLog, load_log, split_overflowed_segment
 from kafkalog.log.local_log import LocalLog, LogDirFailureHandler, replace_segments
 from kafkalog.log.names import TopicPartition, parse_topic_partition_name
 from kafkalog.log.producer_state import ProducerStateManager
-from kafkalog.log.scheduler import ScheduledTask, Scheduler, background_executor
+from kafkalog.log.scheduler import ScheduledTask, Scheduler
 from kafkalog.log.types import AppendOrigin, FetchIsolation, LogAppendInfo, LogOffsetSnapshot
 from kafkalog.records import Compression, MemoryRecords, Record, SimpleRecord
 from kafkalog.records.simple import build_plain_batch
@@ -65,7 +66,6 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
-_INT32_MAX = 2**31 - 1
 # ``Log.read`` compares these once per call (an enum member lookup costs more than a global).
 _HIGH_WATERMARK = FetchIsolation.HIGH_WATERMARK
 _LOG_END = FetchIsolation.LOG_END
@@ -521,80 +521,11 @@ class Log:
 
     # --- rolling and flushing -----------------------------------------------------------------------------
     def _maybe_roll(self, messages_size: int, info: LogAppendInfo) -> LogSegment:
-        local = self.local_log
-        segment = local.active_segment
-        config = local.config
-        if segment.should_roll_for(
-            config.max_segment_ms,
-            config.segment_bytes,
-            info.max_timestamp,
-            info.last_offset,
-            messages_size,
-            self.time.milliseconds(),
-        ):
-            self.logger.debug(
-                "Rolling new log segment (log_size = %d/%d), offset_index_size = %d/%d, "
-                "time_index_size = %d/%d",
-                segment.size,
-                self.config.segment_bytes,
-                segment.offset_index.entries,
-                segment.offset_index.max_entries,
-                segment.time_index.entries,
-                segment.time_index.max_entries,
-            )
-            roll_offset = (
-                info.first_offset if info.first_offset != UNKNOWN_OFFSET else info.last_offset - _INT32_MAX
-            )
-            return self.roll(roll_offset)
-        return segment
+        return roll_path.maybe_roll(self, messages_size, info)
 
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment; the previous one is flushed in the background (``flush-log``)."""
-        with self.lock:
-            rolled = self.local_log.segments.active_segment
-            new_segment = self.local_log.roll(expected_next_offset)
-            self.producer_state.update_map_end_offset(new_segment.base_offset)
-            snapshot = self.producer_state.take_snapshot(sync=False)
-            self._update_high_watermark_with_log_end_offset()
-            base = new_segment.base_offset
-
-            def flush_log() -> None:
-                if snapshot is not None and snapshot.exists():
-                    import os
-
-                    fd = os.open(snapshot, os.O_RDONLY)
-                    try:
-                        os.fsync(fd)
-                    finally:
-                        os.close(fd)
-                self.flush_up_to_offset_exclusive(base)
-                # The rolled segment's trimmed indexes and final time-index entry must reach the disk even
-                # when the recovery point already passed it (a flush just before the roll).
-                if rolled is not None and rolled is not new_segment and not rolled.deleted:
-                    try:
-                        rolled.flush()
-                    except (OSError, KafkaError):
-                        pass  # deleted concurrently by retention or truncation
-
-            scheduler = self.local_log.scheduler
-            if scheduler is not None:
-                scheduler.schedule_once("flush-log", self._guarded(flush_log))
-            else:
-                # No scheduler (a standalone log): still in the background, as Kafka does, on one shared
-                # thread, so a roll costs the appender no fsyncs; close() waits for it.
-                self._pending_flush = background_executor().submit(self._guarded(flush_log))
-            return new_segment
-
-    def _guarded(self, fn: Any) -> Any:
-        def run() -> None:
-            if self._closed:
-                return
-            try:
-                fn()
-            except KafkaStorageError:
-                pass
-
-        return run
+        return roll_path.roll(self, expected_next_offset)
 
     def flush(
         self, offset: int | None = None, *, include_offset: bool = False, indexes: bool = False
