@@ -6,20 +6,35 @@ while a request is in flight), so responses go out in request order and a client
 
 What closes the connection (Kafka closes it too; nothing reaches a log):
 
-* a size prefix that is negative or above ``socket.request.max.bytes`` (:class:`FrameTooLargeError`);
+* a size prefix that is negative or above ``socket.request.max.bytes`` (:class:`FrameTooLargeError`; refused
+  as soon as the prefix arrives, before any of the body is read; the requests before it are still answered);
 * a frame too short for a request header, or whose header/body does not decode (:class:`MalformedRequestError`);
 * an API key that is not registered (:class:`UnknownApiKeyError`);
 * a version outside the registered range (:class:`UnsupportedApiVersionError`) — except ApiVersions, which gets
   error 35 (UNSUPPORTED_VERSION) in the v0 body layout, as Kafka answers it (KIP-511);
 * a handler that raises (a bug or an unexpected failure: logged with its traceback; the server keeps serving
   every other connection) or asks for it (``acks=0`` produce that failed, as Kafka does).
+
+Reading (:class:`Connection` is an :class:`asyncio.BufferedProtocol`, so the kernel copies straight into our
+buffers): small frames are cut out of one reused receive buffer (several pipelined requests per ``recv``); a
+frame above :data:`DIRECT_FRAME_BYTES` gets a buffer of its own that the socket receives into directly, so a
+1 MiB produce request is copied once between the kernel and its decode. While a request is handled the
+connection keeps reading the next ones (the read-ahead: at most :data:`READ_AHEAD_BYTES` or
+:data:`READ_AHEAD_FRAMES` complete requests queued, plus one being received), then pauses reading until the
+handler catches up; the requests are still handled strictly one after the other.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
+import struct
+from collections.abc import Callable
+from typing import Final
+
+from kafka.protocol.schemas.fields.codecs.encode_buffer import EncodeBuffer
 
 from kafkalog.server.broker import Broker
 from kafkalog.server.context import RequestContext
@@ -31,21 +46,46 @@ from kafkalog.server.errors import (
 )
 from kafkalog.server.protocol import (
     API_VERSIONS_KEY,
+    Frame,
     decode_request,
     encode_response,
     encode_unsupported_api_versions,
     peek_header,
 )
 
-__all__ = ["Connection", "handle_frame"]
+__all__ = [
+    "DIRECT_FRAME_BYTES",
+    "KEEP_OUT_BYTES",
+    "READ_AHEAD_BYTES",
+    "READ_AHEAD_FRAMES",
+    "READ_BUFFER_BYTES",
+    "Connection",
+    "handle_frame",
+]
 
 _log = logging.getLogger("kafkalog.server.connection")
 
+#: The reused receive buffer that small requests are cut from.
+READ_BUFFER_BYTES: Final = 64 * 1024
+#: Frames larger than this are received straight into a buffer of their own (no copy out of the receive
+#: buffer); it is at most half the receive buffer, so a smaller partial frame always fits once compacted.
+DIRECT_FRAME_BYTES: Final = 32 * 1024
+#: Read-ahead bounds: complete requests queued behind the one being handled before reading pauses.
+READ_AHEAD_BYTES: Final = 4 * 1024 * 1024
+READ_AHEAD_FRAMES: Final = 64
+#: A response buffer that grew beyond this (a huge fetch) is not kept for the next response.
+KEEP_OUT_BYTES: Final = 8 * 1024 * 1024
+
+_SIZE: Final = struct.Struct(">i")
+
 
 async def handle_frame(
-    broker: Broker, frame: bytes | bytearray, client: tuple[str, int] = ("", 0)
-) -> tuple[bytes | bytearray | None, bool]:
-    """Serve one request frame (without its size prefix): ``(framed response or None, close connection)``."""
+    broker: Broker, frame: Frame, client: tuple[str, int] = ("", 0), out: EncodeBuffer | None = None
+) -> tuple[bytes | bytearray | memoryview | None, bool]:
+    """Serve one request frame (without its size prefix): ``(framed response or None, close connection)``.
+
+    ``out``: encode the response into this buffer (the response is then a view of it; see
+    :func:`~kafkalog.server.protocol.encode_response`)."""
     try:
         key, version, correlation_id = peek_header(frame)
         spec = broker.registry.get(key)
@@ -68,7 +108,7 @@ async def handle_frame(
         response = await spec.handler(ctx, request)
         if response is None:
             return None, ctx.close_after_response
-        return encode_response(response, version, correlation_id), ctx.close_after_response
+        return encode_response(response, version, correlation_id, out), ctx.close_after_response
     except asyncio.CancelledError:
         raise
     except Exception:
@@ -83,48 +123,216 @@ async def handle_frame(
         return None, True
 
 
-class Connection:
-    """Serves one accepted socket until the client leaves, a closing error, or server shutdown."""
+class Connection(asyncio.BufferedProtocol):
+    """Serves one accepted socket until the client leaves, a closing error, or server shutdown.
 
-    def __init__(self, broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    The protocol callbacks split the byte stream into frames (module doc); :meth:`run`, a task started when
+    the connection is made, handles them one at a time. ``on_done`` is called once :meth:`run` ends.
+    """
+
+    def __init__(self, broker: Broker, on_done: Callable[[Connection], None] | None = None) -> None:
         self.broker = broker
-        self.reader = reader
-        self.writer = writer
-        peer = writer.get_extra_info("peername")
-        self.client: tuple[str, int] = (str(peer[0]), int(peer[1])) if isinstance(peer, tuple) else ("", 0)
+        self.client: tuple[str, int] = ("", 0)
         #: True while a request is being handled (shutdown lets it finish).
         self.busy = False
         self.closing = False
+        #: The task running :meth:`run` (set when the connection is made).
+        self.task: asyncio.Task[None] | None = None
+        self._on_done = on_done
+        self._transport: asyncio.Transport | None = None
+        self._limit = broker.config.socket_request_max_bytes
+        self._buf = bytearray(READ_BUFFER_BYTES)
+        self._view = memoryview(self._buf)
+        self._start = 0  # unparsed bytes of the receive buffer: [_start, _end)
+        self._end = 0
+        self._frame: bytearray | None = None  # a large frame being received directly
+        self._frame_view: memoryview | None = None
+        self._filled = 0
+        #: Complete frames not handled yet; None marks the end (EOF, lost, refused size): nothing follows.
+        self._frames: collections.deque[Frame | None] = collections.deque()
+        self._queued = 0
+        self._ended = False
+        self._frame_waiter: asyncio.Future[None] | None = None
+        self._reading_paused = False
+        self._writing_paused = False
+        self._drain_waiter: asyncio.Future[None] | None = None
+        self._lost = False
+        #: Responses are encoded into this buffer, reused once the transport holds none of it.
+        self._out = EncodeBuffer()
 
-    async def _read_frame(self) -> bytes | None:
-        try:
-            head = await self.reader.readexactly(4)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            return None
-        size = int.from_bytes(head, "big", signed=True)
-        limit = self.broker.config.socket_request_max_bytes
-        if size < 0 or size > limit:
-            exc = FrameTooLargeError(f"request size {size} is outside [0, socket.request.max.bytes={limit}]")
-            _log.warning("Closing connection from %s:%s: %s", self.client[0], self.client[1], exc)
-            return None
-        try:
-            return await self.reader.readexactly(size)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            return None
+    # --- protocol callbacks (the event loop calls them) ---------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        peer = transport.get_extra_info("peername")
+        self.client = (str(peer[0]), int(peer[1])) if isinstance(peer, tuple) else ("", 0)
+        self.task = asyncio.get_running_loop().create_task(self.run())
 
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._frame_view is not None:
+            return self._frame_view[self._filled :]
+        if self._end == len(self._buf):  # only a partial frame is left, at its end: move it to the front
+            self._compact()
+        return self._view[self._end :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._ended:
+            return
+        if self._frame is not None:
+            self._filled += nbytes
+            if self._filled == len(self._frame):
+                frame = self._frame
+                self._frame = self._frame_view = None
+                self._push(frame)
+        else:
+            self._end += nbytes
+            self._parse()
+        self._maybe_pause_reading()
+
+    def eof_received(self) -> bool:
+        self._end_frames()
+        return True  # keep the transport open: the requests already read are still answered
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = True
+        self._end_frames()
+        waiter, self._drain_waiter = self._drain_waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(ConnectionResetError("connection lost"))
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        waiter, self._drain_waiter = self._drain_waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # --- framing ------------------------------------------------------------------------------------------
+    def _parse(self) -> None:
+        """Queue every complete frame of the receive buffer; start a direct frame for a large partial one."""
+        view, start, end = self._view, self._start, self._end
+        while end - start >= 4:
+            (size,) = _SIZE.unpack_from(view, start)
+            if size < 0 or size > self._limit:
+                exc = FrameTooLargeError(
+                    f"request size {size} is outside [0, socket.request.max.bytes={self._limit}]"
+                )
+                _log.warning("Closing connection from %s:%s: %s", self.client[0], self.client[1], exc)
+                self._end_frames()
+                return
+            available = end - start - 4
+            if available >= size:
+                self._push(bytes(view[start + 4 : start + 4 + size]))
+                start += 4 + size
+                continue
+            if size > DIRECT_FRAME_BYTES:
+                frame = bytearray(size)
+                frame[:available] = view[start + 4 : end]
+                self._frame, self._frame_view, self._filled = frame, memoryview(frame), available
+                start = end
+            break
+        if start == end:
+            start = end = 0
+        self._start, self._end = start, end
+        if start and self._frame is None and len(self._buf) - start < DIRECT_FRAME_BYTES + 4:
+            self._compact()
+
+    def _compact(self) -> None:
+        start, end = self._start, self._end
+        self._buf[: end - start] = bytes(self._view[start:end])  # a copy: the regions may overlap
+        self._start, self._end = 0, end - start
+
+    def _push(self, frame: Frame) -> None:
+        self._frames.append(frame)
+        self._queued += len(frame)
+        self._wake_reader()
+
+    def _end_frames(self) -> None:
+        """No frame follows the queued ones (EOF, connection lost, a refused size)."""
+        if self._ended:
+            return
+        self._ended = True
+        self._frames.append(None)
+        self._frame = self._frame_view = None
+        if self._transport is not None and not self._lost and not self._reading_paused:
+            with contextlib.suppress(Exception):
+                self._transport.pause_reading()
+            self._reading_paused = True
+        self._wake_reader()
+
+    def _wake_reader(self) -> None:
+        waiter = self._frame_waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _maybe_pause_reading(self) -> None:
+        if self._reading_paused or self._transport is None:
+            return
+        if self._queued >= READ_AHEAD_BYTES or len(self._frames) >= READ_AHEAD_FRAMES:
+            self._transport.pause_reading()
+            self._reading_paused = True
+
+    async def _next_frame(self) -> Frame | None:
+        """The next request frame, in arrival order; None when no more will come."""
+        while not self._frames:
+            self._frame_waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._frame_waiter
+            finally:
+                self._frame_waiter = None
+        frame = self._frames[0]
+        if frame is None:
+            return None  # stays queued: every later call answers None too
+        self._frames.popleft()
+        self._queued -= len(frame)
+        if (
+            self._reading_paused
+            and not self._ended
+            and self._queued < READ_AHEAD_BYTES
+            and len(self._frames) < READ_AHEAD_FRAMES
+            and self._transport is not None
+        ):
+            self._reading_paused = False
+            self._transport.resume_reading()
+        return frame
+
+    def _response_buffer(self) -> EncodeBuffer:
+        """The buffer to encode the next response into: the connection's own unless the transport may still
+        hold a view of the previous response (it keeps what the socket did not take yet), or it grew too big
+        (then a new one: the old one is freed once the transport lets go)."""
+        transport = self._transport
+        if len(self._out.buf) > KEEP_OUT_BYTES or (
+            transport is not None and transport.get_write_buffer_size() > 0
+        ):
+            self._out = EncodeBuffer()
+        return self._out
+
+    async def _write(self, data: bytes | bytearray | memoryview) -> None:
+        transport = self._transport
+        if transport is None or self._lost or transport.is_closing():
+            raise ConnectionResetError("connection closed")
+        transport.write(data)
+        if self._writing_paused:
+            waiter = asyncio.get_running_loop().create_future()
+            self._drain_waiter = waiter
+            await waiter
+
+    # --- the request loop ---------------------------------------------------------------------------------
     async def run(self) -> None:
         """The read-handle-respond loop (see the module doc)."""
         try:
             while not self.closing:
-                frame = await self._read_frame()
+                frame = await self._next_frame()
                 if frame is None:
                     return
                 self.busy = True
                 try:
-                    data, close = await handle_frame(self.broker, frame, self.client)
+                    data, close = await handle_frame(self.broker, frame, self.client, self._response_buffer())
+                    del frame
                     if data is not None:
-                        self.writer.write(data)
-                        await self.writer.drain()
+                        await self._write(data)
                 finally:
                     self.busy = False
                 if close:
@@ -135,9 +343,16 @@ class Connection:
             _log.exception("Connection from %s:%s failed; closing it", self.client[0], self.client[1])
         finally:
             self.close()
+            if self._on_done is not None:
+                self._on_done(self)
 
     def close(self) -> None:
-        """Close the socket (idempotent)."""
+        """Close the socket (idempotent); responses already written are still sent."""
         self.closing = True
-        with contextlib.suppress(Exception):
-            self.writer.close()
+        self._frames.clear()
+        self._queued = 0
+        self._ended = False
+        self._end_frames()
+        if self._transport is not None:
+            with contextlib.suppress(Exception):
+                self._transport.close()

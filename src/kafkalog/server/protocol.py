@@ -11,8 +11,9 @@ arrays, tagged fields). A client encodes requests and decodes responses; this mo
 * :func:`peek_header` reads the fixed start of a request header (api key, version, correlation id), enough
   to route the frame, answer an unsupported ApiVersions, or decide to close;
 * :func:`decode_request` decodes header (v1, or v2 with tagged fields for flexible versions) and body;
-* :func:`encode_response` frames ``size | response header | body``; ApiVersions responses always use
-  response header v0 (KIP-511), which kafka-python's ``ApiVersionsResponse`` already encodes;
+* :func:`encode_response` frames ``size | response header | body``, optionally into a buffer the connection
+  reuses (no copy of a large fetch response out of the encoder); ApiVersions responses always use response
+  header v0 (KIP-511), which kafka-python's ``ApiVersionsResponse`` already encodes;
 * :func:`encode_unsupported_api_versions`: Kafka's answer to an ApiVersions request at a version it does not
   know: error 35 in the **v0** body layout, listing the ApiVersions range so the client can step down.
 
@@ -21,7 +22,9 @@ Every decoding failure is a :class:`~kafkalog.server.errors.MalformedRequestErro
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 import struct
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
@@ -32,11 +35,13 @@ import kafka.protocol.metadata
 import kafka.protocol.producer
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.metadata import ApiVersionsResponse
+from kafka.protocol.schemas.fields.codecs.encode_buffer import EncodeBuffer
 
 from kafkalog.server.errors import ErrorCode, MalformedRequestError
 
 __all__ = [
     "API_VERSIONS_KEY",
+    "Frame",
     "Message",
     "RequestHeaderInfo",
     "decode_request",
@@ -49,9 +54,14 @@ __all__ = [
 
 #: A kafka-python message object (request, response or nested struct); kafka-python has no type stubs.
 Message: TypeAlias = Any
+#: A request frame as the connection hands it over (without its size prefix).
+Frame: TypeAlias = bytes | bytearray | memoryview
 
 API_VERSIONS_KEY: Final = 18
 _HEADER_START = struct.Struct(">hhi")
+_FRAME_SIZE: Final = struct.Struct(">i")
+#: Bytes copied to read a request header (api key, version, correlation id, client id, tagged fields).
+_HEADER_PREFIX: Final = 1024
 _LOADED = (kafka.protocol.admin, kafka.protocol.consumer, kafka.protocol.metadata, kafka.protocol.producer)
 
 
@@ -95,7 +105,7 @@ def schema_versions(cls: Message) -> tuple[int, int]:
     return int(low), int(high or low)
 
 
-def peek_header(frame: bytes | bytearray | memoryview) -> tuple[int, int, int]:
+def peek_header(frame: Frame) -> tuple[int, int, int]:
     """``(api_key, api_version, correlation_id)``: the first 8 bytes of every request header version."""
     if len(frame) < _HEADER_START.size:
         raise MalformedRequestError(f"request of {len(frame)} bytes is shorter than a request header")
@@ -103,13 +113,16 @@ def peek_header(frame: bytes | bytearray | memoryview) -> tuple[int, int, int]:
     return int(key), int(version), int(correlation_id)
 
 
-def decode_request(
-    frame: bytes | bytearray | memoryview, request_class: Message, version: int
-) -> tuple[RequestHeaderInfo, Message]:
-    """Decode a whole request frame (header and body, without the size prefix) at ``version``."""
+def decode_request(frame: Frame, request_class: Message, version: int) -> tuple[RequestHeaderInfo, Message]:
+    """Decode a whole request frame (header and body, without the size prefix) at ``version``.
+
+    kafka-python's ``decode(header=True)`` copies the whole frame to read the header; here the header is read
+    from a copy of the frame's first :data:`_HEADER_PREFIX` bytes (the whole frame only when the header is
+    longer) and the body is decoded in place, from a view of the frame."""
+    view = memoryview(frame)
     try:
-        request = request_class.decode(bytes(frame), version=version, header=True)
-        header = request.header
+        header, pos = _decode_header(view, request_class, version)
+        request = request_class.decode(view[pos:], version=version, header=False)
         info = RequestHeaderInfo(
             int(header.request_api_key),
             int(header.request_api_version),
@@ -123,18 +136,50 @@ def decode_request(
     return info, request
 
 
-def encode_response(response: Message, version: int, correlation_id: int) -> bytes | bytearray:
-    """``int32 size | response header | body`` for ``response`` at ``version``."""
+def _decode_header(view: memoryview, request_class: Message, version: int) -> tuple[Message, int]:
+    """The request header and the body's position. A read that ran short of the prefix ends at its end, so
+    a header that stops before the prefix's end was read whole; anything else is read again from the frame."""
+    if len(view) > _HEADER_PREFIX:
+        stream = io.BytesIO(bytes(view[:_HEADER_PREFIX]))
+        with contextlib.suppress(Exception):
+            header = request_class.parse_header(stream, version=version)
+            if stream.tell() < _HEADER_PREFIX:
+                return header, stream.tell()
+    stream = io.BytesIO(bytes(view))
+    header = request_class.parse_header(stream, version=version)
+    return header, stream.tell()
+
+
+def encode_response(
+    response: Message, version: int, correlation_id: int, out: EncodeBuffer | None = None
+) -> bytes | bytearray | memoryview:
+    """``int32 size | response header | body`` for ``response`` at ``version``.
+
+    With ``out`` (a kafka-python :class:`EncodeBuffer` the caller owns), the response is encoded by the same
+    compiled kafka-python encoder into ``out`` and a view of ``out``'s bytes is returned: no copy out of the
+    encoder's buffer (kafka-python's ``encode()`` returns a copy, 1 MiB for a 1 MiB fetch). The view is
+    valid until ``out`` is used again."""
     if version != response.API_VERSION:
         response.API_VERSION = version
     response.with_header(correlation_id=correlation_id)
-    data: bytes | bytearray = response.encode(header=True, framed=True)
-    return data
+    schema: Any = getattr(response, "_struct", None)
+    if out is None or not hasattr(schema, "compiled_encode_into"):
+        data: bytes | bytearray = response.encode(header=True, framed=True)
+        return data
+    # ApiMessage.encode(header=True, framed=True), into our buffer instead of the thread's pooled one
+    flexible = response.flexible_version_q(version)
+    out.reset()
+    out.ensure(_FRAME_SIZE.size)
+    out.pos = _FRAME_SIZE.size
+    response.encode_header_into(out, flexible=flexible)
+    schema.compiled_encode_into(version, compact=flexible, tagged=flexible)(response, out)
+    _FRAME_SIZE.pack_into(out.buf, 0, out.pos - _FRAME_SIZE.size)
+    return memoryview(out.buf)[: out.pos]
 
 
 def encode_unsupported_api_versions(
     correlation_id: int, min_version: int, max_version: int
-) -> bytes | bytearray:
+) -> bytes | bytearray | memoryview:
     """The ApiVersions v0 error response Kafka sends for an unsupported ApiVersions version (KIP-511)."""
     entry = ApiVersionsResponse.ApiVersion(
         api_key=API_VERSIONS_KEY, min_version=min_version, max_version=max_version

@@ -53,7 +53,6 @@ class AsyncKafkaServer:
         self.broker: Broker | None = None
         self._server: asyncio.Server | None = None
         self._connections: set[Connection] = set()
-        self._tasks: set[asyncio.Task[None]] = set()
 
     @property
     def port(self) -> int:
@@ -67,8 +66,8 @@ class AsyncKafkaServer:
         loop = asyncio.get_running_loop()
         self.broker = Broker(self.manager, self.config, self.registry, loop)
         try:
-            self._server = await asyncio.start_server(
-                self._accept, self.config.host, self.config.port, reuse_address=True
+            self._server = await loop.create_server(
+                self._new_connection, self.config.host, self.config.port, reuse_address=True
             )
         except BaseException:
             self.broker.close()
@@ -102,19 +101,11 @@ class AsyncKafkaServer:
         if broker.groups is not None:
             await broker.groups.close()
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def _new_connection(self) -> Connection:
         assert self.broker is not None
-        connection = Connection(self.broker, reader, writer)
-        task = asyncio.current_task()
+        connection = Connection(self.broker, on_done=self._connections.discard)
         self._connections.add(connection)
-        if task is not None:
-            self._tasks.add(task)
-        try:
-            await connection.run()
-        finally:
-            self._connections.discard(connection)
-            if task is not None:
-                self._tasks.discard(task)
+        return connection
 
     def notify_append(self, topic: str, partition: int) -> None:
         """Wake fetches waiting on a partition appended to outside the server (call on the loop thread)."""
@@ -134,7 +125,7 @@ class AsyncKafkaServer:
             self.broker.waiters.notify_all()
             await self._stop_coordinators(self.broker)
         deadline = self.config.shutdown_grace_ms / 1000
-        pending = [t for t in self._tasks if not t.done()]
+        pending = [c.task for c in self._connections if c.task is not None and not c.task.done()]
         if pending:
             _, still = await asyncio.wait(pending, timeout=deadline)
             for task in still:
