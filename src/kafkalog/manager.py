@@ -5,13 +5,12 @@ Invariants owned here:
 * **One process per log dir.** ``open`` takes every dir's ``.lock`` (:class:`~kafkalog.datadir.DirLock`)
   before reading anything and keeps it until :meth:`LogManager.close`; a second opener gets
   :class:`~kafkalog.errors.LogDirLockedError` and nothing on disk changes.
-* **Every log comes back where it stopped.** Logs open with the recovery point, log start offset and high
-  watermark of the dir's checkpoint files (Kafka's text format, written atomically), and with the dir's
-  ``.kafka_cleanshutdown`` marker: present means no segment is scanned, absent means recovery from the
-  checkpointed recovery point. The marker is deleted as soon as it is read and written again on close only
-  for a dir whose logs all loaded fully (KAFKA-10471, KAFKA-15375).
-* **A bad partition does not stop the others.** A partition directory that fails to load is skipped and
-  reported in :attr:`LogManager.load_failures`, and its partition raises
+* **Every log comes back where it stopped.** Logs open with what their dir's offset checkpoints and
+  ``.kafka_cleanshutdown`` marker recorded (:mod:`kafkalog.manager_dirs`): with the marker no segment is
+  scanned, without it recovery starts at the checkpointed recovery point. :meth:`LogManager.close` writes
+  the checkpoints and, only for a dir whose logs all loaded fully, the marker again (KAFKA-15375).
+* **A bad partition does not stop the others.** A partition directory that fails to load is skipped
+  (:mod:`kafkalog.manager_dirs`) and reported in :attr:`LogManager.load_failures`, and its partition raises
   :class:`~kafkalog.errors.KafkaStorageError` instead of being recreated empty (which would hide its data);
   a directory whose name is not a partition's (``lost+found``) is left alone and listed in
   :attr:`LogManager.ignored_dirs`; an I/O error later takes only its log dir offline
@@ -27,14 +26,11 @@ Invariants owned here:
   in-sync replica is the leader. With ``hw_follows_leo=False`` the caller moves it
   (``Log.update_high_watermark``), e.g. when replicating the partition itself.
 
-Background tasks (on the scheduler, Kafka's names and settings; ``config`` takes Kafka's broker names):
-``kafka-log-retention`` (``log.retention.check.interval.ms``), ``kafka-log-flusher``
-(``log.flush.scheduler.interval.ms``; flushes logs whose last flush is older than their ``flush.ms``),
-``kafka-recovery-point-checkpoint`` (``log.flush.offset.checkpoint.interval.ms``),
-``kafka-log-start-offset-checkpoint`` (``log.flush.start.offset.checkpoint.interval.ms``),
-``highwatermark-checkpoint`` (``replica.high.watermark.checkpoint.interval.ms``) and ``kafka-delete-logs``
-(removes ``-delete`` directories ``log.segment.delete.delay.ms`` after they were renamed: Kafka's broker
-default for ``file.delete.delay.ms``, 60 s; ``log.delete.delay.ms`` is accepted as an alias). Each log also runs its own
+Background tasks (on the scheduler, Kafka's names and settings, :mod:`kafkalog.manager_tasks`; ``config``
+takes Kafka's broker names): retention, flushing logs whose last flush is older than their ``flush.ms``, the
+three offset checkpoints, and ``kafka-delete-logs`` (removes ``-delete`` directories
+``log.segment.delete.delay.ms`` after they were renamed: Kafka's broker default for ``file.delete.delay.ms``,
+60 s; ``log.delete.delay.ms`` is accepted as an alias). Each log also runs its own
 ``PeriodicProducerExpirationCheck``. With ``log.cleaner.enable`` (``cleaner=``: Kafka's ``log.cleaner.*`` names) a
 :class:`~kafkalog.log.cleaner_service.LogCleaner` compacts the ``cleanup.policy=compact`` logs on threads of its
 own and keeps each dir's ``cleaner-offset-checkpoint``; retention of compacted logs is then its job (Kafka's
@@ -48,9 +44,7 @@ import logging
 import shutil
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +52,6 @@ from kafkalog.datadir import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
-    DirLock,
     read_topics,
     write_topics,
 )
@@ -69,28 +62,22 @@ from kafkalog.errors import (
     LogDirNotAvailableError,
     UnknownTopicOrPartitionError,
 )
-from kafkalog.log.checkpoint import (
-    offset_checkpoint,
-    read_clean_shutdown,
-    write_clean_shutdown,
-)
 from kafkalog.log.cleaner_manager import CleanerConfig
 from kafkalog.log.cleaner_service import LogCleaner
-from kafkalog.log.config import LONG_MAX, LogConfig, ManagerConfig
+from kafkalog.log.config import LogConfig, ManagerConfig
 from kafkalog.log.log import Log
 from kafkalog.log.names import (
     DELETE_DIR_SUFFIX,
     FUTURE_DIR_SUFFIX,
-    STRAY_DIR_SUFFIX,
     TopicPartition,
     log_delete_dir_name,
     log_dir_name,
-    log_future_dir_name,
-    parse_topic_partition_name,
-    validate_topic_name,
 )
 from kafkalog.log.scheduler import KafkaScheduler, ScheduledTask, Scheduler
 from kafkalog.log.types import AppendOrigin, FetchIsolation, LogAppendInfo
+from kafkalog.manager_dirs import DirOffsets, LoadFailure, LogDirState
+from kafkalog.manager_moves import copy_into, open_future_log
+from kafkalog.manager_tasks import schedule_background_tasks
 from kafkalog.partitioner import NullKeyPartitioner, partition_for_key
 from kafkalog.records import Compression, MemoryRecords, SimpleRecord
 from kafkalog.storage.file_records import FileRecords
@@ -102,25 +89,6 @@ __all__ = ["LoadFailure", "LogManager", "ManagerConfig"]
 _log = logging.getLogger("kafkalog.manager")
 
 
-@dataclass(frozen=True)
-class LoadFailure:
-    """A partition directory that could not be loaded (it is left as it is on disk)."""
-
-    path: Path
-    error: BaseException
-
-
-@dataclass
-class _DirState:
-    path: Path
-    lock: DirLock
-    had_clean_shutdown: bool = False
-    online: bool = True
-    loaded_fully: bool = True
-    failure_logged: bool = False
-    logs: dict[TopicPartition, Log] = field(default_factory=dict)
-
-
 class LogManager:
     """The logs of every topic-partition in a set of log directories (see the module doc).
 
@@ -130,7 +98,7 @@ class LogManager:
 
     def __init__(
         self,
-        dirs: list[_DirState],
+        dirs: list[LogDirState],
         default_config: LogConfig,
         config: ManagerConfig,
         scheduler: Scheduler,
@@ -183,15 +151,7 @@ class LogManager:
             default_config if isinstance(default_config, LogConfig) else LogConfig.from_props(default_config)
         )
         mcfg = config if isinstance(config, ManagerConfig) else ManagerConfig.from_props(config)
-        dirs: list[_DirState] = []
-        try:
-            for path in paths:
-                path.mkdir(parents=True, exist_ok=True)
-                dirs.append(_DirState(path, DirLock(path).acquire()))
-        except BaseException:
-            for d in dirs:
-                d.lock.release()
-            raise
+        dirs = LogDirState.lock_all(paths)
         owns = scheduler is None
         time = time or SYSTEM_TIME
         sched: Scheduler = scheduler if scheduler is not None else KafkaScheduler(1, "kafka-scheduler-", time)
@@ -212,36 +172,12 @@ class LogManager:
     def _load(self) -> None:
         had_metadata = self._topics.load(doc for doc in (read_topics(d.path) for d in self._dirs) if doc)
         for d in self._dirs:
-            d.had_clean_shutdown = read_clean_shutdown(d.path)
-            recovery = self._read_checkpoint(d, RECOVERY_POINT_CHECKPOINT)
-            starts = self._read_checkpoint(d, LOG_START_OFFSET_CHECKPOINT)
-            hws = self._read_checkpoint(d, REPLICATION_OFFSET_CHECKPOINT)
-            candidates: list[tuple[Path, TopicPartition]] = []
-            for path in sorted(p for p in d.path.iterdir() if p.is_dir() and not p.name.startswith(".")):
-                if path.name.endswith(STRAY_DIR_SUFFIX):
-                    continue
-                try:
-                    tp = parse_topic_partition_name(path)
-                    validate_topic_name(tp.topic)
-                except KafkaError as exc:  # lost+found, a user's folder: not a partition, left alone
-                    self.ignored_dirs.append(path)
-                    _log.warning("Ignoring directory %s in log dir %s: %s", path.name, d.path, exc)
-                    continue
-                candidates.append((path, tp))
-            threads = self.config.num_recovery_threads_per_data_dir
-            with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="log-recovery-") as pool:
-                jobs = [
-                    (p, tp, pool.submit(self._load_one, d, p, recovery, starts, hws)) for p, tp in candidates
-                ]
-                for path, tp, job in jobs:
-                    try:
-                        job.result()
-                    except Exception as exc:
-                        d.loaded_fully = False
-                        self.load_failures.append(LoadFailure(path, exc))
-                        if not path.name.endswith((DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX)):
-                            self._failed[tp] = LoadFailure(path, exc)
-                        _log.error("Error while loading log dir %s: skipping %s: %s", d.path, path.name, exc)
+            loaded = d.load(self.config.num_recovery_threads_per_data_dir, self._load_one)
+            self.ignored_dirs.extend(loaded.ignored)
+            for tp, failure in loaded.failures:
+                self.load_failures.append(failure)
+                if not failure.path.name.endswith((DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX)):
+                    self._failed[tp] = failure
         changed = [self._topics.infer(tp) for tp in [*self.all_logs(), *self._failed]]
         if any(changed) or not had_metadata:
             self._write_topics()
@@ -260,32 +196,14 @@ class LogManager:
         except Exception as exc:
             _log.error("Could not complete a pending Spark sink commit in %s: %s", self.log_dirs, exc)
 
-    def _read_checkpoint(self, d: _DirState, name: str) -> dict[TopicPartition, int]:
-        try:
-            return dict(offset_checkpoint(d.path / name).read())
-        except FileNotFoundError:
-            return {}
-        except (KafkaError, OSError) as exc:
-            _log.warning("Ignoring unreadable checkpoint %s: %s", d.path / name, exc)
-            return {}
-
-    def _load_one(
-        self,
-        d: _DirState,
-        path: Path,
-        recovery: dict[TopicPartition, int],
-        starts: dict[TopicPartition, int],
-        hws: dict[TopicPartition, int],
-    ) -> None:
-        tp = parse_topic_partition_name(path)
-        validate_topic_name(tp.topic)
+    def _load_one(self, d: LogDirState, path: Path, tp: TopicPartition, offsets: DirOffsets) -> None:
         config = self._topics.config_for(tp.topic)
         topic_id = self._topics.topic_uuid(tp.topic)
         log = Log.open(
             path,
             config,
-            log_start_offset=starts.get(tp, 0),
-            recovery_point=recovery.get(tp, 0),
+            log_start_offset=offsets.log_start_offsets.get(tp, 0),
+            recovery_point=offsets.recovery_points.get(tp, 0),
             scheduler=self.scheduler,
             time=self.time,
             last_shutdown_clean=d.had_clean_shutdown,
@@ -298,8 +216,8 @@ class LogManager:
             return
         if self.hw_follows_leo:
             log.hw_follows_leo = True
-        elif tp in hws:
-            log.update_high_watermark(hws[tp])
+        elif tp in offsets.high_watermarks:
+            log.update_high_watermark(offsets.high_watermarks[tp])
         with self._lock:
             if path.name.endswith(FUTURE_DIR_SUFFIX):
                 self._future_logs[tp] = log
@@ -323,46 +241,10 @@ class LogManager:
                 self.cleaner_config, dirs, self._cleanable_logs, self.time, self._handle_dir_failure
             )
             self.cleaner.startup()
-        c, delay = self.config, self.config.log_initial_task_delay_ms
-        specs = [
-            ("kafka-log-retention", self.delete_old_segments, c.log_retention_check_interval_ms),
-            ("kafka-log-flusher", self.flush_dirty_logs, c.log_flush_scheduler_interval_ms),
-            (
-                "kafka-recovery-point-checkpoint",
-                self.checkpoint_recovery_points,
-                c.log_flush_offset_checkpoint_interval_ms,
-            ),
-            (
-                "kafka-log-start-offset-checkpoint",
-                self.checkpoint_log_start_offsets,
-                c.log_flush_start_offset_checkpoint_interval_ms,
-            ),
-            (
-                "highwatermark-checkpoint",
-                self.checkpoint_high_watermarks,
-                c.replica_high_watermark_checkpoint_interval_ms,
-            ),
-        ]
-        for name, fn, period in specs:
-            if 0 < period < LONG_MAX:
-                self._tasks.append(self.scheduler.schedule(name, self._background(fn), delay, period))
-        self._tasks.append(
-            self.scheduler.schedule("kafka-delete-logs", self._background(self.delete_logs), delay, 1000)
-        )
-
-    def _background(self, fn: Any) -> Any:
-        def run() -> None:
-            if self._closed:
-                return
-            try:
-                fn()
-            except Exception:
-                _log.exception("Error in background task %s", getattr(fn, "__name__", fn))
-
-        return run
+        self._tasks.extend(schedule_background_tasks(self, self.scheduler, self.config))
 
     # --- directory failure --------------------------------------------------------------------------------
-    def _dir_of(self, log_dir: Path) -> _DirState | None:
+    def _dir_of(self, log_dir: Path) -> LogDirState | None:
         for d in self._dirs:
             if d.path == log_dir or d.path.resolve() == Path(log_dir).resolve():
                 return d
@@ -526,7 +408,7 @@ class LogManager:
                 out.update(d.logs)
             return out
 
-    def _find(self, tp: TopicPartition) -> tuple[_DirState, Log] | None:
+    def _find(self, tp: TopicPartition) -> tuple[LogDirState, Log] | None:
         for d in self._dirs:
             log = d.logs.get(tp)
             if log is not None:
@@ -558,7 +440,7 @@ class LogManager:
                 self._write_topics()
             return self.get_log(topic, partition)
 
-    def _next_dir(self) -> _DirState:
+    def _next_dir(self) -> LogDirState:
         online = [d for d in self._dirs if d.online]
         if not online:
             raise LogDirNotAvailableError("all log dirs are offline")
@@ -659,20 +541,13 @@ class LogManager:
                 return current
             future = self._future_logs.get(tp)
             if future is None or future.dir.parent != dest.path:
-                future = Log.open(
-                    dest.path / log_future_dir_name(tp),
-                    current.config,
-                    log_start_offset=current.log_start_offset,
-                    scheduler=self.scheduler,
-                    time=self.time,
-                    last_shutdown_clean=True,
-                    topic_id=current.topic_id,
-                    on_dir_failure=self._handle_dir_failure,
+                future = open_future_log(
+                    current, tp, dest.path, self.scheduler, self.time, self._handle_dir_failure
                 )
                 self._future_logs[tp] = future
-        self._copy_into(current, future)  # most of the data without blocking appends
+        copy_into(current, future)  # most of the data without blocking appends
         with self._cleaning_paused([tp]), current.lock, self._lock:
-            self._copy_into(current, future)
+            copy_into(current, future)
             future.flush(include_offset=True)
             del src_dir.logs[tp]
             current.rename_dir(log_delete_dir_name(tp))
@@ -688,18 +563,6 @@ class LogManager:
             for d in (src_dir, dest):
                 self._write_dir_checkpoints(d)
             return future
-
-    @staticmethod
-    def _copy_into(source: Log, target: Log) -> None:
-        if target.log_end_offset < source.log_start_offset or target.log_end_offset > source.log_end_offset:
-            target.truncate_fully_and_start_at(source.log_start_offset)
-        while target.log_end_offset < source.log_end_offset:
-            info = source.read(target.log_end_offset, 1 << 20, FetchIsolation.LOG_END)
-            mem = _as_memory(info.records)
-            if mem.size_in_bytes == 0:
-                break
-            target.append_as_follower(mem)
-        target.maybe_increment_log_start_offset(source.log_start_offset, "alter log dirs")
 
     # --- maintenance --------------------------------------------------------------------------------------
     def _online_logs(self) -> Iterator[Log]:
@@ -732,37 +595,23 @@ class LogManager:
         for log in self._online_logs():
             log.flush(include_offset=True)
 
-    def _write_dir_checkpoints(self, d: _DirState) -> None:
-        for name, value in _CHECKPOINTS.items():
-            self._checkpoint(d, name, value)
-
-    def _checkpoint(self, d: _DirState, name: str, value: Any) -> None:
-        if not d.online:
-            return
-        entries = []
-        for tp, log in sorted(d.logs.items()):
-            v = value(log)
-            if v is not None:
-                entries.append((tp, v))
-        try:
-            offset_checkpoint(d.path / name).write(entries)
-        except OSError as exc:
-            self._handle_dir_failure(d.path, f"error while writing {name}", exc)
+    def _write_dir_checkpoints(self, d: LogDirState) -> None:
+        d.write_checkpoints(self._handle_dir_failure)
 
     def checkpoint_recovery_points(self) -> None:
         """Write ``recovery-point-offset-checkpoint`` in every online dir."""
         for d in self._dirs:
-            self._checkpoint(d, RECOVERY_POINT_CHECKPOINT, _CHECKPOINTS[RECOVERY_POINT_CHECKPOINT])
+            d.write_checkpoint(RECOVERY_POINT_CHECKPOINT, self._handle_dir_failure)
 
     def checkpoint_log_start_offsets(self) -> None:
         """Write ``log-start-offset-checkpoint`` (logs whose start is past their first segment, as Kafka)."""
         for d in self._dirs:
-            self._checkpoint(d, LOG_START_OFFSET_CHECKPOINT, _CHECKPOINTS[LOG_START_OFFSET_CHECKPOINT])
+            d.write_checkpoint(LOG_START_OFFSET_CHECKPOINT, self._handle_dir_failure)
 
     def checkpoint_high_watermarks(self) -> None:
         """Write ``replication-offset-checkpoint`` (high watermarks) in every online dir."""
         for d in self._dirs:
-            self._checkpoint(d, REPLICATION_OFFSET_CHECKPOINT, _CHECKPOINTS[REPLICATION_OFFSET_CHECKPOINT])
+            d.write_checkpoint(REPLICATION_OFFSET_CHECKPOINT, self._handle_dir_failure)
 
     def checkpoint(self) -> None:
         """Write every checkpoint file now."""
@@ -804,10 +653,7 @@ class LogManager:
                         _log.error("Error while closing %s: %s", log.topic_partition, exc)
                 self._write_dir_checkpoints(d)
                 if clean and d.online:
-                    try:
-                        write_clean_shutdown(d.path)
-                    except OSError as exc:
-                        _log.error("Could not write the clean shutdown marker in %s: %s", d.path, exc)
+                    d.write_clean_shutdown()
             for log in self._future_logs.values():
                 with contextlib.suppress(KafkaError, OSError):
                     log.close()
@@ -847,18 +693,3 @@ class LogManager:
 
 def _as_memory(records: MemoryRecords | FileRecords) -> MemoryRecords:
     return records if isinstance(records, MemoryRecords) else records.to_memory_records()
-
-
-def _start_offset_entry(log: Log) -> int | None:
-    segments = log.segments
-    if segments and log.log_start_offset > segments[0].base_offset:
-        return log.log_start_offset
-    return None
-
-
-#: Each per-log-dir offset checkpoint and the value it records for a log (None: no entry).
-_CHECKPOINTS: dict[str, Callable[[Log], int | None]] = {
-    RECOVERY_POINT_CHECKPOINT: lambda log: log.recovery_point,
-    LOG_START_OFFSET_CHECKPOINT: _start_offset_entry,
-    REPLICATION_OFFSET_CHECKPOINT: lambda log: log.high_watermark,
-}
