@@ -145,14 +145,14 @@ def try_append_fast(log: Log, records: MemoryRecords, leader_epoch: int) -> LogA
 
 
 def try_append_built(
-    log: Log, built: tuple[bytearray, int, int, int, int], leader_epoch: int
+    log: Log, built: tuple[bytearray, int, int, int, int], leader_epoch: int, now: int
 ) -> LogAppendInfo | None:
     """Append a batch that :func:`kafkalog.records.simple.build_plain_batch` just built for
     :meth:`Log.append <kafkalog.log.log.Log.append>`, or return None (nothing done) for the general path.
 
     The bytes are kafkalog's own, so their CRC and record format are not checked again; the topic's checks
-    (codec, sizes, keys of a compacted topic, timestamp bounds) are, and anything they would reject goes to
-    the general path, which raises Kafka's error."""
+    (codec, sizes, keys of a compacted topic, timestamp bounds, against ``now``: the time the batch was built
+    at) are, and anything they would reject goes to the general path, which raises Kafka's error."""
     buf, count, lo, hi, null_keys = built
     size = len(buf)
     settings = _settings_of(log)
@@ -163,7 +163,6 @@ def try_append_built(
         or (null_keys and settings.compact)
     ):
         return None
-    now = log.time.milliseconds()
     if not settings.log_append_time and (lo < now - settings.before_ms or hi > now + settings.after_ms):
         return None
     # the header fields _commit reads: no producer, no client epoch, attributes 0, max timestamp ``hi``

@@ -477,7 +477,7 @@ class Log:
         if (compression is None or compression is Compression.NONE) and type(records) is list:
             built = build_plain_batch(records, now)  # a few small records, built in Python (or None)
             if built is not None:
-                info = append_path.try_append_built(self, built, leader_epoch)
+                info = append_path.try_append_built(self, built, leader_epoch, now)
                 if info is not None:
                     return info
         codec = compression
