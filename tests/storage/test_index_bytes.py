@@ -88,6 +88,7 @@ def test_offset_index_entries_are_big_endian_relative_offset_and_position(tmp_pa
     idx.append(103, 4096)
     idx.append(110, 8192)
     idx.append(100 + 2**31 - 1, 2**31 - 1)  # the largest relative offset and position
+    idx.flush()  # entries reach the file in batches (see storage/index.py)
     data = idx.path.read_bytes()
     assert len(data) == 1000
     assert data[:24] == bytes.fromhex(
@@ -205,6 +206,7 @@ def test_reexpanding_a_trimmed_index_keeps_its_entries(tmp_path: Path) -> None:
     assert idx.resize(1000) is True
     assert (idx.entries, idx.max_entries) == (3, 125)
     idx.append(12, 900)
+    idx.flush()
     assert path.read_bytes()[:32] == OFFSET.pack(1, 0) + OFFSET.pack(4, 300) + OFFSET.pack(
         9, 700
     ) + OFFSET.pack(12, 900)

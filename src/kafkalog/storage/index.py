@@ -17,18 +17,45 @@ multiple of the entry size, offsets within the segment, entries strictly ordered
 :class:`~kafkalog.errors.CorruptIndexError` and the segment rebuilds the index from its ``.log``.
 
 Implementation: the file is read once, lazily (a segment that is never read never opens its indexes),
-into a native-endian in-memory mirror that serves every lookup (binary search); appends and truncations
-are written through to the file with ``pwrite``/``ftruncate``. Kafka maps the file instead; in Python a
-mapped file cannot be resized while a reader holds a view of it, and a concurrent truncation would make a
-reader fault, so the mirror is both safer and faster. The bytes on disk are the same. Lookups take the
-index lock, except :meth:`OffsetIndex.bracket` (once per ``Log.read``), which searches the mirror without
-it and retries under it if the mirror shrank meanwhile.
+into a native-endian in-memory mirror that serves every lookup (binary search). Kafka maps the file
+instead; in Python a mapped file cannot be resized while a reader holds a view of it, and a concurrent
+truncation would make a reader fault, so the mirror is both safer and faster. Lookups take the index lock,
+except :meth:`OffsetIndex.bracket` (once per ``Log.read``), which searches the mirror without it and
+retries under it if the mirror shrank meanwhile.
+
+Writes are deferred, as Kafka's are (it stores entries into the mapping, no system call; the kernel writes
+the pages back when it likes). An appended entry goes to the mirror, which is always complete, and to a
+small pending buffer that reaches the file in one ``pwrite`` when it holds :data:`PENDING_ENTRIES` entries,
+and before anything that changes, syncs, renames or exposes the file: :meth:`~AbstractIndex.flush` (before
+the ``fsync``), :meth:`~AbstractIndex.resize` and :meth:`~AbstractIndex.trim_to_valid_size`, truncation
+(:meth:`~AbstractIndex.truncate_to_entries`, ``truncate_to``), :meth:`~AbstractIndex.close` and
+:meth:`~AbstractIndex.close_handler`, :meth:`~AbstractIndex.rename_to`,
+:attr:`~AbstractIndex.length`, :attr:`~AbstractIndex.size_in_bytes` and ``sanity_check``.
+:meth:`~AbstractIndex.reset` and :meth:`~AbstractIndex.delete_if_exists` drop it (the file is emptied or
+removed). After each of those points the file's bytes are exactly those of a write-through index. The
+first entry of an empty index is written at once (one ``pwrite`` per segment): a file with entries then
+never begins with an empty slot, which readers of a live directory (Kafka's and kafkalog's ``dump``,
+``kafkalog verify``) cannot tell from an entry ``(base offset, 0)``.
+
+Invariant: the file holds every entry appended up to the last of those points (or the last full buffer);
+the entries after it are in memory only and are missing from the file if the process dies. That is safe:
+only an untrimmed index has pending entries (every trim writes them first), and a segment's indexes are
+trimmed when it stops being the active segment (roll, close). The active segment holds the recovery point or
+starts after it (the recovery point never passes the log end offset), and after an unclean shutdown the
+loader rebuilds the indexes of every segment from the one holding the recovery point on, from their
+``.log`` (``kafkalog.log.loader``, as Kafka's ``LogLoader.recoverLog``). An untrimmed index of an older
+segment (one rebuilt after it failed its load check) ends in zero-filled slots, which fail that check again
+after a crash, as they do without deferral. A power failure loses what was never fsynced, as before:
+:meth:`~AbstractIndex.flush` writes the pending entries before its fsync. Readers in other processes
+(:mod:`kafkalog.log.readonly`) take index files as hints checked against the ``.log``, so a lagging file
+only makes them scan from an earlier entry.
 """
 
 from __future__ import annotations
 
 import abc
 import itertools
+import logging
 import os
 import struct
 import threading
@@ -42,7 +69,14 @@ import numpy as np
 from kafkalog.errors import CorruptIndexError, IndexOffsetOverflowError, InvalidOffsetError
 from kafkalog.storage.types import OffsetPosition, TimestampOffset
 
-__all__ = ["OFFSET_ENTRY_SIZE", "TIME_ENTRY_SIZE", "AbstractIndex", "OffsetIndex", "TimeIndex"]
+__all__ = [
+    "OFFSET_ENTRY_SIZE",
+    "PENDING_ENTRIES",
+    "TIME_ENTRY_SIZE",
+    "AbstractIndex",
+    "OffsetIndex",
+    "TimeIndex",
+]
 
 OFFSET_ENTRY_SIZE: Final = 8
 TIME_ENTRY_SIZE: Final = 12
@@ -50,6 +84,11 @@ _INT32_MAX: Final = 2**31 - 1
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 _O_CLOEXEC: Final = getattr(os, "O_CLOEXEC", 0)
+#: Appended entries held in memory before they are written to the file in one ``pwrite`` (1 KiB of
+#: ``.index``, 1.5 KiB of ``.timeindex``); see the module doc for the other points that write them.
+PENDING_ENTRIES: Final = 128
+
+_log = logging.getLogger("kafkalog.storage.index")
 
 
 def _round_down(value: int, factor: int) -> int:
@@ -76,6 +115,9 @@ class AbstractIndex(abc.ABC):
         self._entries = 0
         self._max_entries = 0
         self._length = 0
+        #: Encoded entries not yet in the file: slots ``[entries - len(pending) / ENTRY_SIZE, entries)``.
+        self._pending = bytearray()
+        self._pending_limit = PENDING_ENTRIES * self.ENTRY_SIZE
 
     # --- lifecycle ----------------------------------------------------------------------------------------
     @property
@@ -181,21 +223,26 @@ class AbstractIndex(abc.ABC):
 
     @property
     def length(self) -> int:
-        """The file's length in bytes."""
+        """The file's length in bytes (pending entries are written first)."""
         with self._lock:
             self._ensure()
+            self._write_pending()
             return self._length
 
     @property
     def size_in_bytes(self) -> int:
-        """Bytes of entries (``entries * entry size``)."""
-        return self.entries * self.ENTRY_SIZE
-
-    def is_full(self) -> bool:
-        """Whether no more entries fit."""
+        """Bytes of entries (``entries * entry size``; pending entries are written first)."""
         with self._lock:
             self._ensure()
-            return self._entries >= self._max_entries
+            self._write_pending()
+            return self._entries * self.ENTRY_SIZE
+
+    def is_full(self) -> bool:
+        """Whether no more entries fit (no lock once loaded: the append path asks on every append)."""
+        if not self._loaded:
+            with self._lock:
+                self._ensure()
+        return self._entries >= self._max_entries
 
     def relative_offset(self, offset: int) -> int:
         """``offset - base_offset``, which must fit an int32."""
@@ -212,9 +259,12 @@ class AbstractIndex(abc.ABC):
         return 0 <= rel <= _INT32_MAX
 
     def resize(self, new_size: int) -> bool:
-        """Set the file length to ``new_size`` rounded down to whole entries; False if unchanged."""
+        """Set the file length to ``new_size`` rounded down to whole entries; False if unchanged.
+
+        Pending entries are written first (those beyond the new size are then cut with the file)."""
         with self._lock:
             self._ensure()
+            self._write_pending()
             rounded = _round_down(new_size, self.ENTRY_SIZE)
             if self._length == rounded:
                 return False
@@ -234,9 +284,13 @@ class AbstractIndex(abc.ABC):
             self.resize(self._entries * self.ENTRY_SIZE)
 
     def truncate_to_entries(self, entries: int) -> None:
-        """Keep only the first ``entries`` entries."""
+        """Keep only the first ``entries`` entries.
+
+        As in Kafka, the slots after them keep their bytes until overwritten or trimmed: pending entries are
+        written first, so the file is what a write-through index leaves."""
         with self._lock:
             self._ensure()
+            self._write_pending()
             if entries < self._entries:
                 self._entries = entries
                 self._truncate_mirror(entries)
@@ -248,6 +302,7 @@ class AbstractIndex(abc.ABC):
                 flags = os.O_RDWR | os.O_CREAT
                 self._fd = os.open(self._file, flags | _O_CLOEXEC, 0o644)
                 self._loaded = True
+            self._pending.clear()  # the file is emptied: nothing to write
             os.ftruncate(self._fd, 0)
             self._dirty = True
             self._clear_mirror()
@@ -257,23 +312,34 @@ class AbstractIndex(abc.ABC):
             self.resize(self._max_index_size)
 
     def flush(self) -> None:
-        """fsync the file (it is created first if it was never loaded).
+        """Write the pending entries and fsync the file (it is created first if it was never loaded).
 
-        Skipped when nothing was written or resized since the last fsync of this descriptor (Kafka's
-        ``force()`` of a clean mapping is just as cheap): with ``flush.messages=1`` the indexes then cost an
-        fsync only when an entry was appended.
+        The fsync is skipped when nothing was appended or resized since the last fsync of this descriptor
+        (Kafka's ``force()`` of a clean mapping is just as cheap): with ``flush.messages=1`` the indexes then
+        cost an fsync only when an entry was appended.
         """
         with self._lock:
             self._ensure()
+            self._write_pending()
             if self._dirty:
                 os.fsync(self._fd)
                 self._dirty = False
 
     def close_handler(self) -> None:
-        """Close the file descriptor; the index loads again if used later."""
+        """Write the pending entries and close the file descriptor; the index loads again if used later.
+
+        Used when a directory goes offline, so a failed write is logged, not raised: the entries are lost
+        with the descriptor and the file is left as a crash leaves it (recovery rebuilds it).
+        """
         with self._lock:
             if self._fd >= 0:
+                try:
+                    self._write_pending()
+                except OSError as exc:
+                    _log.warning("Could not write the pending entries of index %s: %s", self._file, exc)
+                    self._pending.clear()
                 os.close(self._fd)
+            self._pending.clear()
             self._fd = -1
             self._loaded = False
             self._dirty = False
@@ -287,8 +353,9 @@ class AbstractIndex(abc.ABC):
             self.close_handler()
 
     def delete_if_exists(self) -> bool:
-        """Close and delete the file; returns whether it existed."""
+        """Close and delete the file (pending entries are dropped); returns whether it existed."""
         with self._lock:
+            self._pending.clear()
             self.close_handler()
             try:
                 os.unlink(self._file)
@@ -297,8 +364,9 @@ class AbstractIndex(abc.ABC):
                 return False
 
     def rename_to(self, path: Path) -> None:
-        """Rename the file (works whether or not it is loaded)."""
+        """Rename the file (works whether or not it is loaded); pending entries are written first."""
         with self._lock:
+            self._write_pending()
             try:
                 os.replace(self._file, path)
             except FileNotFoundError:
@@ -316,16 +384,35 @@ class AbstractIndex(abc.ABC):
         self._path_obj = path if isinstance(path, Path) else None
 
     def _write_entry(self, slot: int, data: bytes) -> None:
+        """Queue ``data`` for ``slot`` (== the entry count: the caller adds it to the mirror right after)."""
         if slot >= self._max_entries:
             # Only reachable with skip_full_check: grow by one entry rather than fail (cf. KAFKA-19200).
             self.resize((slot + 1) * self.ENTRY_SIZE)
-        os.pwrite(self._fd, data, slot * self.ENTRY_SIZE)
+        if slot == 0:
+            os.pwrite(self._fd, data, 0)  # the first entry at once (see the module doc)
+        else:
+            pending = self._pending
+            if len(pending) >= self._pending_limit:
+                self._write_pending()  # before the new entry: if it fails, the index is as it was
+            pending += data
         self._dirty = True
+
+    def _write_pending(self) -> None:
+        """Write the pending entries to their slots (call with the lock held)."""
+        pending = self._pending
+        if not pending:
+            return
+        position = self._entries * self.ENTRY_SIZE - len(pending)
+        written = os.pwrite(self._fd, pending, position)
+        while written < len(pending):  # a regular file takes it all unless the disk fails (which raises)
+            written += os.pwrite(self._fd, pending[written:], position + written)
+        pending.clear()
 
     def sanity_check(self) -> None:
         """Full check: length, ordering and bounds of every entry (raises CorruptIndexError)."""
         with self._lock:
             self._ensure()
+            self._write_pending()
             self._validate_on_load(self._length)
 
     def __repr__(self) -> str:
@@ -457,24 +544,39 @@ class OffsetIndex(AbstractIndex):
             return OffsetPosition(self.base_offset + self._rel[slot], self._pos[slot])
 
     def append(self, offset: int, position: int) -> None:
-        """Add an entry; the offset must be larger than the last one and the index must not be full."""
+        """Add an entry; the offset must be larger than the last one and the index must not be full.
+
+        The entry is in the mirror at once and reaches the file with the pending ones (see the module doc).
+        """
         with self._lock:
-            self._ensure()
-            if self._entries >= self._max_entries:
-                raise ValueError(f"attempt to append to a full index (size = {self._entries})")
-            if self._entries and offset <= self.base_offset + self._rel[self._entries - 1]:
+            if not self._loaded:
+                self.load()
+            n = self._entries
+            if n >= self._max_entries:
+                raise ValueError(f"attempt to append to a full index (size = {n})")
+            rels = self._rel
+            if n and offset <= self.base_offset + rels[n - 1]:
                 raise InvalidOffsetError(
-                    f"attempt to append an offset ({offset}) to position {self._entries} no larger than the last "
-                    f"offset appended ({self.base_offset + self._rel[self._entries - 1]}) to {self._file}"
+                    f"attempt to append an offset ({offset}) to position {n} no larger than the last "
+                    f"offset appended ({self.base_offset + rels[n - 1]}) to {self._file}"
                 )
             rel = self.relative_offset(offset)
-            self._write_entry(self._entries, _OFFSET_ENTRY.pack(rel, position))
-            self._rel.append(rel)
+            data = _OFFSET_ENTRY.pack(rel, position)
+            if n == 0:
+                os.pwrite(self._fd, data, 0)  # the first entry at once (see the module doc)
+            else:
+                pending = self._pending
+                if len(pending) >= self._pending_limit:
+                    self._write_pending()  # before the new entry: if it fails, the index is as it was
+                pending += data
+            self._dirty = True
+            # Arrays before the count: the lock-free ``bracket`` reads the count first.
+            rels.append(rel)
             self._pos.append(position)
-            self._entries += 1
+            self._entries = n + 1
 
     def append_many(self, offsets: list[int], positions: list[int]) -> None:
-        """:meth:`append` each ``(offset, position)`` in order, with one write (recovery's bulk path).
+        """:meth:`append` each ``(offset, position)`` in order, as one pending write (recovery's bulk path).
 
         Entries that do not all fit, or are not strictly increasing, go through :meth:`append` one by one
         (which raises at the first bad one, after appending the ones before it).
@@ -497,11 +599,14 @@ class OffsetIndex(AbstractIndex):
             pairs = np.empty((n, 2), dtype=">i4")
             pairs[:, 0] = rel
             pairs[:, 1] = positions
-            os.pwrite(self._fd, pairs.tobytes(), self._entries * self.ENTRY_SIZE)
+            first = self._entries == 0
+            self._pending += pairs.tobytes()
             self._dirty = True
             self._rel.extend(rel)
             self._pos.extend(positions)
             self._entries += n
+            if first or len(self._pending) >= self._pending_limit:
+                self._write_pending()
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry with an offset >= ``offset``."""
@@ -565,10 +670,12 @@ class TimeIndex(AbstractIndex):
             )
 
     def is_full(self) -> bool:
-        """Full one entry early: the last slot is kept for the entry written at roll/close."""
-        with self._lock:
-            self._ensure()
-            return self._entries >= self._max_entries - 1
+        """Full one entry early: the last slot is kept for the entry written at roll/close (no lock once
+        loaded)."""
+        if not self._loaded:
+            with self._lock:
+                self._ensure()
+        return self._entries >= self._max_entries - 1
 
     def last_entry(self) -> TimestampOffset:
         """The last entry, or ``(-1, base_offset)`` when empty."""
@@ -601,31 +708,41 @@ class TimeIndex(AbstractIndex):
             return TimestampOffset(self._ts[slot], self.base_offset + self._rel[slot])
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
-        """Add ``(timestamp, offset)`` if the timestamp is larger than the last one."""
+        """Add ``(timestamp, offset)`` if the timestamp is larger than the last one.
+
+        The entry is in the mirror at once and reaches the file with the pending ones (see the module doc).
+        """
         with self._lock:
-            self._ensure()
-            if not skip_full_check and self._entries >= self._max_entries - 1:
-                raise ValueError(f"attempt to append to a full time index (size = {self._entries})")
-            last = self.last_entry()
-            if self._entries and offset < last.offset:
-                raise InvalidOffsetError(
-                    f"attempt to append an offset ({offset}) to slot {self._entries} no larger than the last offset "
-                    f"appended ({last.offset}) to {self._file}"
-                )
-            if self._entries and timestamp < last.timestamp:
-                raise RuntimeError(
-                    f"attempt to append a timestamp ({timestamp}) to slot {self._entries} no larger than the last "
-                    f"timestamp appended ({last.timestamp}) to {self._file}"
-                )
-            if timestamp > last.timestamp:
+            if not self._loaded:
+                self.load()
+            n = self._entries
+            if not skip_full_check and n >= self._max_entries - 1:
+                raise ValueError(f"attempt to append to a full time index (size = {n})")
+            if n:
+                last_timestamp = self._ts[n - 1]
+                last_offset = self.base_offset + self._rel[n - 1]
+                if offset < last_offset:
+                    raise InvalidOffsetError(
+                        f"attempt to append an offset ({offset}) to slot {n} no larger than the last offset "
+                        f"appended ({last_offset}) to {self._file}"
+                    )
+                if timestamp < last_timestamp:
+                    raise RuntimeError(
+                        f"attempt to append a timestamp ({timestamp}) to slot {n} no larger than the last "
+                        f"timestamp appended ({last_timestamp}) to {self._file}"
+                    )
+            else:
+                last_timestamp = -1
+            if timestamp > last_timestamp:
                 rel = self.relative_offset(offset)
-                self._write_entry(self._entries, _TIME_ENTRY.pack(timestamp, rel))
+                self._write_entry(n, _TIME_ENTRY.pack(timestamp, rel))
                 self._ts.append(timestamp)
                 self._rel.append(rel)
-                self._entries += 1
+                self._entries = n + 1
 
     def append_many(self, timestamps: list[int], offsets: list[int]) -> None:
-        """:meth:`maybe_append` each ``(timestamp, offset)`` in order, with one write (recovery's bulk path).
+        """:meth:`maybe_append` each ``(timestamp, offset)`` in order, as one pending write (recovery's bulk
+        path).
 
         Entries that do not all fit, or whose timestamps do not strictly increase (or offsets decrease), go
         through :meth:`maybe_append` one by one (which skips or raises exactly as it does alone).
@@ -651,11 +768,14 @@ class TimeIndex(AbstractIndex):
             rows = np.empty(n, dtype=np.dtype([("ts", ">i8"), ("off", ">i4")]))
             rows["ts"] = timestamps
             rows["off"] = rel
-            os.pwrite(self._fd, rows.tobytes(), self._entries * self.ENTRY_SIZE)
+            first = self._entries == 0
+            self._pending += rows.tobytes()
             self._dirty = True
             self._ts.extend(timestamps)
             self._rel.extend(rel)
             self._entries += n
+            if first or len(self._pending) >= self._pending_limit:
+                self._write_pending()
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry with an offset >= ``offset``."""
