@@ -220,7 +220,8 @@ def _commit(
     size = len(buf)
     client_epoch, attrs, max_ts, pid, count = header[2], header[5], header[8], header[9], header[12]
     local = log.local_log
-    local.check_if_closed()
+    if local.buffers_closed:
+        local.check_if_closed()
     if log._pending_metadata_flush:
         log._maybe_flush_metadata_file()
     offset = local.log_end_offset

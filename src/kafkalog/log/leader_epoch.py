@@ -166,9 +166,12 @@ class LeaderEpochFileCache:
 
     @property
     def latest_entry(self) -> EpochEntry | None:
-        """The entry of the largest epoch."""
-        with self._lock:
-            return self._entries[-1] if self._entries else None
+        """The entry of the largest epoch (no lock: one read of the list's last item, which every append asks
+        for; a concurrent change is seen before or after, never half done)."""
+        try:
+            return self._entries[-1]
+        except IndexError:
+            return None
 
     @property
     def earliest_entry(self) -> EpochEntry | None:

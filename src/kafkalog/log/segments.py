@@ -174,8 +174,12 @@ class LogSegments:
 
     @property
     def active_segment(self) -> LogSegment | None:
-        """The segment appends go to (the newest)."""
-        return self.last_segment
+        """The segment appends go to (the newest; :attr:`last_segment` inlined: the append path asks for it)."""
+        snapshot = self._snapshot
+        if snapshot is None:
+            snapshot = self._take_snapshot()
+        segments = snapshot[1]
+        return segments[-1] if segments else None
 
     def size_in_bytes(self) -> int:
         """Total bytes of all segments."""
