@@ -23,6 +23,7 @@ from typing import Any, Final
 from crc32c import crc32c
 
 from kafkalog.records.record import SimpleRecord
+from kafkalog.records.varint import SMALL_UVARINTS, encode_uvarint
 
 __all__ = ["MAX_PLAIN_BATCH_RECORDS", "build_plain_batch"]
 
@@ -40,22 +41,9 @@ _TAIL: Final = struct.Struct(">hiqqqhii")
 _pack_head = _HEAD.pack
 _pack_tail = _TAIL.pack
 
-# Encodings of the zig-zag values 0 .. 2**14 - 1 (one- and two-byte varints).
-_SMALL: Final[tuple[bytes, ...]] = tuple(
-    bytes((zz,)) if zz < 0x80 else bytes(((zz & 0x7F) | 0x80, zz >> 7)) for zz in range(1 << 14)
-)
-
-
-def _uvarint(zz: int) -> bytes:
-    """Unsigned LEB128 of an already zig-zag mapped value."""
-    if zz < 16384:
-        return _SMALL[zz]
-    out = bytearray()
-    while zz >= 0x80:
-        out.append((zz & 0x7F) | 0x80)
-        zz >>= 7
-    out.append(zz)
-    return bytes(out)
+# Encodings of the zig-zag values 0 .. 2**14 - 1 (one- and two-byte varints), and any other.
+_SMALL: Final = SMALL_UVARINTS
+_uvarint = encode_uvarint
 
 
 # attributes 0 · timestampDelta 0 · offsetDelta i · keyLength -1: the start of value-only record i.

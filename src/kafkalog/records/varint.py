@@ -15,8 +15,10 @@ from __future__ import annotations
 from kafkalog.errors import InvalidRecordError
 
 __all__ = [
+    "SMALL_UVARINTS",
     "decode_varint",
     "decode_varlong",
+    "encode_uvarint",
     "encode_varint",
     "encode_varlong",
     "size_of_varint",
@@ -34,6 +36,13 @@ _SMALL: list[bytes] = []
 for _zz in range(1 << 14):
     _SMALL.append(bytes((_zz,)) if _zz < 0x80 else bytes(((_zz & 0x7F) | 0x80, _zz >> 7)))
 del _zz
+#: The encodings of the zig-zag values ``0 .. 2**14 - 1``, indexable by the zig-zag value.
+SMALL_UVARINTS: tuple[bytes, ...] = tuple(_SMALL)
+
+
+def encode_uvarint(zz: int) -> bytes:
+    """Unsigned LEB128 of an already zig-zag mapped value (:data:`SMALL_UVARINTS` holds the common ones)."""
+    return _SMALL[zz] if zz < 16384 else _encode_unsigned(zz)
 
 
 def _encode_unsigned(zz: int) -> bytes:

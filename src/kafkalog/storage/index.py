@@ -561,15 +561,7 @@ class OffsetIndex(AbstractIndex):
                     f"offset appended ({self.base_offset + rels[n - 1]}) to {self._file}"
                 )
             rel = self.relative_offset(offset)
-            data = _OFFSET_ENTRY.pack(rel, position)
-            if n == 0:
-                os.pwrite(self._fd, data, 0)  # the first entry at once (see the module doc)
-            else:
-                pending = self._pending
-                if len(pending) >= self._pending_limit:
-                    self._write_pending()  # before the new entry: if it fails, the index is as it was
-                pending += data
-            self._dirty = True
+            self._write_entry(n, _OFFSET_ENTRY.pack(rel, position))
             # Arrays before the count: the lock-free ``bracket`` reads the count first.
             rels.append(rel)
             self._pos.append(position)
