@@ -17,7 +17,6 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:  # `bench` lives at the repository root, next to `src`
     sys.path.insert(0, str(REPO_ROOT))
 
-from bench import harness  # noqa: E402
 from bench.__main__ import AREA_ORDER, main, ordered_areas, parse_args  # noqa: E402
 from bench.harness import (  # noqa: E402
     Report,
@@ -38,6 +37,8 @@ from bench.harness import (  # noqa: E402
     single_row,
     write_report,
 )
+
+from bench import harness  # noqa: E402
 
 # ----------------------------------------------------------------------------------------------- statistics
 
