@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -274,9 +275,14 @@ def test_readers_during_cleaning_never_fail_repeat_or_miss(tmp_path: Path) -> No
             errors.append(exc)
 
     def writer() -> None:
+        # Paced and capped: appends are far faster than cleaning, and every 4 KiB segment the writer adds
+        # costs the readers file descriptors (an unpaced writer ran this test out of them under load).
         try:
-            while not stop.is_set():
+            for _ in range(1500):
+                if stop.is_set():
+                    break
                 append(5)
+                time.sleep(0.001)
         except BaseException as exc:
             errors.append(exc)
 
