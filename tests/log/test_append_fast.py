@@ -28,7 +28,7 @@ from kafkalog.errors import (
 )
 from kafkalog.log import AppendOrigin, Log, LogAppendInfo, LogConfig, MockScheduler
 from kafkalog.log import append as append_path
-from kafkalog.records import Compression, MemoryRecords, MemoryRecordsBuilder
+from kafkalog.records import Compression, MemoryRecords, MemoryRecordsBuilder, SimpleRecord
 from kafkalog.time import MockTime
 
 from .helpers import open_log
@@ -418,8 +418,6 @@ def test_random_batches_match_or_fail_alike(
     ids=["create-time", "log-append-time", "compact", "lz4-topic", "rolls", "limits"],
 )
 def test_log_append_of_a_few_records_matches_the_general_path(pair: Any, config: dict[str, Any]) -> None:
-    from kafkalog.records import SimpleRecord
-
     p = pair(config)
     codec = p.fast.config.target_compression or Compression.NONE
     shapes: list[list[Any]] = [

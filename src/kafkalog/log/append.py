@@ -132,16 +132,7 @@ def try_append_fast(log: Log, records: MemoryRecords, leader_epoch: int) -> LogA
     top = _checked_max_timestamp(buf, header, settings, now)
     if top is None:
         return None
-    local = log.local_log
-    with log.lock:
-        if local.offline:
-            raise local._offline_error()
-        try:
-            return _commit(log, records, header, settings, leader_epoch, now, top)
-        except KafkaStorageError:
-            raise
-        except OSError as exc:
-            raise local._io_failed(settings.io_message(log), exc) from exc
+    return _locked_commit(log, records, header, settings, leader_epoch, now, top)
 
 
 def try_append_built(
@@ -167,16 +158,7 @@ def try_append_built(
         return None
     # the header fields _commit reads: no producer, no client epoch, attributes 0, max timestamp ``hi``
     header = (0, size - 12, -1, MAGIC_V2, 0, 0, count - 1, lo, hi, -1, -1, -1, count)
-    local = log.local_log
-    with log.lock:
-        if local.offline:
-            raise local._offline_error()
-        try:
-            return _commit(log, MemoryRecords(buf), header, settings, leader_epoch, now, hi)
-        except KafkaStorageError:
-            raise
-        except OSError as exc:
-            raise local._io_failed(settings.io_message(log), exc) from exc
+    return _locked_commit(log, MemoryRecords(buf), header, settings, leader_epoch, now, hi)
 
 
 def _settings_of(log: Log) -> _FastSettings:
@@ -203,6 +185,28 @@ def _checked_max_timestamp(
     if not settings.log_append_time and (lo < now - settings.before_ms or hi > now + settings.after_ms):
         return None
     return int(top)
+
+
+def _locked_commit(
+    log: Log,
+    records: MemoryRecords,
+    header: tuple[Any, ...],
+    settings: _FastSettings,
+    leader_epoch: int,
+    now: int,
+    top: int,
+) -> LogAppendInfo:
+    """:func:`_commit` under the log's lock; an ``OSError`` takes the log dir offline (``KafkaStorageError``)."""
+    local = log.local_log
+    with log.lock:
+        if local.offline:
+            raise local._offline_error()
+        try:
+            return _commit(log, records, header, settings, leader_epoch, now, top)
+        except KafkaStorageError:
+            raise
+        except OSError as exc:
+            raise local._io_failed(settings.io_message(log), exc) from exc
 
 
 def _commit(

@@ -60,7 +60,6 @@ from kafkalog.time import SYSTEM_TIME, Time
 __all__ = ["EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "Log"]
 
 _log = logging.getLogger("kafkalog.log")
-UNKNOWN_OFFSET = append_path.UNKNOWN_OFFSET
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3

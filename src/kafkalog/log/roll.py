@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kafkalog.errors import KafkaError, KafkaStorageError
+from kafkalog.log.append import UNKNOWN_OFFSET
 from kafkalog.log.scheduler import background_executor
 from kafkalog.log.types import LogAppendInfo
 from kafkalog.storage import LogSegment
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = ["maybe_roll", "roll"]
 
-_UNKNOWN_OFFSET = -1
 _INT32_MAX = 2**31 - 1
 
 
@@ -53,7 +53,7 @@ def maybe_roll(log: Log, messages_size: int, info: LogAppendInfo) -> LogSegment:
             segment.time_index.max_entries,
         )
         roll_offset = (
-            info.first_offset if info.first_offset != _UNKNOWN_OFFSET else info.last_offset - _INT32_MAX
+            info.first_offset if info.first_offset != UNKNOWN_OFFSET else info.last_offset - _INT32_MAX
         )
         return roll(log, roll_offset)
     return segment

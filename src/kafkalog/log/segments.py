@@ -172,14 +172,8 @@ class LogSegments:
         segments = snapshot[1]
         return segments[-1] if segments else None
 
-    @property
-    def active_segment(self) -> LogSegment | None:
-        """The segment appends go to (the newest; :attr:`last_segment` inlined: the append path asks for it)."""
-        snapshot = self._snapshot
-        if snapshot is None:
-            snapshot = self._take_snapshot()
-        segments = snapshot[1]
-        return segments[-1] if segments else None
+    #: The segment appends go to: the newest (the same property object as :attr:`last_segment`).
+    active_segment = last_segment
 
     def size_in_bytes(self) -> int:
         """Total bytes of all segments."""
