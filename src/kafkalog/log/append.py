@@ -16,6 +16,7 @@ import struct
 from typing import TYPE_CHECKING, Any, Final
 
 import crc32c
+import numpy as np
 
 from kafkalog.errors import (
     KafkaStorageError,
@@ -27,8 +28,9 @@ from kafkalog.log.producer_state import BatchMetadata, CompletedTxn, ProducerApp
 from kafkalog.log.types import AppendOrigin, LogAppendInfo, plain_append_info
 from kafkalog.log.validator import analyze_and_validate_records, validate_and_assign_offsets
 from kafkalog.records import Compression, MemoryRecords, TimestampType
-from kafkalog.records._kernels import _record_stats, as_uint8
+from kafkalog.records._kernels import _record_stats
 from kafkalog.records.batch import MAGIC_V2, DefaultRecordBatch
+from kafkalog.records.memory_records import records_of_bytearray
 from kafkalog.storage import LogOffsetMetadata
 
 if TYPE_CHECKING:
@@ -57,6 +59,8 @@ _PLE_AT: Final = 12
 #: compression (bits 0-2), timestamp type (3), control (5), delete horizon (6); transactional (4) is allowed
 _NOT_PLAIN: Final = 0x6F
 _LOG_APPEND_TIME_BIT: Final = 0x08
+_frombuffer: Final = np.frombuffer
+_U8: Final = np.uint8
 
 
 class _FastSettings:
@@ -119,7 +123,9 @@ def try_append_fast(log: Log, records: MemoryRecords, leader_epoch: int) -> LogA
     )
     if magic != MAGIC_V2 or length + 12 != size or attrs & _NOT_PLAIN or base != 0 or (pid >= 0 and seq < 0):
         return None
-    settings = _settings_of(log)
+    settings = log._fast_settings
+    if settings is None or settings.config is not log.local_log.config:
+        settings = _refresh_settings(log)
     if (
         not settings.eligible
         or count <= 0
@@ -146,7 +152,9 @@ def try_append_built(
     at) are, and anything they would reject goes to the general path, which raises Kafka's error."""
     buf, count, lo, hi, null_keys = built
     size = len(buf)
-    settings = _settings_of(log)
+    settings = log._fast_settings
+    if settings is None or settings.config is not log.local_log.config:
+        settings = _refresh_settings(log)
     if (
         not settings.eligible
         or size > settings.max_message_bytes
@@ -158,15 +166,14 @@ def try_append_built(
         return None
     # the header fields _commit reads: no producer, no client epoch, attributes 0, max timestamp ``hi``
     header = (0, size - 12, -1, MAGIC_V2, 0, 0, count - 1, lo, hi, -1, -1, -1, count)
-    return _locked_commit(log, MemoryRecords(buf), header, settings, leader_epoch, now, hi)
+    return _locked_commit(log, records_of_bytearray(buf), header, settings, leader_epoch, now, hi)
 
 
-def _settings_of(log: Log) -> _FastSettings:
-    settings: _FastSettings | None = log._fast_settings
-    config = log.local_log.config
-    if settings is None or settings.config is not config:
-        settings = _FastSettings(config)
-        log._fast_settings = settings
+def _refresh_settings(log: Log) -> _FastSettings:
+    """The settings of the log's current config (callers check ``log._fast_settings`` inline first: a call
+    less per append)."""
+    settings = _FastSettings(log.local_log.config)
+    log._fast_settings = settings
     return settings
 
 
@@ -179,7 +186,10 @@ def _checked_max_timestamp(
     crc, base_ts, count = header[4], header[7], header[12]
     if crc32c.crc32c(buf[_ATTRIBUTES_AT:]) != crc:
         return None
-    err, _pos, lo, hi, top, null_keys, _sequential = _record_stats(as_uint8(buf), 61, size, count, base_ts)
+    # a read-only uint8 view, as ``as_uint8`` makes (the kernel is compiled for one array type), in a third of
+    # its time: ``buf`` is always a writable byte view here
+    array = _frombuffer(buf.toreadonly(), _U8)
+    err, _pos, lo, hi, top, null_keys, _sequential = _record_stats(array, 61, size, count, base_ts)
     if err or (null_keys and settings.compact):
         return None
     if not settings.log_append_time and (lo < now - settings.before_ms or hi > now + settings.after_ms):
@@ -273,13 +283,14 @@ def _commit(
         latest = log.leader_epoch_cache.latest_entry
         if latest is None or latest.epoch != leader_epoch or latest.start_offset > offset:
             log.maybe_assign_epoch_start_offset(leader_epoch, offset)
-    if local.active_segment.should_roll_for(
+    active = local.active_segment
+    if active.should_roll_for(
         settings.max_segment_ms, settings.segment_bytes, max_timestamp, last, size, now
     ):
-        log._maybe_roll(size, info)
+        active = log._maybe_roll(size, info)
         if batches:  # analysed again against the new segment, as the general path does
             producer_infos, _completed, _ = analyze_producer_state(log, batches, AppendOrigin.CLIENT)
-    local.append(last, max_timestamp, shallow_of_max, records)
+    local.append(last, max_timestamp, shallow_of_max, records, active)
     producer_state = log.producer_state
     if producer_infos:
         for pinfo in producer_infos.values():
@@ -405,7 +416,7 @@ def append(
             # transaction's first offset metadata points into the segment the batches go to (Kafka rolls first).
             producer_infos, completed, _ = analyze_producer_state(log, batches, origin)
         log.local_log.append(
-            info.last_offset, info.max_timestamp, info.shallow_offset_of_max_timestamp, valid
+            info.last_offset, info.max_timestamp, info.shallow_offset_of_max_timestamp, valid, segment
         )
         if not log._hw_follows_leo:
             log._update_high_watermark_with_log_end_offset()

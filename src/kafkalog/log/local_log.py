@@ -264,9 +264,13 @@ class LocalLog:
         largest_timestamp: int,
         shallow_offset_of_max_timestamp: int,
         records: MemoryRecords,
+        active: LogSegment | None = None,
     ) -> None:
-        """Append to the active segment and move the log end offset past ``last_offset``."""
-        active = self.active_segment
+        """Append to the active segment and move the log end offset past ``last_offset``.
+
+        ``active`` is the active segment when the caller (under the log's lock) just looked it up."""
+        if active is None:
+            active = self.active_segment
         active.append(last_offset, largest_timestamp, shallow_offset_of_max_timestamp, records)
         end_offset = last_offset + 1
         self._next_offset_metadata = offset_metadata(end_offset, active.base_offset, active.log.size_in_bytes)

@@ -79,6 +79,7 @@ class LogAppendInfo:
 
 
 _new = object.__new__
+_NONE_CODEC = Compression.NONE
 
 
 def plain_append_info(
@@ -93,7 +94,11 @@ def plain_append_info(
     num_messages: int,
 ) -> LogAppendInfo:
     """The :class:`LogAppendInfo` of one uncompressed batch appended as is (the fast append path's answer),
-    equal to the one ``__init__`` makes, without its cost (about 0.7 µs of a ~10 µs single-record append)."""
+    equal to the one ``__init__`` makes, in about 70% of its time.
+
+    The fields whose value is the dataclass default (``offsets_monotonic``, ``record_errors``,
+    ``leader_hw_change``, ``duplicate``) are left to the class attributes the dataclass defines, so the
+    instance dict is smaller; setting one later (``info.duplicate = True``) works as on any instance."""
     info: LogAppendInfo = _new(LogAppendInfo)
     info.__dict__ = {
         "first_offset": first_offset,
@@ -103,16 +108,12 @@ def plain_append_info(
         "shallow_offset_of_max_timestamp": shallow_offset_of_max_timestamp,
         "log_append_time": log_append_time,
         "log_start_offset": log_start_offset,
-        "source_compression": Compression.NONE,
-        "target_compression": Compression.NONE,
+        "source_compression": _NONE_CODEC,
+        "target_compression": _NONE_CODEC,
         "valid_bytes": valid_bytes,
         "last_offset_of_first_batch": num_messages - 1,
         "num_messages": num_messages,
         "shallow_count": 1,
-        "offsets_monotonic": True,
-        "record_errors": None,
-        "leader_hw_change": LeaderHwChange.NONE,
-        "duplicate": False,
     }
     return info
 

@@ -40,11 +40,12 @@ from kafkalog.records.control import ControlRecordType, EndTransactionMarker
 from kafkalog.records.legacy import RECORD_OVERHEAD_V0, LegacyRecordBatch
 from kafkalog.records.record import Record, SimpleRecord, TimestampType
 
-__all__ = ["Buffer", "MemoryRecords", "iter_batches", "read_batch_at"]
+__all__ = ["Buffer", "MemoryRecords", "iter_batches", "read_batch_at", "records_of_bytearray"]
 
 Buffer = bytes | bytearray | memoryview | mmap.mmap
 
 _SIZE_AND_MAGIC: Final = struct.Struct(">qi")
+_new = object.__new__
 
 
 def _view(data: Buffer) -> memoryview:
@@ -52,6 +53,14 @@ def _view(data: Buffer) -> memoryview:
     if mv.format != "B" or mv.ndim != 1:
         mv = mv.cast("B")
     return mv
+
+
+def records_of_bytearray(buf: bytearray) -> MemoryRecords:
+    """``MemoryRecords(buf)`` for a ``bytearray`` (always a 1-D byte view), without ``__init__``'s format
+    check: the single-record append path makes one per call."""
+    records: MemoryRecords = _new(MemoryRecords)
+    records._buf = memoryview(buf)
+    return records
 
 
 def read_batch_at(

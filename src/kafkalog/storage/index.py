@@ -555,13 +555,21 @@ class OffsetIndex(AbstractIndex):
             if n >= self._max_entries:
                 raise ValueError(f"attempt to append to a full index (size = {n})")
             rels = self._rel
-            if n and offset <= self.base_offset + rels[n - 1]:
+            rel = offset - self.base_offset
+            if n and rel <= rels[n - 1]:
                 raise InvalidOffsetError(
                     f"attempt to append an offset ({offset}) to position {n} no larger than the last "
                     f"offset appended ({self.base_offset + rels[n - 1]}) to {self._file}"
                 )
-            rel = self.relative_offset(offset)
-            self._write_entry(n, _OFFSET_ENTRY.pack(rel, position))
+            if rel < 0 or rel > _INT32_MAX:
+                self.relative_offset(offset)  # raises IndexOffsetOverflowError
+            entry = _OFFSET_ENTRY.pack(rel, position)
+            pending = self._pending
+            if n and len(pending) < self._pending_limit:  # _write_entry's usual case, inlined (hot path)
+                pending += entry
+                self._dirty = True
+            else:
+                self._write_entry(n, entry)
             # Arrays before the count: the lock-free ``bracket`` reads the count first.
             rels.append(rel)
             self._pos.append(position)
@@ -726,8 +734,18 @@ class TimeIndex(AbstractIndex):
             else:
                 last_timestamp = -1
             if timestamp > last_timestamp:
-                rel = self.relative_offset(offset)
-                self._write_entry(n, _TIME_ENTRY.pack(timestamp, rel))
+                rel = offset - self.base_offset
+                if rel < 0 or rel > _INT32_MAX:
+                    self.relative_offset(offset)  # raises IndexOffsetOverflowError
+                entry = _TIME_ENTRY.pack(timestamp, rel)
+                pending = self._pending
+                if (
+                    n and n < self._max_entries and len(pending) < self._pending_limit
+                ):  # see OffsetIndex.append
+                    pending += entry
+                    self._dirty = True
+                else:
+                    self._write_entry(n, entry)
                 self._ts.append(timestamp)
                 self._rel.append(rel)
                 self._entries = n + 1
