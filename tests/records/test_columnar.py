@@ -1,4 +1,4 @@
-"""Tests of the columnar v2 decoder (``kafkalog.records.columnar``) and its kernels (``_kernels``).
+"""Tests of the columnar v2 decoder (``kafkalog.records.columnar``) and its kernels (``_kernels*``).
 
 Reference data comes from three independent places: the golden vectors of kafka-log.md §2.2 (generated with
 kafka-clients 3.9.1), kafka-python's pure-Python v2 codec (``DefaultRecordBatchBuilder`` to write,
@@ -37,6 +37,7 @@ from kafkalog.errors import (
     UnsupportedForMessageFormatError,
 )
 from kafkalog.records import _kernels as K
+from kafkalog.records._kernels_index import index_records
 from kafkalog.records.columnar import (
     SCHEMA,
     SCHEMA_WITHOUT_HEADERS,
@@ -151,7 +152,7 @@ def test_scan_batches_reads_every_header_field() -> None:
 
 def test_index_records_contract() -> None:
     buf = K.as_uint8(GOLDEN_TWO)
-    idx = K.index_records(buf, 61, len(GOLDEN_TWO), 2, base_offset=5, base_timestamp=TS)
+    idx = index_records(buf, 61, len(GOLDEN_TWO), 2, base_offset=5, base_timestamp=TS)
     assert idx.offsets.tolist() == [5, 6] and idx.timestamps.tolist() == [TS, TS + 3]
     key = [bytes(GOLDEN_TWO[p : p + n]) for p, n in zip(idx.key_pos.tolist(), idx.key_len.tolist())]
     value = [bytes(GOLDEN_TWO[p : p + n]) for p, n in zip(idx.value_pos.tolist(), idx.value_len.tolist())]
@@ -162,14 +163,14 @@ def test_index_records_contract() -> None:
     hk, hkl = int(idx.header_key_pos[h]), int(idx.header_key_len[h])
     hv, hvl = int(idx.header_value_pos[h]), int(idx.header_value_len[h])
     assert (GOLDEN_TWO[hk : hk + hkl], GOLDEN_TWO[hv : hv + hvl]) == (b"h", b"x")
-    lat = K.index_records(buf, 61, len(GOLDEN_TWO), 2, base_timestamp=TS, log_append_time=42)
+    lat = index_records(buf, 61, len(GOLDEN_TWO), 2, base_timestamp=TS, log_append_time=42)
     assert lat.timestamps.tolist() == [42, 42] and lat.offsets.tolist() == [0, 1]
-    one = K.index_records(K.as_uint8(GOLDEN_ONE), 61, len(GOLDEN_ONE), 1)
+    one = index_records(K.as_uint8(GOLDEN_ONE), 61, len(GOLDEN_ONE), 1)
     assert one.key_len.tolist() == [-1] and one.value_len.tolist() == [1]
     with pytest.raises(InvalidRecordError):
-        K.index_records(buf, 61, len(GOLDEN_TWO), 1)  # count lies: bytes left over
+        index_records(buf, 61, len(GOLDEN_TWO), 1)  # count lies: bytes left over
     with pytest.raises(InvalidRecordError):
-        K.index_records(buf, 61, len(GOLDEN_TWO), 3)  # count lies: records end early
+        index_records(buf, 61, len(GOLDEN_TWO), 3)  # count lies: records end early
 
 
 def test_warm_up_loads_every_kernel() -> None:
@@ -180,7 +181,7 @@ def test_warm_up_loads_every_kernel() -> None:
 def test_index_records_many_headers_grows_header_arrays() -> None:
     recs = record(0, 0, b"k", b"v", [(f"h{i}", b"x") for i in range(50)])
     buf = K.as_uint8(recs)
-    idx = K.index_records(buf, 0, len(recs), 1)
+    idx = index_records(buf, 0, len(recs), 1)
     assert idx.header_count.tolist() == [50] and len(idx.header_key_pos) == 50
     assert bytes(recs[idx.header_key_pos[49] : idx.header_key_pos[49] + idx.header_key_len[49]]) == b"h49"
 
@@ -596,7 +597,7 @@ def test_malformed_records_raise_invalid_record(name: str) -> None:
     assert info.value.position is not None and len(GOLDEN_ONE) <= info.value.position <= len(data)
     buf = K.as_uint8(data)
     with pytest.raises(InvalidRecordError):
-        K.index_records(buf, len(GOLDEN_ONE) + 61, len(data), 2)
+        index_records(buf, len(GOLDEN_ONE) + 61, len(data), 2)
 
 
 @pytest.mark.parametrize(
@@ -726,7 +727,7 @@ def test_fuzz_record_bytes_without_crc() -> None:
         got = _decode_or_error(data)
         assert isinstance(got, (list, KafkaError))
         try:
-            K.index_records(K.as_uint8(data), 61, len(data), struct.unpack_from(">i", data, 57)[0])
+            index_records(K.as_uint8(data), 61, len(data), struct.unpack_from(">i", data, 57)[0])
         except InvalidRecordError:
             pass
 

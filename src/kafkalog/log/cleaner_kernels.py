@@ -1,9 +1,10 @@
 """Compiled kernels of the log cleaner: parse, filter and re-encode v2 records, and fill the offset map.
 
 They work on ``np.uint8`` views of segment bytes through raw addresses, as :mod:`kafkalog.records._kernels`
-does (whose varint readers, header parser and ``memcpy`` they reuse), never raise, and return an error code
-and a byte position instead (``ERR_*`` of that module; ``ERR_CAPACITY`` when an output array is too small,
-which sizing by the callers rules out). The rules they apply are documented in
+does (whose varint readers, header parser and ``memcpy`` they reuse, with the ``_prefetch`` of
+:mod:`kafkalog.records._intrinsics`), never raise, and return an error code and a byte position instead
+(``ERR_*`` of that module; ``ERR_CAPACITY`` when an output array is too small, which sizing by the callers
+rules out). The rules they apply are documented in
 :mod:`kafkalog.log.cleaner_filter`; the encodings they write are Kafka's:
 
 * record: ``length varint · attributes int8 (0) · timestampDelta varlong · offsetDelta varint ·`` then the
@@ -25,6 +26,7 @@ import numpy as np
 from numba import njit
 
 from kafkalog.log.offset_map import BYTES_PER_ENTRY, _get, _murmur, _put
+from kafkalog.records._intrinsics import _prefetch
 from kafkalog.records._kernels import (
     ERR_COUNT_NEGATIVE,
     ERR_COUNT_TOO_FEW,
@@ -50,7 +52,6 @@ from kafkalog.records._kernels import (
     OK,
     _copy,
     _parse_header,
-    _prefetch,
     _read_varint,
     _read_varlong,
 )

@@ -1,10 +1,17 @@
-"""Numba kernels that parse Kafka RecordBatch v2 bytes: the single place that decodes v2 record bodies.
+"""Numba kernels that parse Kafka RecordBatch v2 bytes: the format, its error codes and the one record parser.
+
+This module owns the byte format below, the ``ERR_*`` codes, the bounds discipline, the record parsers
+(``_parse_record_prefix``, ``_parse_header``), the batch-frame scan (:func:`scan_batches`), the CRC check
+(:func:`verify_crcs`) and the leader's record walk (:func:`record_stats`). Built on those parsers:
+:mod:`kafkalog.records._kernels_index` (:func:`~kafkalog.records._kernels_index.index_records`, per-record
+positions of one batch), :mod:`kafkalog.records._kernels_columnar` (the fused decode into Arrow buffers)
+and :mod:`kafkalog.log.cleaner_kernels`.
 
 Everything here works on a 1-D ``np.uint8`` array (a zero-copy view of ``bytes``, ``bytearray``, ``mmap``,
-``memoryview``) and never raises from compiled code: each kernel returns an error code (``ERR_*``) and the
-byte position where the problem was found, and the typed Python wrappers (:func:`scan_batches`,
-:func:`index_records`) or :mod:`kafkalog.records.columnar` turn that into
-:class:`~kafkalog.errors.CorruptRecordError` / :class:`~kafkalog.errors.InvalidRecordError`.
+``memoryview``; :func:`as_uint8`) and never raises from compiled code: each kernel returns an error code
+(``ERR_*``) and the byte position where the problem was found, and the typed Python wrappers (here and in
+the modules above) turn that into :class:`~kafkalog.errors.CorruptRecordError` /
+:class:`~kafkalog.errors.InvalidRecordError`.
 
 Format (Kafka ``DefaultRecordBatch`` / ``DefaultRecord``, all integers big-endian)::
 
@@ -21,31 +28,36 @@ beyond 32 (64) in the last byte are dropped.
 
 Invariants every kernel keeps (the reason this module exists):
 
-* every read is bounds-checked against an explicit limit that the wrapper has checked against the array
-  length; corrupt input yields an error code, never an out-of-bounds read or write;
+* every read is at ``0 <= p < limit`` for a limit that the wrapper has checked against the array length:
+  the strict parsers check each byte, the optimistic record parser of :func:`_record_stats` reads unchecked
+  only inside a window it has checked as a whole; corrupt input yields an error code, never an out-of-bounds
+  read or write;
 * a record is parsed strictly inside its declared body: a field running past ``length`` is an error, and the
   fields must consume exactly ``length`` bytes;
 * a batch's records must consume exactly ``[records_start, records_end)`` after ``recordCount`` records
   (fewer bytes → :data:`ERR_COUNT_TOO_MANY`, bytes left over → :data:`ERR_COUNT_TOO_FEW`);
 * key/value/header-value lengths ``< 0`` are null (as Kafka reads them, normalised to ``-1``); header keys ``>= 0``; header count ``>= 0``
   and at most half the remaining body bytes; the record attributes byte is ignored as Kafka does;
+* errors (code and position) come from the strict parsers only: a fast path may decline a record, never
+  judge it;
 * outputs are written only below the capacities of the arrays passed in (checked, :data:`ERR_CAPACITY`).
 
-Speed notes (measured on the 2-core VM; ``bench/bench_columnar.py``):
+Speed notes (measured on the 2-core VM):
 
-* Parsers read input bytes through a raw address (``arr.ctypes.data``, the ``_load_u8`` intrinsic) rather
-  than an array: passing arrays into numba helpers made numba emit atomic reference-count calls in the
-  record loop (17% of the time, seen with ``perf``). The bounds discipline is the same: every read is at
-  ``0 <= p < limit`` with ``limit <= len(buffer)`` checked by the wrapper.
-* Field copies are ``llvm.memcpy`` on bounds-checked ranges; output stores use ``np.uint64`` subscripts
-  (numba adds a negative-index wraparound select to signed subscripts).
-* The decode kernel verifies each batch's CRC right before parsing it (one pass over memory instead of two)
-  and prefetches the input :data:`PREFETCH_DISTANCE` bytes ahead, so the next batch's CRC reads from cache.
-* What remains is latency-bound: each record field's position depends on the previous varint.
+* Parsers read input bytes through a raw address (``arr.ctypes.data``) with the intrinsics of
+  :mod:`kafkalog.records._intrinsics`, and copy fields with ``llvm.memcpy`` on checked ranges.
+* :func:`_record_stats` (the leader's validation of every append) parses the common record (varints of at
+  most 3 bytes) without per-byte checks and hands anything else to the strict parser: about 67 µs instead
+  of 100 µs for a 1 MiB batch of 100-byte values (``bench/bench_log.py``'s ``batch_of``), 1.35 µs instead of
+  1.85 µs for 16 KiB. Decoding its varints branch-free was twice as slow: predicted branches let the CPU run
+  ahead to the next record, whose position depends only on the length varint.
 
 Compiled code is cached on disk (``cache=True``) next to this module's ``__pycache__``. On a read-only install
 (e.g. a Spark executor's site-packages) set ``NUMBA_CACHE_DIR`` to a writable directory before import, or each
-process pays the compile (see :func:`warm_up`).
+process pays the compile (see :func:`warm_up`). Numba validates a cached function against its own source file
+only, so ``_kernels_index``, ``_kernels_columnar`` and ``kafkalog.log.cleaner_kernels``, which compile these
+parsers in, keep stale machine code after an edit here until their cache files (``*.nbi`` / ``*.nbc`` in
+their ``__pycache__``) are deleted.
 
 CRC-32C: :func:`verify_crcs` calls the ``crc32c`` package's own exported C routine (hardware SSE4.2 / ARMv8
 when the package reports ``hardware_based``) from compiled code, so there is one CRC implementation (the
@@ -61,9 +73,9 @@ from typing import Any, Final, NamedTuple
 import crc32c
 import numpy as np
 import numpy.typing as npt
-from llvmlite import ir  # type: ignore[import-untyped]
 from numba import njit, types
-from numba.extending import intrinsic
+
+from kafkalog.records._intrinsics import _load_u8, _memcpy
 
 __all__ = [
     "BATCH_FIELDS",
@@ -71,11 +83,9 @@ __all__ = [
     "CORRUPT_CODES",
     "ERROR_MESSAGES",
     "NATIVE_CRC",
-    "RecordIndex",
     "RecordStats",
     "ScanResult",
     "as_uint8",
-    "index_records",
     "record_stats",
     "scan_batches",
     "verify_crcs",
@@ -225,66 +235,6 @@ else:  # pragma: no cover - only without the crc32c extension's symbols; callers
     @njit(cache=True, nogil=True)
     def _crc32c_native(crc: Any, p: Any, n: Any) -> Any:
         return np.uint32(0)
-
-# --- LLVM intrinsics -----------------------------------------------------------------------------------------
-
-PREFETCH_DISTANCE: Final = 65536  # bytes ahead of the decode cursor: covers the next batch of up to 64 KiB
-
-_I8P = ir.IntType(8).as_pointer()
-
-
-def _address(builder: Any, value: Any) -> Any:
-    return builder.inttoptr(value, _I8P)
-
-
-def _load_u8_typer(typingctx: Any, mem: Any, i: Any) -> Any:
-    """``*(uint8 *)(mem + i)``: no bounds check, callers check ``0 <= i < limit <= len``."""
-    sig = types.uint8(types.uintp, types.intp)
-
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        return builder.load(builder.gep(_address(builder, args[0]), [args[1]]))
-
-    return sig, codegen
-
-
-_load_u8: Any = intrinsic(_load_u8_typer)
-
-
-def _memcpy_typer(typingctx: Any, dst: Any, src: Any, n: Any) -> Any:
-    """``llvm.memcpy((void *)dst, (void *)src, n)`` on addresses: callers check both ranges first."""
-    sig = types.void(types.uintp, types.uintp, types.intp)
-
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        i64 = ir.IntType(64)
-        fnty = ir.FunctionType(ir.VoidType(), [_I8P, _I8P, i64, ir.IntType(1)])
-        fn = builder.module.declare_intrinsic("llvm.memcpy", [_I8P, _I8P, i64], fnty)
-        dst_p, src_p = _address(builder, args[0]), _address(builder, args[1])
-        builder.call(fn, [dst_p, src_p, args[2], ir.Constant(ir.IntType(1), 0)])
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
-_memcpy: Any = intrinsic(_memcpy_typer)
-
-
-def _prefetch_typer(typingctx: Any, mem: Any) -> Any:
-    """``llvm.prefetch((void *)mem)`` for reading: a hint that never faults (callers stay in bounds anyway)."""
-    sig = types.void(types.uintp)
-
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        i32 = ir.IntType(32)
-        fnty = ir.FunctionType(ir.VoidType(), [_I8P, i32, i32, i32])
-        fn = builder.module.declare_intrinsic("llvm.prefetch", [_I8P], fnty)
-        one, two, zero = ir.Constant(i32, 1), ir.Constant(i32, 2), ir.Constant(i32, 0)
-        builder.call(fn, [_address(builder, args[0]), zero, two, one])
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
-_prefetch: Any = intrinsic(_prefetch_typer)
-
 
 # --- small helpers (inlined by LLVM) ----------------------------------------------------------------------
 
@@ -461,7 +411,7 @@ def _copy(dst: Any, d: Any, src: Any, s: Any, n: Any) -> None:
     _memcpy(dst + np.uint64(d), src + np.uint64(s), n)
 
 
-# --- (a) batch-boundary scan --------------------------------------------------------------------------------
+# --- batch-boundary scan --------------------------------------------------------------------------------------
 
 
 @njit(cache=True, nogil=True)
@@ -558,330 +508,158 @@ def _verify_crcs(buf: Any, table: Any, n: Any, computed: Any) -> Any:
     return bad
 
 
-# --- (b) record index of one batch ------------------------------------------------------------------------
+# --- record statistics of one batch, for the leader's validation ---------------------------------------------
 
-# rows of the per-record index produced by _index_records
-R_OFFSET: Final = 0
-R_TIMESTAMP: Final = 1
-R_KEY_POS: Final = 2
-R_KEY_LEN: Final = 3
-R_VALUE_POS: Final = 4
-R_VALUE_LEN: Final = 5
-R_HEADERS_POS: Final = 6
-R_HEADER_COUNT: Final = 7
-R_HEADER_START: Final = 8
-R_POS: Final = 9
-R_SIZE: Final = 10
-N_RECORD_FIELDS: Final = 11
-# rows of the flat header index
-H_KEY_POS: Final = 0
-H_KEY_LEN: Final = 1
-H_VALUE_POS: Final = 2
-H_VALUE_LEN: Final = 3
-N_HEADER_FIELDS: Final = 4
+# bytes an optimistic record prefix may read from its first byte: length, timestampDelta, offsetDelta and
+# keyLength varints of up to 3 bytes each, and the attributes byte between them (never read)
+_FAST_PREFIX_READ: Final = 13
+_FAST_VARINT_READ: Final = 3
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _varint3(mem: Any, p: Any) -> Any:
+    """Zig-zag varint of 1 to 3 bytes at ``p``, no bounds check (the caller keeps ``p + 3 <= limit``).
+
+    Returns ``(value, next_p)``; ``next_p == p`` when the varint is longer than 3 bytes (the caller then
+    parses the record with the strict reader). Values of at most 3 bytes decode the same as a varint or a
+    varlong, so this serves both.
+    """
+    b = np.int64(_at(mem, p))
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), p + 1
+    raw = b & 0x7F
+    b = np.int64(_at(mem, p + 1))
+    if b < 0x80:
+        raw |= b << 7
+        return (raw >> 1) ^ -(raw & 1), p + 2
+    raw |= (b & 0x7F) << 7
+    b = np.int64(_at(mem, p + 2))
+    if b < 0x80:
+        raw |= b << 14
+        return (raw >> 1) ^ -(raw & 1), p + 3
+    return 0, p
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _fast_record_prefix(mem: Any, p: Any, limit: Any) -> Any:
+    """Optimistic :func:`_parse_record_prefix` for the common record: varints of at most 3 bytes (the header
+    count: 1 byte), every field inside the record. Returns ``(ok, body_end, ts_delta, offset_delta, key_len,
+    header_count, next_p)``; when ``ok`` these are exactly what :func:`_parse_record_prefix` returns for the
+    same bytes. Anything else (too few bytes left, a longer varint, a field past the record, a bad length or
+    header count) gives ``ok = False`` and the caller parses the record with the strict parser, which alone
+    decides errors and their positions.
+
+    Memory safety: varints are read unchecked only while ``p + 13 <= limit`` (length, timestamp delta, offset
+    delta, key length) and ``q + 3 <= limit`` (value length); the header count byte is read below
+    ``body_end <= limit``. Positions only grow, so the single check that the header count byte lies inside
+    the record also proves every earlier field did (and rejects a negative record length).
+    """
+    if p + _FAST_PREFIX_READ > limit:
+        return False, 0, 0, 0, 0, 0, p
+    body_len, q = _varint3(mem, p)
+    if q == p or body_len > limit - q:
+        return False, 0, 0, 0, 0, 0, p
+    body_end = q + body_len
+    ts_delta, q2 = _varint3(mem, q + 1)  # after the attributes byte: ignored, as in Kafka
+    offset_delta, q3 = _varint3(mem, q2)
+    key_len, q4 = _varint3(mem, q3)
+    if q4 == q3:  # a varint longer than 3 bytes (one that fails leaves the next at its bytes, failing too)
+        return False, 0, 0, 0, 0, 0, p
+    key_len = max(key_len, -1)  # Kafka reads any negative length as null
+    q = q4 + max(key_len, 0)
+    if q + _FAST_VARINT_READ > limit:
+        return False, 0, 0, 0, 0, 0, p
+    value_len, q2 = _varint3(mem, q)
+    if q2 == q:
+        return False, 0, 0, 0, 0, 0, p
+    q = q2 + max(value_len, 0)
+    if q >= body_end:  # a field runs past the record, or no byte is left for the header count
+        return False, 0, 0, 0, 0, 0, p
+    h = np.int64(_at(mem, q))
+    q += 1
+    if h == 0 and q == body_end:  # the common record: no headers
+        return True, body_end, ts_delta, offset_delta, key_len, 0, q
+    header_count = (h >> 1) ^ -(h & 1)
+    if h >= 0x80 or header_count < 0 or header_count > (body_end - q) >> 1:
+        return False, 0, 0, 0, 0, 0, p
+    return True, body_end, ts_delta, offset_delta, key_len, header_count, q
 
 
 @njit(cache=True, nogil=True)
-def _index_records(
-    src: Any,
-    start: Any,
-    end: Any,
-    count: Any,
-    base_offset: Any,
-    base_timestamp: Any,
-    log_append_time: Any,
-    use_log_append_time: Any,
-    rec: Any,
-    hdr: Any,
-) -> Any:
-    """Index ``count`` records of ``src[start:end]`` into ``rec`` / ``hdr``; returns ``(n_headers, err, err_pos)``.
+def _record_stats(src: Any, start: Any, end: Any, count: Any, base_timestamp: Any) -> Any:
+    """Parse ``count`` records of ``src[start:end]`` under the strict parsers' rules, storing nothing.
 
-    ``rec`` is int64 ``(N_RECORD_FIELDS, >= count)``; ``hdr`` is int64 ``(N_HEADER_FIELDS, cap)``. When more
-    than ``cap`` headers are present, parsing and validation go on without storing headers and the result is
-    ``(total headers, ERR_CAPACITY, 0)`` so the caller can retry with a large enough ``hdr``.
+    Returns ``(err, err_pos, min_ts, max_ts, max_ts_all, null_keys, sequential)``: the smallest and largest
+    record timestamp other than -1 (``INT64_MAX`` / ``INT64_MIN`` when there is none), the largest of all
+    timestamps (``INT64_MIN`` for no records), the number of null keys, and whether every offset delta
+    equals the record's index.
+
+    A hot loop takes the records that :func:`_fast_record_prefix` accepts and that are valid (headers by the
+    strict :func:`_parse_header`, fields filling the record). Any other record is parsed again below with
+    the checks and stats updates in the order of the plain strict walk, its prefix by the strict
+    :func:`_parse_record_prefix` unless the optimistic parser accepted it, so every result, error code and
+    position included, is the strict walk's (``tests/records/test_record_stats.py`` compares the two).
     """
-    if count < 0:
-        return 0, ERR_COUNT_NEGATIVE, start
     mem = src.ctypes.data
-    hcap = hdr.shape[1]
-    nh = 0
     p = start
-    for r in range(count):
-        if p >= end:
-            return nh, ERR_COUNT_TOO_MANY, p
-        (err, err_pos, body_end, ts_delta, offset_delta, key_pos, key_len, value_pos, value_len, hc, q) = (
-            _parse_record_prefix(mem, p, end)
-        )
-        if err != OK:
-            return nh, err, err_pos
-        rec[R_OFFSET, r] = base_offset + offset_delta
-        rec[R_TIMESTAMP, r] = log_append_time if use_log_append_time else base_timestamp + ts_delta
-        rec[R_KEY_POS, r] = key_pos
-        rec[R_KEY_LEN, r] = key_len
-        rec[R_VALUE_POS, r] = value_pos
-        rec[R_VALUE_LEN, r] = value_len
-        rec[R_HEADERS_POS, r] = q
-        rec[R_HEADER_COUNT, r] = hc
-        rec[R_HEADER_START, r] = nh
-        rec[R_POS, r] = p
-        rec[R_SIZE, r] = body_end - p
-        for _ in range(hc):
-            err, err_pos, hk_pos, hk_len, hv_pos, hv_len, q = _parse_header(mem, q, body_end)
-            if err != OK:
-                return nh, err, err_pos
-            if nh < hcap:
-                hdr[H_KEY_POS, nh] = hk_pos
-                hdr[H_KEY_LEN, nh] = hk_len
-                hdr[H_VALUE_POS, nh] = hv_pos
-                hdr[H_VALUE_LEN, nh] = hv_len
-            nh += 1
-        if q != body_end:
-            return nh, ERR_RECORD_SIZE_MISMATCH, p
-        p = body_end
-    if p != end:
-        return nh, ERR_COUNT_TOO_FEW, p
-    if nh > hcap:
-        return nh, ERR_CAPACITY, 0
-    return nh, OK, 0
-
-
-# --- (c) fused index + copy into Arrow buffers ------------------------------------------------------------
-
-# rows of the decode plan (one column per batch to decode)
-P_SRC: Final = 0  # 0: records are in ``buf``; 1: in ``dbuf`` (decompressed)
-P_START: Final = 1  # records section [start, end) in the source buffer
-P_END: Final = 2
-P_COUNT: Final = 3
-P_BASE_OFFSET: Final = 4
-P_BASE_TIMESTAMP: Final = 5
-P_MAX_TIMESTAMP: Final = 6
-P_ATTRIBUTES: Final = 7
-P_BATCH_POS: Final = 8  # the batch frame in ``buf``
-P_BATCH_SIZE: Final = 9
-P_STORED_CRC: Final = 10
-P_CHECK_CRC: Final = 11  # 1: verify the CRC of buf[pos + 21, pos + size) before decoding the batch
-N_PLAN_FIELDS: Final = 12
-
-# slots of the stats array filled by _decode_columns
-S_ROWS: Final = 0
-S_HEADERS: Final = 1
-S_KEY_BYTES: Final = 2
-S_VALUE_BYTES: Final = 3
-S_HKEY_BYTES: Final = 4
-S_HVALUE_BYTES: Final = 5
-S_KEY_NULLS: Final = 6
-S_VALUE_NULLS: Final = 7
-S_HLIST_NULLS: Final = 8
-S_HVALUE_NULLS: Final = 9
-S_ERR_POS: Final = 10
-S_ERR_BATCH: Final = 11
-S_CRC_COMPUTED: Final = 12
-N_STATS: Final = 13
-
-
-@njit(cache=True, nogil=True)
-def _set_bit(bitmap: Any, i: Any, valid: Any) -> None:
-    """Arrow validity bit ``i`` (LSB first); a byte is cleared when its first bit is written."""
-    byte = np.uint64(i >> 3)
-    bit = np.uint8(1 << (i & 7))
-    if (i & 7) == 0:
-        bitmap[byte] = bit if valid else np.uint8(0)
-    elif valid:
-        bitmap[byte] |= bit
-
-
-@njit(cache=True, nogil=True)
-def _decode_columns(
-    buf: Any,
-    dbuf: Any,
-    plan: Any,
-    n_batches: Any,
-    start_offset: Any,
-    end_offset: Any,
-    with_headers: Any,
-    out_offset: Any,
-    out_timestamp: Any,
-    out_ts_type: Any,
-    key_valid: Any,
-    key_offsets: Any,
-    key_data: Any,
-    value_valid: Any,
-    value_offsets: Any,
-    value_data: Any,
-    hl_valid: Any,
-    hl_offsets: Any,
-    hk_offsets: Any,
-    hk_data: Any,
-    hv_valid: Any,
-    hv_offsets: Any,
-    hv_data: Any,
-    stats: Any,
-) -> Any:
-    """Decode the records of the planned batches straight into Arrow buffers; returns an ``ERR_*`` code.
-
-    Batch by batch (while its bytes are in cache): verify the CRC when ``plan[P_CHECK_CRC]``, then parse
-    its records. Rows are the records with ``start_offset <= offset < end_offset``, in batch order. Binary
-    columns use int32 offsets (``*_offsets[0] = 0``) and LSB-first validity bitmaps; ``headers`` is a list
-    (offsets into the flat header arrays, null when a record has no headers) of struct<key string, value
-    binary>. Header bytes are always validated; they are copied only when ``with_headers``. Capacities are
-    the array lengths; an overflow returns ERR_CAPACITY. On error ``stats[S_ERR_POS]`` is the position (in
-    the batch's source buffer), ``stats[S_ERR_BATCH]`` the plan column, and for ERR_CRC
-    ``stats[S_CRC_COMPUTED]`` the CRC computed.
-    """
-    buf_len = buf.shape[0]
-    buf_mem = buf.ctypes.data
-    dbuf_mem = dbuf.ctypes.data
-    key_mem = key_data.ctypes.data
-    value_mem = value_data.ctypes.data
-    hk_mem = hk_data.ctypes.data
-    hv_mem = hv_data.ctypes.data
-    row_cap = out_offset.shape[0]
-    key_cap = key_data.shape[0]
-    value_cap = value_data.shape[0]
-    hk_cap = hk_data.shape[0]
-    hv_cap = hv_data.shape[0]
-    h_cap = hk_offsets.shape[0] - 1
-    row = 0
-    nh = 0
-    kd = 0
-    vd = 0
-    hkd = 0
-    hvd = 0
-    key_nulls = 0
-    value_nulls = 0
-    hl_nulls = 0
-    hv_nulls = 0
-    key_offsets[0] = 0
-    value_offsets[0] = 0
-    hl_offsets[0] = 0
-    hk_offsets[0] = 0
-    hv_offsets[0] = 0
-    err = OK
-    err_pos = 0
-    b = 0
-    while b < n_batches and err == OK:
-        if plan[P_CHECK_CRC, b] != 0:
-            crc = _batch_crc(buf_mem, plan[P_BATCH_POS, b], plan[P_BATCH_SIZE, b])
-            if crc != plan[P_STORED_CRC, b]:
-                err = ERR_CRC
-                err_pos = plan[P_BATCH_POS, b]
-                stats[S_CRC_COMPUTED] = crc
+    lo = _INT64_MAX
+    hi = _INT64_MIN
+    top = _INT64_MIN
+    null_keys = 0
+    sequential = True
+    r = 0
+    while True:
+        # hot loop: records whose prefix the optimistic parser accepts and that are valid
+        while r < count and p < end:
+            ok, body_end, ts_delta, offset_delta, key_len, hc, q = _fast_record_prefix(mem, p, end)
+            if not ok:
                 break
-        src = dbuf_mem if plan[P_SRC, b] != 0 else buf_mem
-        p = plan[P_START, b]
-        end = plan[P_END, b]
-        count = plan[P_COUNT, b]
-        base_offset = plan[P_BASE_OFFSET, b]
-        base_ts = plan[P_BASE_TIMESTAMP, b]
-        log_append = (plan[P_ATTRIBUTES, b] & ATTR_LOG_APPEND_TIME) != 0
-        max_ts = plan[P_MAX_TIMESTAMP, b]
-        ts_type = np.int32(1 if log_append else 0)
-        if count < 0:
-            err = ERR_COUNT_NEGATIVE
-            err_pos = p
-            break
-        prefetch = plan[P_SRC, b] == 0
-        for _ in range(count):
-            if p >= end:
-                err = ERR_COUNT_TOO_MANY
-                err_pos = p
-                break
-            if prefetch and p + PREFETCH_DISTANCE + 64 < buf_len:
-                _prefetch(buf_mem + np.uint64(p + PREFETCH_DISTANCE))
-                _prefetch(buf_mem + np.uint64(p + PREFETCH_DISTANCE + 64))
-            (
-                err,
-                err_pos,
-                body_end,
-                ts_delta,
-                offset_delta,
-                key_pos,
-                key_len,
-                value_pos,
-                value_len,
-                hc,
-                q,
-            ) = _parse_record_prefix(src, p, end)
-            if err != OK:
-                break
-            offset = base_offset + offset_delta
-            keep = offset >= start_offset and offset < end_offset
-            if keep:
-                if row >= row_cap or kd + key_len > key_cap or vd + value_len > value_cap:
-                    err = ERR_CAPACITY
-                    err_pos = p
-                    break
-                ru = np.uint64(row)
-                out_offset[ru] = offset
-                out_timestamp[ru] = max_ts if log_append else base_ts + ts_delta
-                out_ts_type[ru] = ts_type
-                if key_len >= 0:
-                    _copy(key_mem, kd, src, key_pos, key_len)
-                    kd += key_len
-                else:
-                    key_nulls += 1
-                _set_bit(key_valid, row, key_len >= 0)
-                key_offsets[ru + np.uint64(1)] = np.int32(kd)
-                if value_len >= 0:
-                    _copy(value_mem, vd, src, value_pos, value_len)
-                    vd += value_len
-                else:
-                    value_nulls += 1
-                _set_bit(value_valid, row, value_len >= 0)
-                value_offsets[ru + np.uint64(1)] = np.int32(vd)
-            copy_headers = keep and with_headers
-            for _h in range(hc):
-                err, err_pos, hk_pos, hk_len, hv_pos, hv_len, q = _parse_header(src, q, body_end)
+            for _ in range(hc):
+                err, _e, _a, _b, _c, _d, q = _parse_header(mem, q, body_end)
                 if err != OK:
+                    q = -1
                     break
-                if copy_headers:
-                    if nh >= h_cap or hkd + hk_len > hk_cap or hvd + hv_len > hv_cap:
-                        err = ERR_CAPACITY
-                        err_pos = q
-                        break
-                    _copy(hk_mem, hkd, src, hk_pos, hk_len)
-                    hkd += hk_len
-                    hu = np.uint64(nh)
-                    hk_offsets[hu + np.uint64(1)] = np.int32(hkd)
-                    if hv_len >= 0:
-                        _copy(hv_mem, hvd, src, hv_pos, hv_len)
-                        hvd += hv_len
-                    else:
-                        hv_nulls += 1
-                    _set_bit(hv_valid, nh, hv_len >= 0)
-                    hv_offsets[hu + np.uint64(1)] = np.int32(hvd)
-                    nh += 1
-            if err != OK:
+            if q != body_end:  # the strict pass below reports the error
                 break
-            if q != body_end:
-                err = ERR_RECORD_SIZE_MISMATCH
-                err_pos = p
-                break
-            if keep:
-                if with_headers:
-                    hl_offsets[np.uint64(row) + np.uint64(1)] = np.int32(nh)
-                    if hc == 0:
-                        hl_nulls += 1
-                    _set_bit(hl_valid, row, hc > 0)
-                row += 1
+            ts = base_timestamp + ts_delta
+            top = max(top, ts)
+            if ts != -1:
+                lo = min(lo, ts)
+                hi = max(hi, ts)
+            null_keys += key_len < 0
+            sequential &= offset_delta == r
             p = body_end
-        if err == OK and p != end:
-            err = ERR_COUNT_TOO_FEW
-            err_pos = p
-        b += 1
-    stats[S_ROWS] = row
-    stats[S_HEADERS] = nh
-    stats[S_KEY_BYTES] = kd
-    stats[S_VALUE_BYTES] = vd
-    stats[S_HKEY_BYTES] = hkd
-    stats[S_HVALUE_BYTES] = hvd
-    stats[S_KEY_NULLS] = key_nulls
-    stats[S_VALUE_NULLS] = value_nulls
-    stats[S_HLIST_NULLS] = hl_nulls
-    stats[S_HVALUE_NULLS] = hv_nulls
-    stats[S_ERR_POS] = err_pos
-    stats[S_ERR_BATCH] = b if err == ERR_CRC else (b - 1 if err != OK else -1)
-    return err
+            r += 1
+        if r >= count:
+            break
+        # one record the hot loop declined: strict parse, the strict parser's errors
+        if p >= end:
+            return ERR_COUNT_TOO_MANY, p, lo, hi, top, null_keys, sequential
+        ok, body_end, ts_delta, offset_delta, key_len, hc, q = _fast_record_prefix(mem, p, end)
+        if not ok:
+            (err, err_pos, body_end, ts_delta, offset_delta, _kp, key_len, _vp, _vl, hc, q) = (
+                _parse_record_prefix(mem, p, end)
+            )
+            if err != OK:
+                return err, err_pos, lo, hi, top, null_keys, sequential
+        ts = base_timestamp + ts_delta
+        top = max(top, ts)
+        if ts != -1:
+            lo = min(lo, ts)
+            hi = max(hi, ts)
+        null_keys += key_len < 0
+        sequential &= offset_delta == r
+        for _ in range(hc):
+            err, err_pos, _a, _b, _c, _d, q = _parse_header(mem, q, body_end)
+            if err != OK:
+                return err, err_pos, lo, hi, top, null_keys, sequential
+        if q != body_end:
+            return ERR_RECORD_SIZE_MISMATCH, p, lo, hi, top, null_keys, sequential
+        p = body_end
+        r += 1
+    if p != end:
+        return ERR_COUNT_TOO_FEW, p, lo, hi, top, null_keys, sequential
+    return OK, 0, lo, hi, top, null_keys, sequential
 
 
 # --- typed Python wrappers ----------------------------------------------------------------------------------
@@ -974,158 +752,6 @@ def verify_crcs(buf: U8Array, table: I64Array, n: int) -> tuple[int, npt.NDArray
     return bad, computed
 
 
-class RecordIndex(NamedTuple):
-    """Per-record positions of one batch's records, produced by :func:`index_records`.
-
-    Arrays of length ``count`` (int64): ``offsets`` (base offset + offsetDelta), ``timestamps`` (base
-    timestamp + delta, or the log-append time for every record), ``key_pos``/``key_len`` and
-    ``value_pos``/``value_len`` (positions in the indexed buffer; length -1 = null), ``header_start`` (index
-    of the record's first header in the flat header arrays; record ``i`` owns headers
-    ``header_start[i] : header_start[i] + header_count[i]``), ``header_count``, ``record_pos`` (position of
-    the record's length varint) and ``record_size`` (bytes including the length varint). Flat header arrays
-    (length = total header count): ``header_key_pos``/``header_key_len`` (UTF-8 key, length >= 0) and
-    ``header_value_pos``/``header_value_len`` (-1 = null).
-    """
-
-    offsets: I64Array
-    timestamps: I64Array
-    key_pos: I64Array
-    key_len: I64Array
-    value_pos: I64Array
-    value_len: I64Array
-    header_start: I64Array
-    header_count: I64Array
-    record_pos: I64Array
-    record_size: I64Array
-    header_key_pos: I64Array
-    header_key_len: I64Array
-    header_value_pos: I64Array
-    header_value_len: I64Array
-
-
-def index_records(
-    buf: U8Array,
-    records_start: int,
-    records_end: int,
-    count: int,
-    *,
-    base_offset: int = 0,
-    base_timestamp: int = 0,
-    log_append_time: int | None = None,
-) -> RecordIndex:
-    """Parse the ``count`` v2 records in ``buf[records_start:records_end]`` (one batch, uncompressed bytes).
-
-    This is the one v2 record parser of kafkalog: the object-level ``RecordBatch.__iter__`` and the columnar
-    decoder both use it (the columnar path through the fused kernel sharing the same parse functions). For a
-    stored batch at ``pos`` the records are ``[pos + 61, pos + size)``; for a compressed batch pass the
-    decompressed bytes with ``records_start=0``. ``log_append_time`` (the batch max timestamp of a
-    LogAppendTime batch) replaces every record's timestamp. The record attributes byte is ignored.
-
-    Raises :class:`~kafkalog.errors.InvalidRecordError` (with the byte position in ``buf``) when a record
-    breaks the format: a varint past the record or too long, negative lengths other than -1, a negative
-    header key length or header count, fields that do not fill the record length exactly, or a declared
-    ``count`` that disagrees with the records present.
-    """
-    from kafkalog.errors import InvalidRecordError
-
-    if not 0 <= records_start <= records_end <= buf.shape[0]:
-        raise ValueError(
-            f"invalid range [{records_start}, {records_end}) for a buffer of {buf.shape[0]} bytes"
-        )
-    if count < 0:
-        raise InvalidRecordError(ERROR_MESSAGES[ERR_COUNT_NEGATIVE], position=records_start)
-    if count > (records_end - records_start) // MIN_RECORD_SIZE:
-        raise InvalidRecordError(
-            f"record count {count} cannot fit in {records_end - records_start} bytes of records",
-            position=records_start,
-        )
-    rec = np.empty((N_RECORD_FIELDS, count), np.int64)
-    hdr = np.empty((N_HEADER_FIELDS, 2 * count), np.int64)
-    args = (
-        buf,
-        records_start,
-        records_end,
-        count,
-        base_offset,
-        base_timestamp,
-        0 if log_append_time is None else log_append_time,
-        log_append_time is not None,
-    )
-    nh, err, err_pos = _index_records(*args, rec, hdr)
-    if err == ERR_CAPACITY:  # more than two headers per record on average: size exactly and parse again
-        hdr = np.empty((N_HEADER_FIELDS, nh), np.int64)
-        nh, err, err_pos = _index_records(*args, rec, hdr)
-    if err != OK:
-        raise InvalidRecordError(ERROR_MESSAGES[int(err)], position=int(err_pos))
-    return RecordIndex(
-        offsets=rec[R_OFFSET],
-        timestamps=rec[R_TIMESTAMP],
-        key_pos=rec[R_KEY_POS],
-        key_len=rec[R_KEY_LEN],
-        value_pos=rec[R_VALUE_POS],
-        value_len=rec[R_VALUE_LEN],
-        header_start=rec[R_HEADER_START],
-        header_count=rec[R_HEADER_COUNT],
-        record_pos=rec[R_POS],
-        record_size=rec[R_SIZE],
-        header_key_pos=hdr[H_KEY_POS, :nh],
-        header_key_len=hdr[H_KEY_LEN, :nh],
-        header_value_pos=hdr[H_VALUE_POS, :nh],
-        header_value_len=hdr[H_VALUE_LEN, :nh],
-    )
-
-
-# --- (c) record statistics of one batch, for the leader's validation -----------------------------------------
-
-
-@njit(cache=True, nogil=True)
-def _record_stats(src: Any, start: Any, end: Any, count: Any, base_timestamp: Any) -> Any:
-    """Parse ``count`` records of ``src[start:end]`` under :func:`_index_records`' rules, storing nothing.
-
-    Returns ``(err, err_pos, min_ts, max_ts, max_ts_all, null_keys, sequential)``: the smallest and largest
-    record timestamp other than -1 (``INT64_MAX`` / ``INT64_MIN`` when there is none), the largest of all
-    timestamps (``INT64_MIN`` for no records), the number of null keys, and whether every offset delta
-    equals the record's index.
-    """
-    mem = src.ctypes.data
-    p = start
-    lo = _INT64_MAX
-    hi = _INT64_MIN
-    top = _INT64_MIN
-    null_keys = 0
-    sequential = True
-    for r in range(count):
-        if p >= end:
-            return ERR_COUNT_TOO_MANY, p, lo, hi, top, null_keys, sequential
-        (err, err_pos, body_end, ts_delta, offset_delta, _kp, key_len, _vp, _vl, hc, q) = (
-            _parse_record_prefix(mem, p, end)
-        )
-        if err != OK:
-            return err, err_pos, lo, hi, top, null_keys, sequential
-        ts = base_timestamp + ts_delta
-        if ts > top:
-            top = ts
-        if ts != -1:
-            if ts < lo:
-                lo = ts
-            if ts > hi:
-                hi = ts
-        if key_len < 0:
-            null_keys += 1
-        if offset_delta != r:
-            sequential = False
-        for _ in range(hc):
-            err, err_pos, _a, _b, _c, _d, q = _parse_header(mem, q, body_end)
-            if err != OK:
-                return err, err_pos, lo, hi, top, null_keys, sequential
-        if q != body_end:
-            return ERR_RECORD_SIZE_MISMATCH, p, lo, hi, top, null_keys, sequential
-        p = body_end
-    if p != end:
-        return ERR_COUNT_TOO_FEW, p, lo, hi, top, null_keys, sequential
-    return OK, 0, lo, hi, top, null_keys, sequential
-
-
 class RecordStats(NamedTuple):
     """Result of :func:`record_stats` (see :func:`_record_stats`); ``err`` is ``OK`` (0) or an ``ERR_*`` code."""
 
@@ -1142,7 +768,7 @@ def record_stats(
     buf: U8Array, records_start: int, records_end: int, count: int, base_timestamp: int
 ) -> RecordStats:
     """Walk the ``count`` v2 records of one uncompressed batch's ``buf[records_start:records_end]`` with the
-    same parser and format rules as :func:`index_records`, keeping only what the leader's validation needs
+    same format rules as :func:`~kafkalog.records._kernels_index.index_records`, keeping only what the leader's validation needs
     (no per-record arrays): timestamp bounds, null keys, offset deltas. Never raises for bad records: a
     non-zero ``err`` says the records break the format (``index_records`` raises the detailed error)."""
     if not 0 <= records_start <= records_end <= buf.shape[0]:
@@ -1169,9 +795,11 @@ def warm_up() -> float:
     buf = as_uint8(golden)
     scan = scan_batches(buf)
     verify_crcs(buf, scan.table, scan.n)
-    index_records(buf, BATCH_HEADER_SIZE, buf.shape[0], 1)
     record_stats(buf, BATCH_HEADER_SIZE, buf.shape[0], 1, 0)
     from kafkalog.records import columnar
+    from kafkalog.records._kernels_index import index_records
+
+    index_records(buf, BATCH_HEADER_SIZE, buf.shape[0], 1)
 
     columnar.decode_columnar(golden)
     columnar.decode_columnar(golden, include_headers=False)

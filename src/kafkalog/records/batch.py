@@ -40,7 +40,8 @@ from typing import Final
 from crc32c import crc32c
 
 from kafkalog.errors import CorruptRecordError, InvalidRecordError
-from kafkalog.records._kernels import RecordIndex, as_uint8, index_records
+from kafkalog.records._kernels import as_uint8
+from kafkalog.records._kernels_index import RecordIndex, index_records
 from kafkalog.records.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, Compression, decompress
 from kafkalog.records.control import ControlRecordType, EndTransactionMarker
 from kafkalog.records.record import Header, Record, TimestampType

@@ -67,6 +67,7 @@ import pyarrow as pa
 
 from kafkalog.errors import CorruptRecordError, InvalidRecordError, UnsupportedForMessageFormatError
 from kafkalog.records import _kernels as K
+from kafkalog.records import _kernels_columnar as KC
 from kafkalog.records.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, decompress
 
 __all__ = [
@@ -223,7 +224,7 @@ class _Group:
     def __init__(self, plan: I64Array, dbuf: U8Array) -> None:
         self.plan = plan
         self.dbuf = dbuf
-        self.records_bytes = plan[K.P_END] - plan[K.P_START]
+        self.records_bytes = plan[KC.P_END] - plan[KC.P_START]
 
 
 _EMPTY_U8: Final[U8Array] = K.as_uint8(bytes(1))
@@ -252,19 +253,19 @@ def _plan_group(
         t = t[:, data_cols]
         codecs = codecs[data_cols]
     nb = t.shape[1]
-    plan = np.empty((K.N_PLAN_FIELDS, nb), np.int64)
-    plan[K.P_SRC] = 0
-    plan[K.P_START] = t[K.F_POS] + K.BATCH_HEADER_SIZE
-    plan[K.P_END] = t[K.F_POS] + t[K.F_SIZE]
-    plan[K.P_COUNT] = t[K.F_RECORD_COUNT]
-    plan[K.P_BASE_OFFSET] = t[K.F_BASE_OFFSET]
-    plan[K.P_BASE_TIMESTAMP] = t[K.F_BASE_TIMESTAMP]
-    plan[K.P_MAX_TIMESTAMP] = t[K.F_MAX_TIMESTAMP]
-    plan[K.P_ATTRIBUTES] = t[K.F_ATTRIBUTES]
-    plan[K.P_BATCH_POS] = t[K.F_POS]
-    plan[K.P_BATCH_SIZE] = t[K.F_SIZE]
-    plan[K.P_STORED_CRC] = t[K.F_CRC]
-    plan[K.P_CHECK_CRC] = (codecs == 0) if crc_in_kernel else 0
+    plan = np.empty((KC.N_PLAN_FIELDS, nb), np.int64)
+    plan[KC.P_SRC] = 0
+    plan[KC.P_START] = t[K.F_POS] + K.BATCH_HEADER_SIZE
+    plan[KC.P_END] = t[K.F_POS] + t[K.F_SIZE]
+    plan[KC.P_COUNT] = t[K.F_RECORD_COUNT]
+    plan[KC.P_BASE_OFFSET] = t[K.F_BASE_OFFSET]
+    plan[KC.P_BASE_TIMESTAMP] = t[K.F_BASE_TIMESTAMP]
+    plan[KC.P_MAX_TIMESTAMP] = t[K.F_MAX_TIMESTAMP]
+    plan[KC.P_ATTRIBUTES] = t[K.F_ATTRIBUTES]
+    plan[KC.P_BATCH_POS] = t[K.F_POS]
+    plan[KC.P_BATCH_SIZE] = t[K.F_SIZE]
+    plan[KC.P_STORED_CRC] = t[K.F_CRC]
+    plan[KC.P_CHECK_CRC] = (codecs == 0) if crc_in_kernel else 0
     dbuf = _EMPTY_U8
     compressed = np.flatnonzero(codecs != 0)
     if compressed.shape[0]:
@@ -278,15 +279,15 @@ def _decompress_batches(buf: U8Array, plan: I64Array, cols: npt.NDArray[np.intp]
     parts: list[bytes] = []
     at = 0
     for col in cols.tolist():
-        pos = int(plan[K.P_BATCH_POS, col])
-        codec = int(plan[K.P_ATTRIBUTES, col]) & K.ATTR_CODEC_MASK
-        payload = mv[int(plan[K.P_START, col]) : int(plan[K.P_END, col])]
+        pos = int(plan[KC.P_BATCH_POS, col])
+        codec = int(plan[KC.P_ATTRIBUTES, col]) & K.ATTR_CODEC_MASK
+        payload = mv[int(plan[KC.P_START, col]) : int(plan[KC.P_END, col])]
         out = decompress(codec, payload, max_bytes, position=pos)
         parts.append(out)
-        plan[K.P_SRC, col] = 1
-        plan[K.P_START, col] = at
+        plan[KC.P_SRC, col] = 1
+        plan[KC.P_START, col] = at
         at += len(out)
-        plan[K.P_END, col] = at
+        plan[KC.P_END, col] = at
     return K.as_uint8(b"".join(parts)) if at else _EMPTY_U8
 
 
@@ -330,7 +331,7 @@ def _decode_group(
     records_bytes = group.records_bytes[cols]
     # A record takes at least 7 bytes, so a larger declared count is a lie the kernel reports (after the
     # batch's CRC): size the row buffers by what the bytes can hold, never by the declared count.
-    rows = int(np.clip(plan[K.P_COUNT], 0, records_bytes // K.MIN_RECORD_SIZE).sum())
+    rows = int(np.clip(plan[KC.P_COUNT], 0, records_bytes // K.MIN_RECORD_SIZE).sum())
     nbytes = int(records_bytes.sum())
     bits = (rows + 7) >> 3
     out_offset = _alloc(pool, 8 * rows)
@@ -355,8 +356,8 @@ def _decode_group(
     else:
         hl_valid = hk_data = hv_valid = hv_data = np.zeros(1, np.uint8)  # never written
         hl_offsets = hk_offsets = hv_offsets = np.zeros(4, np.uint8)  # only [0] = 0 is written
-    stats = np.zeros(K.N_STATS, np.int64)
-    err = K._decode_columns(
+    stats = np.zeros(KC.N_STATS, np.int64)
+    err = KC._decode_columns(
         buf,
         group.dbuf,
         plan,
@@ -384,7 +385,7 @@ def _decode_group(
     )
     if err != K.OK:
         _raise_record_error(int(err), plan, stats)
-    n = int(stats[K.S_ROWS])
+    n = int(stats[KC.S_ROWS])
     arrays = [
         pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(out_offset[: 8 * n])]),
         pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(out_ts[: 8 * n])]),
@@ -395,8 +396,8 @@ def _decode_group(
             key_valid,
             key_offsets,
             key_data,
-            int(stats[K.S_KEY_BYTES]),
-            int(stats[K.S_KEY_NULLS]),
+            int(stats[KC.S_KEY_BYTES]),
+            int(stats[KC.S_KEY_NULLS]),
         ),
         _binary_array(
             pa.binary(),
@@ -404,25 +405,25 @@ def _decode_group(
             value_valid,
             value_offsets,
             value_data,
-            int(stats[K.S_VALUE_BYTES]),
-            int(stats[K.S_VALUE_NULLS]),
+            int(stats[KC.S_VALUE_BYTES]),
+            int(stats[KC.S_VALUE_NULLS]),
         ),
     ]
     if not include_headers:
         return pa.RecordBatch.from_arrays(arrays, schema=SCHEMA_WITHOUT_HEADERS)
-    nh = int(stats[K.S_HEADERS])
-    keys = _header_keys(nh, hk_offsets, hk_data, int(stats[K.S_HKEY_BYTES]))
+    nh = int(stats[KC.S_HEADERS])
+    keys = _header_keys(nh, hk_offsets, hk_data, int(stats[KC.S_HKEY_BYTES]))
     values = _binary_array(
         pa.binary(),
         nh,
         hv_valid,
         hv_offsets,
         hv_data,
-        int(stats[K.S_HVALUE_BYTES]),
-        int(stats[K.S_HVALUE_NULLS]),
+        int(stats[KC.S_HVALUE_BYTES]),
+        int(stats[KC.S_HVALUE_NULLS]),
     )
     structs = pa.StructArray.from_arrays([keys, values], fields=list(HEADER_STRUCT_TYPE))
-    hl_nulls = int(stats[K.S_HLIST_NULLS])
+    hl_nulls = int(stats[KC.S_HLIST_NULLS])
     headers = pa.Array.from_buffers(
         HEADERS_TYPE,
         n,
@@ -435,18 +436,18 @@ def _decode_group(
 
 
 def _raise_record_error(err: int, plan: I64Array, stats: I64Array) -> None:
-    col = int(stats[K.S_ERR_BATCH])
-    batch_pos = int(plan[K.P_BATCH_POS, col])
-    err_pos = int(stats[K.S_ERR_POS])
+    col = int(stats[KC.S_ERR_BATCH])
+    batch_pos = int(plan[KC.P_BATCH_POS, col])
+    err_pos = int(stats[KC.S_ERR_POS])
     if err == K.ERR_CRC:
         raise CorruptRecordError(
-            f"batch CRC mismatch: stored 0x{int(plan[K.P_STORED_CRC, col]):08x} "
-            f"computed 0x{int(stats[K.S_CRC_COMPUTED]):08x}",
+            f"batch CRC mismatch: stored 0x{int(plan[KC.P_STORED_CRC, col]):08x} "
+            f"computed 0x{int(stats[KC.S_CRC_COMPUTED]):08x}",
             position=batch_pos,
         )
     message = K.ERROR_MESSAGES.get(err, f"error code {err}")
-    if plan[K.P_SRC, col] != 0:
-        rel = err_pos - int(plan[K.P_START, col])
+    if plan[KC.P_SRC, col] != 0:
+        rel = err_pos - int(plan[KC.P_START, col])
         raise InvalidRecordError(
             f"{message} (at byte {rel} of the decompressed records of the batch)", position=batch_pos
         )
