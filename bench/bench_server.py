@@ -584,7 +584,7 @@ async def _black_hole_produce(ctx: Any, request: Any) -> Any:
         for part in topic_data.partition_data:
             key = (str(topic_data.name), int(part.index))
             base = _NEXT_OFFSET.get(key, 0)
-            records = bytes(part.records or b"")
+            records = part.records or b""  # a view of the request frame: not copied
             _NEXT_OFFSET[key] = base + (int.from_bytes(records[57:61], "big") if len(records) >= 61 else 0)
             partitions.append(
                 partition_response(

@@ -3,18 +3,22 @@ responses encoded into the connection's reused buffer (byte-identical to kafka-p
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import struct
 import time
+from pathlib import Path
 
 from kafka.protocol.consumer import FetchResponse
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from kafka.protocol.schemas.fields.codecs.encode_buffer import EncodeBuffer
 
+from kafkalog.manager import LogManager
 from kafkalog.records import MemoryRecords, SimpleRecord
-from kafkalog.server import KafkaServer
-from kafkalog.server.connection import DIRECT_FRAME_BYTES, READ_AHEAD_FRAMES
+from kafkalog.server import KafkaServer, ServerConfig, default_registry
+from kafkalog.server.broker import Broker
+from kafkalog.server.connection import DIRECT_FRAME_BYTES, READ_AHEAD_FRAMES, Connection
 from kafkalog.server.protocol import decode_request, encode_response
 
 from .helpers import RawClient
@@ -161,3 +165,85 @@ def test_responses_encoded_into_a_reused_buffer_match_kafka_python() -> None:
     for response, version in [(fetch, 12), (produce, 9), (versions, 3), (fetch, 12), (produce, 9)]:
         expected = bytes(encode_response(response, version, 41))
         assert bytes(encode_response(response, version, 41, out)) == expected
+
+
+class _Transport(asyncio.Transport):
+    """Just enough of a socket transport to drive a :class:`Connection` by hand."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written = bytearray()
+        self.closed = False
+
+    def get_extra_info(self, name: str, default: object = None) -> object:
+        return ("127.0.0.1", 1) if name == "peername" else default
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.written += data
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _frames_in(data: bytearray) -> int:
+    count = pos = 0
+    while pos < len(data):
+        pos += 4 + struct.unpack_from(">i", data, pos)[0]
+        count += 1
+    assert pos == len(data)
+    return count
+
+
+def test_ready_connections_counts_requests_waiting_for_the_loop(tmp_path: Path) -> None:
+    """A connection counts in ``Broker.ready_connections`` while a received request waits for the loop and
+    none is being handled; never after it is closed."""
+    request = MetadataRequest[12](topics=[])
+    request.API_VERSION = 12
+    request.with_header(correlation_id=1, client_id="conn-test")
+    one = bytes(request.encode(header=True, framed=True))
+
+    def feed(conn: Connection, data: bytes) -> None:
+        buf = conn.get_buffer(len(data))
+        buf[: len(data)] = data
+        conn.buffer_updated(len(data))
+
+    async def main(manager: LogManager) -> None:
+        broker = Broker(manager, ServerConfig(), default_registry(), asyncio.get_running_loop())
+        try:
+            first, second = Connection(broker), Connection(broker)
+            transports = [_Transport(), _Transport()]
+            first.connection_made(transports[0])
+            second.connection_made(transports[1])
+            await asyncio.sleep(0)
+            assert broker.ready_connections == 0
+            feed(first, one)
+            feed(second, one + one)
+            assert broker.ready_connections == 2  # received, their request loops not run yet
+            for _ in range(20):
+                await asyncio.sleep(0)
+            assert broker.ready_connections == 0  # answered: nothing waits
+            assert [_frames_in(t.written) for t in transports] == [1, 2]
+            feed(first, one)
+            assert broker.ready_connections == 1
+            first.close()
+            assert broker.ready_connections == 0
+            second.close()
+            await asyncio.gather(*(c.task for c in (first, second) if c.task is not None))
+            assert broker.ready_connections == 0
+        finally:
+            broker.close()
+
+    with LogManager.open(tmp_path / "data", background=False) as manager:
+        asyncio.run(main(manager))

@@ -54,7 +54,10 @@ The handler contract (how to add an API, e.g. consumer groups or transactions)
    every other connection keep going); it must never leave a log half-changed (the Log API guarantees that
    a refused append changes nothing).
 4. Handlers run on the event loop. Cheap calls (small appends, reads, metadata) run inline; anything that
-   fsyncs or moves a lot of data goes through ``await ctx.broker.run_blocking(fn, *args)``. A handler that
+   fsyncs goes through ``await ctx.broker.run_blocking(fn, *args)``, and so does a large append or read when
+   ``ctx.broker.offload(nbytes)`` says the thread hop pays (other connections wait for the loop). Views of
+   the request frame in the decoded request (Produce records) may be changed in place only when
+   ``ctx.owns_frame``. A handler that
    changes a partition (append, log start offset) calls ``ctx.broker.notify(TopicPartition(...))`` so that
    long-polling fetches re-read it. Requests of one connection are handled one at a time, in order.
 5. Shared state lives on :class:`~kafkalog.server.broker.Broker` (``ctx.broker``): ``manager``, ``config``,

@@ -48,7 +48,9 @@ class ServerConfig:
     node_id: int = 0
     socket_request_max_bytes: int = 104_857_600
     auto_create_topics: bool = False
-    #: Appends and reads at or below this many bytes run on the event loop; larger ones on a thread.
+    #: Appends and reads at or below this many bytes run on the event loop; larger ones on a thread while
+    #: another connection's request waits for the loop (see :meth:`Broker.offload
+    #: <kafkalog.server.broker.Broker.offload>`).
     inline_io_max_bytes: int = 256 * 1024
     #: Threads for blocking work (large appends and reads, topic operations, fsyncs).
     io_threads: int = 4

@@ -16,12 +16,24 @@ What closes the connection (Kafka closes it too; nothing reaches a log):
   every other connection) or asks for it (``acks=0`` produce that failed, as Kafka does).
 
 Reading (:class:`Connection` is an :class:`asyncio.BufferedProtocol`, so the kernel copies straight into our
-buffers): small frames are cut out of one reused receive buffer (several pipelined requests per ``recv``); a
-frame above :data:`DIRECT_FRAME_BYTES` gets a buffer of its own that the socket receives into directly, so a
-1 MiB produce request is copied once between the kernel and its decode. While a request is handled the
-connection keeps reading the next ones (the read-ahead: at most :data:`READ_AHEAD_BYTES` or
-:data:`READ_AHEAD_FRAMES` complete requests queued, plus one being received), then pauses reading until the
-handler catches up; the requests are still handled strictly one after the other.
+buffers): small frames are copied out of one reused receive buffer (several pipelined requests per ``recv``);
+a frame above :data:`DIRECT_FRAME_BYTES` gets a buffer of its own that the socket receives into directly.
+Either way every frame handed to :func:`handle_frame` is a ``bytearray`` of its own, referenced by nothing
+once its request is handled, and nothing reads from or writes to the receive buffer through it (so no view
+of a frame can see reused bytes or pin the receive buffer). The connection hands frames over as *owned*
+(``handle_frame(..., owned=True)``): a Produce request's records, decoded as views of the frame, are
+appended in place, offsets assigned in the frame itself: between the kernel's receive and the log's write
+a 1 MiB produce batch is copied only as far as it arrived before its frame got a buffer of its own (at most
+the receive buffer's 64 KiB). While a request is handled the connection keeps reading the next ones (the
+read-ahead: at most :data:`READ_AHEAD_BYTES` or :data:`READ_AHEAD_FRAMES` complete requests queued, plus one
+being received), then pauses reading until the handler catches up; the requests are still handled strictly
+one after the other.
+
+A connection that has a request received but is not handling one counts in
+:attr:`Broker.ready_connections <kafkalog.server.broker.Broker.ready_connections>`: its request waits for the
+event loop, which is what decides whether a large append or read is worth a thread hop
+(:meth:`Broker.offload <kafkalog.server.broker.Broker.offload>`). A connection's own read-ahead does not count
+(its requests wait for the one being handled, not for the loop).
 """
 
 from __future__ import annotations
@@ -80,12 +92,20 @@ _SIZE: Final = struct.Struct(">i")
 
 
 async def handle_frame(
-    broker: Broker, frame: Frame, client: tuple[str, int] = ("", 0), out: EncodeBuffer | None = None
+    broker: Broker,
+    frame: Frame,
+    client: tuple[str, int] = ("", 0),
+    out: EncodeBuffer | None = None,
+    *,
+    owned: bool = False,
 ) -> tuple[bytes | bytearray | memoryview | None, bool]:
     """Serve one request frame (without its size prefix): ``(framed response or None, close connection)``.
 
     ``out``: encode the response into this buffer (the response is then a view of it; see
-    :func:`~kafkalog.server.protocol.encode_response`)."""
+    :func:`~kafkalog.server.protocol.encode_response`). ``owned``: the frame is the request's own, changed by
+    nobody else and dropped afterwards, so a handler may change it in place (Produce appends its records
+    from the frame itself, see :attr:`RequestContext.owns_frame`); otherwise the frame is only read. The
+    decoded request holds views of the frame: it must not be changed or resized until this returns."""
     try:
         key, version, correlation_id = peek_header(frame)
         spec = broker.registry.get(key)
@@ -103,7 +123,7 @@ async def handle_frame(
     except ProtocolError as exc:
         _log.info("Closing connection from %s:%s: %s", client[0], client[1], exc)
         return None, True
-    ctx = RequestContext(broker, spec, header, client[0], client[1])
+    ctx = RequestContext(broker, spec, header, client[0], client[1], owns_frame=owned)
     try:
         response = await spec.handler(ctx, request)
         if response is None:
@@ -136,6 +156,7 @@ class Connection(asyncio.BufferedProtocol):
         #: True while a request is being handled (shutdown lets it finish).
         self.busy = False
         self.closing = False
+        self._ready = False  # counted in broker.ready_connections (see _set_ready)
         #: The task running :meth:`run` (set when the connection is made).
         self.task: asyncio.Task[None] | None = None
         self._on_done = on_done
@@ -224,7 +245,7 @@ class Connection(asyncio.BufferedProtocol):
                 return
             available = end - start - 4
             if available >= size:
-                self._push(bytes(view[start + 4 : start + 4 + size]))
+                self._push(bytearray(view[start + 4 : start + 4 + size]))  # a copy: see the module doc
                 start += 4 + size
                 continue
             if size > DIRECT_FRAME_BYTES:
@@ -247,7 +268,17 @@ class Connection(asyncio.BufferedProtocol):
     def _push(self, frame: Frame) -> None:
         self._frames.append(frame)
         self._queued += len(frame)
+        self._set_ready()
         self._wake_reader()
+
+    def _set_ready(self) -> None:
+        """Keep ``broker.ready_connections`` in step: this connection counts while a received request waits
+        and none is being handled (call after changing ``busy``, ``closing`` or the queue)."""
+        frames = self._frames
+        ready = not self.busy and not self.closing and bool(frames) and frames[0] is not None
+        if ready != self._ready:
+            self._ready = ready
+            self.broker.ready_connections += 1 if ready else -1
 
     def _end_frames(self) -> None:
         """No frame follows the queued ones (EOF, connection lost, a refused size)."""
@@ -287,6 +318,7 @@ class Connection(asyncio.BufferedProtocol):
             return None  # stays queued: every later call answers None too
         self._frames.popleft()
         self._queued -= len(frame)
+        self._set_ready()
         if (
             self._reading_paused
             and not self._ended
@@ -328,13 +360,17 @@ class Connection(asyncio.BufferedProtocol):
                 if frame is None:
                     return
                 self.busy = True
+                self._set_ready()
                 try:
-                    data, close = await handle_frame(self.broker, frame, self.client, self._response_buffer())
+                    data, close = await handle_frame(
+                        self.broker, frame, self.client, self._response_buffer(), owned=True
+                    )
                     del frame
                     if data is not None:
                         await self._write(data)
                 finally:
                     self.busy = False
+                    self._set_ready()
                 if close:
                     return
         except ConnectionError:
@@ -351,6 +387,7 @@ class Connection(asyncio.BufferedProtocol):
         self.closing = True
         self._frames.clear()
         self._queued = 0
+        self._set_ready()
         self._ended = False
         self._end_frames()
         if self._transport is not None:

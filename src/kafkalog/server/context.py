@@ -3,8 +3,10 @@
 A context is made per request by the connection layer. It carries the shared :class:`~kafkalog.server.broker.
 Broker`, the request header (api key, version, correlation id, client id), the client's address, and the
 :class:`~kafkalog.server.dispatch.ApiSpec` being served, whose ``response_class`` builds the response at the
-request's version (:meth:`RequestContext.response`). A handler may ask for the connection to be closed after
-its response (:meth:`RequestContext.close_connection`), as Kafka does for a failed ``acks=0`` produce.
+request's version (:meth:`RequestContext.response`), and whether the request frame is the request's own
+(:attr:`RequestContext.owns_frame`: views of it may be changed in place). A handler may ask for the
+connection to be closed after its response (:meth:`RequestContext.close_connection`), as Kafka does for a
+failed ``acks=0`` produce.
 """
 
 from __future__ import annotations
@@ -29,6 +31,10 @@ class RequestContext:
     client_host: str = ""
     client_port: int = 0
     close_after_response: bool = False
+    #: The request frame is this request's own (no one else reads, changes or reuses it), so views of it in
+    #: the decoded request (a Produce request's records) may be changed in place: Produce assigns offsets in
+    #: the frame instead of a copy. False (the default) when the caller keeps the frame: handlers only read it.
+    owns_frame: bool = False
 
     @property
     def api_key(self) -> int:

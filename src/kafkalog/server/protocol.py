@@ -10,7 +10,8 @@ arrays, tagged fields). A client encodes requests and decodes responses; this mo
   widens the minimum to 0 for its client; a server must advertise Kafka's real floor);
 * :func:`peek_header` reads the fixed start of a request header (api key, version, correlation id), enough
   to route the frame, answer an unsupported ApiVersions, or decide to close;
-* :func:`decode_request` decodes header (v1, or v2 with tagged fields for flexible versions) and body;
+* :func:`decode_request` decodes header (v1, or v2 with tagged fields for flexible versions) and body; a
+  Produce request's ``records`` are *views* of the frame (no copy; see below);
 * :func:`encode_response` frames ``size | response header | body``, optionally into a buffer the connection
   reuses (no copy of a large fetch response out of the encoder); ApiVersions responses always use response
   header v0 (KIP-511), which kafka-python's ``ApiVersionsResponse`` already encodes;
@@ -18,14 +19,30 @@ arrays, tagged fields). A client encodes requests and decodes responses; this mo
   know: error 35 in the **v0** body layout, listing the ApiVersions range so the client can step down.
 
 Every decoding failure is a :class:`~kafkalog.server.errors.MalformedRequestError`.
+
+Zero-copy records: kafka-python's generated decoders copy every ``bytes``/``records`` field out of the frame
+(``bytes(data[pos:pos+n])``), 1 MiB for a 1 MiB produce batch. For ProduceRequest the server decodes with
+its own compilation of kafka-python's schema (:func:`_view_decoder`: kafka-python's code generator, with
+:class:`_RecordsView` as the codec of the ``records`` field), in which the field is a ``memoryview`` slice of
+the frame instead (and a length running past the frame is an error, not a short value). The one change to
+kafka-python's objects, made once at import: the ``records`` field of its ProduceRequest schema gets a decode
+emitter (an attribute of that field object) that picks :class:`_RecordsView` only inside the server's
+compilation and emits kafka-python's own code everywhere else. So nothing of kafka-python changes for anyone
+else: its own ``ProduceRequest.decode`` still returns ``bytes``, every encoder is untouched, and the
+kafka-python clients used in the same process (tests, benchmarks) decode their responses exactly as before.
+The views live as long as the request object: the frame must not be changed or resized until the request has
+been handled (the connection's frames are private buffers, see :mod:`kafkalog.server.connection`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import io
+import logging
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
@@ -35,9 +52,14 @@ import kafka.protocol.metadata
 import kafka.protocol.producer
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.metadata import ApiVersionsResponse
+from kafka.protocol.producer import ProduceRequest
 from kafka.protocol.schemas.fields.codecs.encode_buffer import EncodeBuffer
+from kafka.protocol.schemas.fields.codecs.types import Bytes, UnsignedVarInt32
+from kafka.protocol.schemas.fields.codegen import CodegenContext
 
 from kafkalog.server.errors import ErrorCode, MalformedRequestError
+
+_log = logging.getLogger(__name__)
 
 __all__ = [
     "API_VERSIONS_KEY",
@@ -118,11 +140,16 @@ def decode_request(frame: Frame, request_class: Message, version: int) -> tuple[
 
     kafka-python's ``decode(header=True)`` copies the whole frame to read the header; here the header is read
     from a copy of the frame's first :data:`_HEADER_PREFIX` bytes (the whole frame only when the header is
-    longer) and the body is decoded in place, from a view of the frame."""
+    longer) and the body is decoded in place, from a view of the frame. A ProduceRequest's ``records`` are
+    views of the frame (module doc), writable when the frame is."""
     view = memoryview(frame)
     try:
         header, pos = _decode_header(view, request_class, version)
-        request = request_class.decode(view[pos:], version=version, header=False)
+        decoder = _view_decoder(request_class, version) if request_class in _VIEW_CLASSES else None
+        if decoder is not None:
+            request, _ = decoder(view, pos)
+        else:
+            request = request_class.decode(view[pos:], version=version, header=False)
         info = RequestHeaderInfo(
             int(header.request_api_key),
             int(header.request_api_version),
@@ -148,6 +175,112 @@ def _decode_header(view: memoryview, request_class: Message, version: int) -> tu
     stream = io.BytesIO(bytes(view))
     header = request_class.parse_header(stream, version=version)
     return header, stream.tell()
+
+
+class _RecordsView(Bytes):  # type: ignore[misc]  # kafka-python has no type stubs
+    """The ``records`` codec of the server's request decoders: kafka-python's :class:`Bytes` (its encoders are
+    inherited unchanged) whose generated decode is a slice of the frame's memoryview, not a ``bytes`` copy."""
+
+    @classmethod
+    def emit_decode_from(cls, ctx: Any, var_name: str, indent: str, compact: bool = False) -> None:
+        ln = ctx.next_var("ln")
+        if compact:
+            UnsignedVarInt32.emit_decode_from(ctx, ln, indent)
+            ctx.emit(indent, f"{ln} -= 1")
+        else:
+            ctx.emit(indent, f'{ln} = unpack_from(">i", data, pos)[0]')
+            ctx.emit(indent, "pos += 4")
+        ctx.emit(indent, f"if {ln} < 0:")
+        ctx.emit(indent, f"    {var_name} = None")
+        ctx.emit(indent, "else:")
+        ctx.emit(indent, f"    if pos + {ln} > len(data): raise ValueError('records run past the request')")
+        ctx.emit(indent, f"    {var_name} = data[pos:pos+{ln}]")
+        ctx.emit(indent, f"    pos += {ln}")
+
+
+class _ViewCodegen(CodegenContext):  # type: ignore[misc]  # kafka-python has no type stubs
+    """The code generation context of :func:`_view_decoder`: ``records`` fields use :class:`_RecordsView`."""
+
+
+def _emit_records_decode(
+    field: Any,
+    ctx: Any,
+    var_name: str,
+    indent: str,
+    version: Any = None,
+    compact: bool = False,
+    tagged: bool = False,
+) -> None:
+    """A ``records`` field's decode emitter: :class:`_RecordsView` in :func:`_view_decoder`'s compilations,
+    the field's own (kafka-python's) everywhere else."""
+    if isinstance(ctx, _ViewCodegen):
+        _RecordsView.emit_decode_from(ctx, var_name, indent, compact=compact)
+    else:
+        type(field).emit_decode_from(
+            field, ctx, var_name, indent, version=version, compact=compact, tagged=tagged
+        )
+
+
+def _hook_records_fields(field: Any) -> int:
+    """Give every ``records`` field reachable by ``field``'s generated decoder :func:`_emit_records_decode`
+    (an attribute of that field object only); returns how many."""
+    inner = getattr(field, "array_of", None)
+    if inner is not None and hasattr(inner, "_fields"):
+        return _hook_records_fields(inner)
+    hooked = 0
+    for child in getattr(field, "_fields", None) or ():
+        if getattr(child, "_type_str", None) == "records":
+            try:
+                child.emit_decode_from = functools.partial(_emit_records_decode, child)
+            except AttributeError:  # a kafka-python whose fields take no attributes: records stay copies
+                continue
+            hooked += 1
+        else:
+            hooked += _hook_records_fields(child)
+    return hooked
+
+
+#: Request classes decoded by :func:`_view_decoder` (their ``records`` fields hooked once, at import).
+_VIEW_CLASSES: Final = frozenset(cls for cls in (ProduceRequest,) if _hook_records_fields(cls._struct))
+_ViewDecoder: TypeAlias = Callable[[memoryview, int], tuple[Message, int]]
+_view_decoders: dict[tuple[Message, int], _ViewDecoder | None] = {}
+
+
+def _view_decoder(request_class: Message, version: int) -> _ViewDecoder | None:
+    """``f(data, pos) -> (request, end)``: kafka-python's compiled decoder of ``request_class`` at ``version``
+    (its ``StructField.compiled_decode_from``, compiled by its own code generator from its own schema), with
+    ``records`` as views of ``data``; compiled on first use and kept. None (kafka-python's own decode, which
+    copies) for a version outside the class's range, or when the compilation fails: it relies on kafka-python
+    internals (``CodegenContext``, ``emit_decode_from``), and a kafka-python that changed them must cost a
+    copy, not the server."""
+    key = (request_class, version)
+    if key in _view_decoders:
+        return _view_decoders[key]
+    decoder: _ViewDecoder | None = None
+    if 0 <= version <= request_class.max_version:
+        try:
+            decoder = _compile_view_decoder(request_class, version)
+        except Exception:
+            _log.warning(
+                "cannot compile a zero-copy decoder of %s v%d; records are copied", request_class, version
+            )
+    _view_decoders[key] = decoder
+    return decoder
+
+
+def _compile_view_decoder(request_class: Message, version: int) -> _ViewDecoder:
+    primary = request_class[None]
+    # a shallow copy with the top-level data class resolved (kafka-python's decode() sets it for the compile)
+    schema = copy.copy(primary._struct)
+    schema._data_class = primary
+    flexible = primary.flexible_version_q(version)
+    ctx = _ViewCodegen()
+    ctx.lines.append("def _decode(data, pos):")
+    schema.emit_decode_from(ctx, "obj", "    ", version=version, compact=flexible, tagged=flexible)
+    ctx.emit("    ", "return obj, pos")
+    exec(compile(ctx.source(), f"<kafkalog_decode:{schema.name}_v{version}>", "exec"), ctx.globs)
+    decoder: _ViewDecoder = ctx.globs["_decode"]
+    return decoder
 
 
 def encode_response(

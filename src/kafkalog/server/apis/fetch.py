@@ -18,7 +18,8 @@ a change of one of them (append, DeleteRecords) or ``max_wait_ms``, then reads a
 
 Fetch sessions (KIP-227) are not kept: the response's ``session_id`` is 0, which tells clients to send full
 fetches; a request naming a session id is FETCH_SESSION_ID_NOT_FOUND, as a broker without session slots
-answers. Reads above ``inline_io_max_bytes`` (the sum of the partition limits) run on the I/O threads.
+answers. Reads above ``inline_io_max_bytes`` (the sum of the partition limits) run on the I/O threads while
+other connections have requests waiting for the event loop (:meth:`~kafkalog.server.broker.Broker.offload`).
 """
 
 from __future__ import annotations
@@ -182,10 +183,10 @@ async def handle_fetch(ctx: RequestContext, request: Message) -> Message:
     tps = [TopicPartition(t.topic, t.partition) for t in targets if t.topic is not None]
     wait_s = min(max(0, int(request.max_wait_ms)), _MAX_WAIT_MS) / 1000
     deadline = time.monotonic() + wait_s
-    offload = sum(t.max_bytes for t in targets) > broker.config.inline_io_max_bytes
+    limits = sum(t.max_bytes for t in targets)
     while True:
         with broker.waiters.watch(tps) as changed:
-            if offload:
+            if broker.offload(limits):
                 parts, total, failed = await broker.run_blocking(
                     read_partitions, broker, targets, isolation, max_bytes
                 )

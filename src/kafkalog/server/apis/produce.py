@@ -14,8 +14,14 @@ Versions 3-13 (v13 names topics by id). Per partition, in request order:
 ``acks`` must be -1, 0 or 1 (INVALID_REQUIRED_ACKS). A partition has one replica, so its high watermark
 follows its log end offset and ``acks=-1`` is answered as soon as the append returns, like ``acks=1``. With
 ``acks=0`` no response is sent, and a failed append closes the connection (Kafka's way of telling such a
-client). Appends larger than ``inline_io_max_bytes`` run on the I/O threads; waiting fetches are woken
-after each successful append.
+client). Appends larger than ``inline_io_max_bytes`` run on the I/O threads while other connections have
+requests waiting for the event loop (:meth:`~kafkalog.server.broker.Broker.offload`); waiting fetches are
+woken after each successful append.
+
+No copy of the records: they are a view of the request frame (:func:`~kafkalog.server.protocol.decode_request`)
+and, when the frame is the request's own (:attr:`~kafkalog.server.context.RequestContext.owns_frame`, as the
+connection hands every frame over), the batch is validated, given its offsets and written from the frame
+itself. A frame the caller keeps is only read: the batch is copied once.
 """
 
 from __future__ import annotations
@@ -80,7 +86,9 @@ def _error(index: int, exc: BaseException, code: ErrorCode | None = None) -> Mes
     )
 
 
-async def _append(ctx: RequestContext, topic: str | None, index: int, data: bytes | None) -> Message:
+async def _append(
+    ctx: RequestContext, topic: str | None, index: int, data: bytes | bytearray | memoryview | None
+) -> Message:
     broker = ctx.broker
     if topic is None:
         return _error(index, UnknownTopicOrPartitionError("unknown topic id"), ErrorCode.UNKNOWN_TOPIC_ID)
@@ -90,10 +98,13 @@ async def _append(ctx: RequestContext, topic: str | None, index: int, data: byte
         log = broker.get_log(topic, index)
         if not data:
             raise InvalidRecordError("produce request without records")
-        records = MemoryRecords(bytearray(data))  # writable: offsets are assigned in place
+        # offsets are assigned in place: in the request's own frame when it may be changed (the records are
+        # a writable view of it), else in a copy
+        owned = ctx.owns_frame and isinstance(data, memoryview) and not data.readonly
+        records = MemoryRecords(data if owned else bytearray(data))
         validate_produce_records(records)
         epoch = broker.leader_epoch(log)
-        if len(data) > broker.config.inline_io_max_bytes:
+        if broker.offload(len(data)):
             info = await broker.run_blocking(log.append_as_leader, records, epoch)
         else:
             info = log.append_as_leader(records, epoch)
