@@ -274,7 +274,10 @@ class FileRecords:
             raise ValueError(
                 f"append of size {n} bytes is too large for segment with current file position at {self._size}"
             )
-        self._chan().pwrite(data, self._size)
+        channel = self._channel
+        if channel is None:
+            channel = self._chan()
+        channel.pwrite(data, self._size)
         self._size += n
         return n
 

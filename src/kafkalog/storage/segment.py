@@ -422,8 +422,11 @@ class LogSegment:
                 largest_timestamp, shallow_offset_of_max_timestamp
             )
         if self._bytes_since_last_index_entry > self.index_interval_bytes:
-            self.offset_index.append(largest_offset, physical_position)
-            self.time_index.maybe_append(current.timestamp, current.offset)
+            oi, ti = self._oi, self._ti
+            if oi is None or ti is None or not (oi._loaded and ti._loaded):  # the properties' check, inlined
+                oi, ti = self.offset_index, self.time_index
+            oi.append(largest_offset, physical_position)
+            ti.maybe_append(current.timestamp, current.offset)
             self._bytes_since_last_index_entry = 0
         self._bytes_since_last_index_entry += size
 
@@ -671,10 +674,11 @@ class LogSegment:
             waited = max_timestamp_in_messages - ts if ts is not None and ts >= 0 else now - self.created
             if waited > max_segment_ms - self.roll_jitter_ms:
                 return True
+        oi, ti = self._oi, self._ti
+        if oi is None or ti is None or not (oi._loaded and ti._loaded):  # the properties' check, inlined
+            oi, ti = self.offset_index, self.time_index
         return (
-            self.offset_index.is_full()
-            or self.time_index.is_full()
-            or not 0 <= max_offset_in_messages - self.base_offset <= _INT32_MAX
+            oi.is_full() or ti.is_full() or not 0 <= max_offset_in_messages - self.base_offset <= _INT32_MAX
         )
 
     def get_first_batch_timestamp(self) -> int:
