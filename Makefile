@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 PYTEST_ARGS ?=
 LINT_DIRS := src tests $(wildcard bench)
 
-.PHONY: all venv test lint typecheck unit demo bench bench-quick clean
+.PHONY: all venv test lint typecheck unit demo bench bench-quick clean numba-cache
 
 all: test
 
@@ -21,6 +21,17 @@ $(STAMP): $(PY) pyproject.toml
 
 venv: $(STAMP)
 
+# Numba checks a cached kernel against its own source file only; kernels that compile in the parsers of
+# records/_kernels.py (_kernels_index, _kernels_columnar, log/cleaner_kernels) would keep stale machine code
+# after an edit there. Any cache older than _kernels.py or _intrinsics.py is dropped (all of them: recompiled on use).
+KERNEL_SOURCES := src/kafkalog/records/_kernels.py src/kafkalog/records/_intrinsics.py
+numba-cache:
+	@for f in $(KERNEL_SOURCES); do \
+	  if [ -n "$$(find src -name '*.nbi' ! -newer $$f -print -quit)" ]; then \
+	    echo "numba caches older than $$f: removed"; find src -name '*.nb[ic]' -delete; break; \
+	  fi; \
+	done
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check $(LINT_DIRS)
 	$(VENV)/bin/ruff format --check $(LINT_DIRS)
@@ -28,18 +39,18 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-unit: $(STAMP)
+unit: $(STAMP) numba-cache
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test: lint typecheck unit
 
-demo: $(STAMP)
+demo: $(STAMP) numba-cache
 	$(PY) -m kafkalog.demo
 
-bench: $(STAMP)
+bench: $(STAMP) numba-cache
 	$(PY) -m bench
 
-bench-quick: $(STAMP)
+bench-quick: $(STAMP) numba-cache
 	$(PY) -m bench --quick
 
 clean:
