@@ -287,9 +287,15 @@ class LocalLog:
         once it is no longer active). With ``flush.messages=1`` this saves an index fsync every
         ``index.interval.bytes`` of appends."""
         current = self.recovery_point
+        active = self.segments.last_segment
+        if active is not None and active.base_offset < current < offset:
+            # [current, offset) lies in the active segment, which holds the recovery point (the usual case,
+            # e.g. after every append with flush.messages=1): nothing else to flush, no new file to sync the
+            # directory for
+            active.flush(indexes=active_indexes)
+            return
         if current <= offset:
             to_flush = self.segments.values(current, offset)
-            active = self.segments.last_segment
             for segment in to_flush:
                 if segment is active and not active_indexes:
                     segment.flush(indexes=False)
