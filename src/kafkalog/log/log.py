@@ -690,6 +690,7 @@ class Log:
                 return
             if self._expiry_task is not None:
                 self._expiry_task.cancel()
+                self._expiry_task = None
             with self.local_log.io(
                 f"error while closing log for {self.topic_partition} in dir {self.dir.parent}"
             ):
@@ -733,6 +734,7 @@ class Log:
             self.local_log.check_if_closed()
             if self._expiry_task is not None:
                 self._expiry_task.cancel()
+                self._expiry_task = None
             self.leader_epoch_cache.clear()
             self.local_log.delete_all_segments()
             self.producer_state.truncate_fully_and_start_at(0)

@@ -40,8 +40,15 @@ class ScheduledTask:
     cancelled: bool = field(compare=False, default=False)
 
     def cancel(self) -> None:
-        """Prevent future runs (a run in progress finishes)."""
+        """Prevent future runs (a run in progress finishes). The task lets go of its function at once: a
+        cancelled periodic task stays in the scheduler's queue until its next due time (10 minutes for a
+        log's producer expiry check), and must not keep the closed log (and its file descriptors) alive."""
         self.cancelled = True
+        self.fn = _cancelled
+
+
+def _cancelled() -> None:
+    """The function of a cancelled task (never run: the schedulers skip cancelled tasks)."""
 
 
 class Scheduler(Protocol):
@@ -124,16 +131,17 @@ class KafkaScheduler:
                 if not self._running:
                     return
                 task = heapq.heappop(self._heap)
-            if task.cancelled:
-                continue
-            _run(task)
-            if task.period_ms > 0 and not task.cancelled:
-                with self._cond:
-                    if self._running:
-                        task.due_ms = self._time.milliseconds() + task.period_ms
-                        task.seq = next(self._seq)
-                        heapq.heappush(self._heap, task)
-                        self._cond.notify()
+            if not task.cancelled:
+                _run(task)
+                if task.period_ms > 0 and not task.cancelled:
+                    with self._cond:
+                        if self._running:
+                            task.due_ms = self._time.milliseconds() + task.period_ms
+                            task.seq = next(self._seq)
+                            heapq.heappush(self._heap, task)
+                            self._cond.notify()
+            # not kept while waiting for the next task: a finished task's function may hold a closed log
+            del task
 
     def shutdown(self) -> None:
         """Stop the threads after the tasks that are running finish; pending tasks are dropped."""

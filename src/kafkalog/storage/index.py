@@ -54,6 +54,7 @@ only makes them scan from an earlier entry.
 from __future__ import annotations
 
 import abc
+import contextlib
 import itertools
 import logging
 import os
@@ -118,6 +119,16 @@ class AbstractIndex(abc.ABC):
         #: Encoded entries not yet in the file: slots ``[entries - len(pending) / ENTRY_SIZE, entries)``.
         self._pending = bytearray()
         self._pending_limit = PENDING_ENTRIES * self.ENTRY_SIZE
+
+    def __del__(self) -> None:
+        # An index dropped without close() (a segment whose delayed deletion never ran: its log was closed
+        # first, or its scheduler dropped) must not keep its descriptor: the file may already be unlinked.
+        # Entries not yet written are lost as in a crash, which recovery rebuilds.
+        fd = getattr(self, "_fd", -1)
+        if fd >= 0:
+            self._fd = -1
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     # --- lifecycle ----------------------------------------------------------------------------------------
     @property

@@ -14,6 +14,7 @@ The file is created on the first append; it is read once, lazily, and kept in me
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 import threading
@@ -70,6 +71,15 @@ class TransactionIndex:
         self._entries: list[AbortedTxn] | None = None
         self._fd = -1
         self._dirty = False
+
+    def __del__(self) -> None:
+        # An index dropped without close() (a segment whose delayed deletion never ran: its log was closed
+        # first, or its scheduler dropped) must not keep its descriptor: the file may already be unlinked.
+        fd = getattr(self, "_fd", -1)
+        if fd >= 0:
+            self._fd = -1
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     @property
     def path(self) -> Path:
