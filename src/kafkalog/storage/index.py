@@ -76,6 +76,7 @@ __all__ = [
     "TIME_ENTRY_SIZE",
     "AbstractIndex",
     "OffsetIndex",
+    "OwnsDescriptor",
     "TimeIndex",
 ]
 
@@ -96,7 +97,24 @@ def _round_down(value: int, factor: int) -> int:
     return factor * (value // factor)
 
 
-class AbstractIndex(abc.ABC):
+class OwnsDescriptor:
+    """Closes ``self._fd`` (when >= 0) if the object is collected without being closed.
+
+    For the index files: an index dropped without ``close()`` (a segment whose delayed deletion never ran, its
+    log closed first or its scheduler dropped) must not keep its descriptor, whose file may already be
+    unlinked. Entries not yet written are lost as in a crash, which recovery rebuilds."""
+
+    _fd: int
+
+    def __del__(self) -> None:
+        fd = getattr(self, "_fd", -1)
+        if fd >= 0:
+            self._fd = -1
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+class AbstractIndex(OwnsDescriptor, abc.ABC):
     """Common mechanics of the fixed-width index files (Kafka's ``AbstractIndex`` + ``LazyIndex``)."""
 
     ENTRY_SIZE: int
@@ -119,16 +137,6 @@ class AbstractIndex(abc.ABC):
         #: Encoded entries not yet in the file: slots ``[entries - len(pending) / ENTRY_SIZE, entries)``.
         self._pending = bytearray()
         self._pending_limit = PENDING_ENTRIES * self.ENTRY_SIZE
-
-    def __del__(self) -> None:
-        # An index dropped without close() (a segment whose delayed deletion never ran: its log was closed
-        # first, or its scheduler dropped) must not keep its descriptor: the file may already be unlinked.
-        # Entries not yet written are lost as in a crash, which recovery rebuilds.
-        fd = getattr(self, "_fd", -1)
-        if fd >= 0:
-            self._fd = -1
-            with contextlib.suppress(OSError):
-                os.close(fd)
 
     # --- lifecycle ----------------------------------------------------------------------------------------
     @property

@@ -14,7 +14,6 @@ The file is created on the first append; it is read once, lazily, and kept in me
 
 from __future__ import annotations
 
-import contextlib
 import os
 import struct
 import threading
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Final, NamedTuple
 
 from kafkalog.errors import CorruptIndexError, KafkaError
+from kafkalog.storage.index import OwnsDescriptor
 
 __all__ = ["ABORTED_TXN_SIZE", "AbortedTxn", "TransactionIndex", "TxnIndexSearchResult"]
 
@@ -60,7 +60,7 @@ class TxnIndexSearchResult(NamedTuple):
     is_complete: bool
 
 
-class TransactionIndex:
+class TransactionIndex(OwnsDescriptor):
     """Aborted transactions of one segment, in marker-offset order."""
 
     def __init__(self, start_offset: int, path: Path | str) -> None:
@@ -71,15 +71,6 @@ class TransactionIndex:
         self._entries: list[AbortedTxn] | None = None
         self._fd = -1
         self._dirty = False
-
-    def __del__(self) -> None:
-        # An index dropped without close() (a segment whose delayed deletion never ran: its log was closed
-        # first, or its scheduler dropped) must not keep its descriptor: the file may already be unlinked.
-        fd = getattr(self, "_fd", -1)
-        if fd >= 0:
-            self._fd = -1
-            with contextlib.suppress(OSError):
-                os.close(fd)
 
     @property
     def path(self) -> Path:
