@@ -96,6 +96,10 @@ def _kp_consumer(bootstrap: str, topic: str, group: str) -> KafkaConsumer:
         heartbeat_interval_ms=200,
         session_timeout_ms=6000,
         fetch_max_wait_ms=100,
+        # kafka-python's group leader may run its assignor before its first metadata of the topic arrives
+        # ("No partition metadata for topic"), assigning nothing; it rejoins on its next metadata refresh,
+        # which by default is 5 minutes away (seen once in CI after the restart)
+        metadata_max_age_ms=500,
     )
     consumer.subscribe([topic])
     return consumer
