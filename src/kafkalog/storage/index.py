@@ -54,7 +54,6 @@ only makes them scan from an earlier entry.
 from __future__ import annotations
 
 import abc
-import contextlib
 import itertools
 import logging
 import os
@@ -62,6 +61,7 @@ import struct
 import threading
 from array import array
 from bisect import bisect_left, bisect_right
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
@@ -106,12 +106,15 @@ class OwnsDescriptor:
 
     _fd: int
 
-    def __del__(self) -> None:
+    def __del__(self, _close: Callable[[int], None] = os.close) -> None:
+        # ``os.close`` bound at definition: at interpreter exit the module's globals may already be gone
         fd = getattr(self, "_fd", -1)
         if fd >= 0:
             self._fd = -1
-            with contextlib.suppress(OSError):
-                os.close(fd)
+            try:
+                _close(fd)
+            except OSError:
+                pass
 
 
 class AbstractIndex(OwnsDescriptor, abc.ABC):
