@@ -231,6 +231,10 @@ def test_an_owned_frame_is_appended_in_place(
     # the batch was given its offset in the frame itself: no copy was made
     assert frame[at : at + len(second)] == _as_logged(second, n)
     assert _log_bytes(manager.get_log("t", 0)) == _as_logged(first, 0) + _as_logged(second, n)
+    if threaded:
+        # The I/O thread drops its work item (which holds the records view) only after handing the result
+        # back, so the loop can run ahead of it; joining the threads ends that window.
+        server.executor.shutdown(wait=True)
     frame.extend(b"resizable")  # no view of the frame is left behind (a view would make this a BufferError)
 
 
