@@ -24,6 +24,8 @@ sequence, transactional/control flags, leader epoch, delete horizon, count, size
 
 from __future__ import annotations
 
+import itertools
+import random
 import struct
 import zlib
 from pathlib import Path
@@ -37,6 +39,7 @@ from hypothesis import strategies as st
 from kafkalog.errors import CorruptRecordError, KafkaError
 from kafkalog.records import MemoryRecords, SimpleRecord
 from kafkalog.records.compression import decompress
+from kafkalog.records.utf8 import decode_utf8_as_java
 from kafkalog.records.varint import encode_varint
 
 from .kafka_java import EXIT_OK, InteropError, KafkaJava, b64
@@ -591,8 +594,8 @@ def test_trailing_garbage_agrees(kafka_java: KafkaJava, tmp_path: Path, tail: by
 
 
 #: Header keys that are not UTF-8. Kafka decodes them with Java's UTF-8 decoder (``Utils.utf8``), kafkalog with
-#: Python's ``errors="replace"``; both replace each malformed subsequence with one U+FFFD, except for encoded
-#: surrogates (known mismatch ``header-key-utf8-surrogate``).
+#: ``kafkalog.records.utf8`` (Java's rules, which differ from Python's ``errors="replace"`` on encoded
+#: surrogates and truncated forms; see also ``test_header_keys_decode_as_kafka_exhaustively``).
 BAD_HEADER_KEYS = [
     b"\xff",
     b"\xc3",
@@ -622,8 +625,41 @@ def test_invalid_utf8_header_keys_agree(kafka_java: KafkaJava, tmp_path: Path) -
     theirs = kafka_view(kafka_java, path)
     assert_same_lines(theirs, kafkalog_dump(data)[0])
     assert [line["headers"][0]["key"] for line in theirs[1:-1]] == [
-        key.decode("utf-8", "replace") for key in BAD_HEADER_KEYS
+        decode_utf8_as_java(key) for key in BAD_HEADER_KEYS
     ]
+
+
+#: One byte of each kind Java's UTF-8 decoder tells apart: ASCII, continuations at the edges of the ranges
+#: that E0, ED, F0 and F4 allow, the leads C0/C1 (never valid), C2/DF, E0, E1, ED, EF, F0, F1, F4, F5..F7
+#: (four-byte leads past U+10FFFF) and F8..FF (never leads).
+UTF8_KINDS = bytes.fromhex("41 00 7f 80 8f 90 9f a0 bf c0 c1 c2 df e0 e1 ed ef f0 f1 f4 f5 f7 f8 ff")
+
+
+def forged_raw_header_keys(keys: list[bytes]) -> bytes:
+    """A v2 batch with one record per key (any bytes), each with one header whose key bytes are ``keys[i]``."""
+    bodies = []
+    for i, key in enumerate(keys):
+        body = b"\x00\x00" + encode_varint(i) + encode_varint(-1) + encode_varint(1) + b"v" + encode_varint(1)
+        bodies.append((body + encode_varint(len(key)) + key + encode_varint(1) + b"x").hex())
+    return forged_v2_bodies(*bodies)
+
+
+def test_header_keys_decode_as_kafka_exhaustively(kafka_java: KafkaJava, tmp_path: Path) -> None:
+    """Every key of one to three bytes of :data:`UTF8_KINDS` (14,424 keys), and 3,000 random keys of four to
+    eight such bytes, read by Kafka's ``DefaultRecord`` and by kafkalog: the same string for each."""
+    kinds = [bytes([b]) for b in UTF8_KINDS]
+    keys = [b"".join(p) for n in (1, 2, 3) for p in itertools.product(kinds, repeat=n)]
+    rng = random.Random(20261122)
+    keys += [bytes(rng.choices(UTF8_KINDS, k=rng.randint(4, 8))) for _ in range(3000)]
+    data = forged_raw_header_keys(keys)
+    path = tmp_path / "keys.log"
+    path.write_bytes(data)
+    theirs = [line["headers"][0]["key"] for line in kafka_view(kafka_java, path)[1:-1]]
+    assert len(theirs) == len(keys)
+    ours = [decode_utf8_as_java(key) for key in keys]
+    differ = [(key.hex(), t, o) for key, t, o in zip(keys, theirs, ours, strict=True) if t != o]
+    assert differ == [], f"{len(differ)} keys decode differently, e.g. {differ[:5]}"
+    assert [line["headers"][0]["key"] for line in kafkalog_dump(data)[0][1:-1]] == theirs
 
 
 @pytest.mark.parametrize("magic", [3, 4, 127])
@@ -760,11 +796,10 @@ _EDGE_CASES: dict[str, tuple[bytes, dict[int, dict[str, Any]], str | None]] = {
             3: {"headers": [{"key": "a\ufffdz", "value": b64("x")}]},
             4: {"headers": [{"key": "\ufffd\ufffd", "value": b64("x")}]},
         },
-        "header keys holding a UTF-8-encoded surrogate (ED A0..BF xx, invalid UTF-8): Java's decoder (Kafka's "
-        "Utils.utf8) replaces ED A0 80, ED A0 and ED BF BF with ONE U+FFFD each, Python's decode('utf-8', "
-        "'replace') in batch.py _decode_records with one per byte (3, 2, 3); so kafkalog's header keys are "
-        "'\\ufffd\\ufffd\\ufffd', '\\ufffd\\ufffd', 'a\\ufffd\\ufffd\\ufffdz' and six U+FFFD where Kafka has 1, 1, 1, 2. "
-        "Every other malformed sequence tried (BAD_HEADER_KEYS) decodes identically",
+        # Was a mismatch (kafkalog gave 3, 2, 3 and 6 U+FFFD): header keys are decoded by
+        # kafkalog.records.utf8, Java's rules, since Python's errors="replace" cuts an encoded surrogate
+        # (ED A0..BF xx) into one malformed character per byte, and a truncated one into one per byte left.
+        None,
     ),
     "negative-lengths": (
         forged_v2_bodies("00 00 00 03 09 02 02 68 05"),

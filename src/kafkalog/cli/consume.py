@@ -54,6 +54,7 @@ from kafkalog.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from kafkalog.log.committed import committed_records
 from kafkalog.log.readonly import ReadOnlyDataDir, ReadOnlyLog
 from kafkalog.records import Record, RecordBatch, TimestampType
+from kafkalog.records.utf8 import decode_utf8_as_java
 
 __all__ = ["Formatter", "PartitionReader", "consume"]
 
@@ -131,7 +132,7 @@ class Formatter:
 
     def _json(self, partition: int, record: Record, timestamp_type: TimestampType) -> str:
         names = [h.key for h in record.headers]
-        values = [None if h.value is None else h.value.decode("utf-8", "replace") for h in record.headers]
+        values = [None if h.value is None else decode_utf8_as_java(h.value) for h in record.headers]
         headers: Any = (
             dict(zip(names, values))
             if len(set(names)) == len(names)

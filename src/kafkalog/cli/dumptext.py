@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from kafkalog.records.utf8 import decode_utf8_as_java
+
 if TYPE_CHECKING:
     from kafkalog.cli.dumplog import BatchEvent, RecordEvent
 
@@ -43,8 +45,8 @@ def _decode_bytes(data: bytes) -> str:
 
 
 def _decode_utf8(data: bytes) -> str:
-    """UTF-8 text, invalid sequences as U+FFFD (Kafka's ``StringDecoder``)."""
-    return data.decode("utf-8", "replace")
+    """UTF-8 text, invalid sequences as U+FFFD exactly where Kafka's ``StringDecoder`` (Java) puts them."""
+    return decode_utf8_as_java(data)
 
 
 def _decode_json(data: bytes) -> str:

@@ -45,6 +45,7 @@ from kafkalog.records._kernels_index import RecordIndex, index_records
 from kafkalog.records.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, Compression, decompress
 from kafkalog.records.control import ControlRecordType, EndTransactionMarker
 from kafkalog.records.record import Header, Record, TimestampType
+from kafkalog.records.utf8 import decode_utf8_as_java
 
 __all__ = [
     "ATTR_COMPRESSION_MASK",
@@ -591,7 +592,7 @@ def _build_records(payload: bytes | memoryview, idx: RecordIndex) -> list[Record
         raw = data[kp : kp + kl]
         name = names.get(raw)
         if name is None:
-            name = names[raw] = raw.decode("utf-8", "replace")
+            name = names[raw] = decode_utf8_as_java(raw)
         all_headers.append(Header(name, None if vl < 0 else data[vp : vp + vl]))
     return [
         Record(

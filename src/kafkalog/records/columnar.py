@@ -69,6 +69,7 @@ from kafkalog.errors import CorruptRecordError, InvalidRecordError, UnsupportedF
 from kafkalog.records import _kernels as K
 from kafkalog.records import _kernels_columnar as KC
 from kafkalog.records.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, decompress
+from kafkalog.records.utf8 import decode_utf8_as_java
 
 __all__ = [
     "DEFAULT_MAX_DECOMPRESSED_BYTES",
@@ -312,7 +313,7 @@ def _header_keys(n: int, offsets: U8Array, data: U8Array, nbytes: int) -> pa.Arr
         keys.validate(full=True)
     except pa.ArrowInvalid:  # invalid UTF-8: decode as Kafka does (replacement characters)
         raw = _binary_array(pa.binary(), n, _EMPTY_U8, offsets, data, nbytes, 0)
-        keys = pa.array([b.decode("utf-8", "replace") for b in raw.to_pylist()], pa.string())
+        keys = pa.array([decode_utf8_as_java(b) for b in raw.to_pylist()], pa.string())
     return keys
 
 
