@@ -19,7 +19,8 @@ import pytest
 
 from kafkalog.log import Log, LogConfig, MockScheduler
 from kafkalog.log.scheduler import KafkaScheduler
-from kafkalog.storage.index import OffsetIndex, TimeIndex
+from kafkalog.storage.offset_index import OffsetIndex
+from kafkalog.storage.time_index import TimeIndex
 from kafkalog.storage.txn_index import AbortedTxn, TransactionIndex
 from kafkalog.time import MockTime
 

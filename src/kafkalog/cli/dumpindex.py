@@ -55,7 +55,8 @@ from kafkalog.cli.common import EXIT_CORRUPT, EXIT_NOINPUT, EXIT_OK, EXIT_TRUNCA
 from kafkalog.cli.dumpio import DumpOutput, DumpSettings
 from kafkalog.cli.segscan import BatchCursor, control_type_at, iter_fixed_entries
 from kafkalog.records import ControlRecordType
-from kafkalog.storage.index import OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE
+from kafkalog.storage.offset_index import OFFSET_ENTRY_SIZE
+from kafkalog.storage.time_index import TIME_ENTRY_SIZE
 from kafkalog.storage.txn_index import ABORTED_TXN_SIZE
 
 __all__ = ["dump_offset_index", "dump_time_index", "dump_txn_index", "segment_log_for"]

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from kafkalog.storage import files
 from kafkalog.storage.file_records import FileRecords
-from kafkalog.storage.index import OffsetIndex, TimeIndex
+from kafkalog.storage.offset_index import OffsetIndex
 from kafkalog.storage.segment import LogSegment
+from kafkalog.storage.time_index import TimeIndex
 from kafkalog.storage.txn_index import AbortedTxn, TransactionIndex, TxnIndexSearchResult
 from kafkalog.storage.types import (
     UNKNOWN_OFFSET_METADATA,

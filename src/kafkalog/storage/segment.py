@@ -49,7 +49,8 @@ from kafkalog.storage.files import (
     TXN_INDEX_FILE_SUFFIX,
     filename_prefix_from_offset,
 )
-from kafkalog.storage.index import OffsetIndex, TimeIndex
+from kafkalog.storage.offset_index import OffsetIndex
+from kafkalog.storage.time_index import TimeIndex
 from kafkalog.storage.txn_index import AbortedTxn, TransactionIndex, TxnIndexSearchResult
 from kafkalog.storage.types import (
     UNKNOWN_TIMESTAMP_OFFSET,
