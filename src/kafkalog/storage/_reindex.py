@@ -44,7 +44,8 @@ from kafkalog.records.batch import LOG_OVERHEAD
 from kafkalog.storage.types import TimestampOffset
 
 if TYPE_CHECKING:
-    from kafkalog.storage.segment import EpochCacheLike, LogSegment, ProducerStateLike
+    from kafkalog.storage.segment import LogSegment
+    from kafkalog.storage.types import EpochCacheLike, ProducerStateLike
 
 __all__ = ["BULK_CHUNK", "Walk", "bulk_reindex"]
 

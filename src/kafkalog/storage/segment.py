@@ -28,7 +28,6 @@ import random
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Protocol
 
 from kafkalog.errors import (
     CorruptIndexError,
@@ -54,17 +53,20 @@ from kafkalog.storage.time_index import TimeIndex
 from kafkalog.storage.txn_index import AbortedTxn, TransactionIndex, TxnIndexSearchResult
 from kafkalog.storage.types import (
     UNKNOWN_TIMESTAMP_OFFSET,
+    CompletedTxnLike,
+    EpochCacheLike,
     FetchDataInfo,
     LogOffsetMetadata,
     LogOffsetPosition,
     OffsetPosition,
+    ProducerStateLike,
     RollParams,
     TimestampAndOffset,
     TimestampOffset,
 )
 from kafkalog.time import SYSTEM_TIME, Time
 
-__all__ = ["TO_SEGMENT_END", "CompletedTxnLike", "EpochCacheLike", "LogSegment", "ProducerStateLike"]
+__all__ = ["TO_SEGMENT_END", "LogSegment"]
 
 #: ``max_position`` for :meth:`LogSegment.read` meaning "up to the end of the segment".
 TO_SEGMENT_END = -1
@@ -75,52 +77,6 @@ _LAZY_LOCK = threading.Lock()
 _INT32_MAX = 2**31 - 1
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
-
-
-class CompletedTxnLike(Protocol):
-    """A transaction that a marker completed (see ``kafkalog.log.producer_state``)."""
-
-    @property
-    def producer_id(self) -> int: ...
-    @property
-    def first_offset(self) -> int: ...
-    @property
-    def last_offset(self) -> int: ...
-    @property
-    def is_aborted(self) -> bool: ...
-
-
-class ProducerStateLike(Protocol):
-    """What segment recovery needs from the producer state manager."""
-
-    def update_from_batch(self, batch: RecordBatch) -> Any:
-        """Replay one batch (as a follower would); return the transaction it completed (CompletedTxnLike) or None."""
-        ...
-
-    def last_stable_offset(self, completed: Any) -> int:
-        """The LSO at the time ``completed`` completed."""
-        ...
-
-    def complete_txn(self, completed: Any) -> None:
-        """Mark the transaction complete."""
-        ...
-
-    def update_map_end_offset(self, offset: int) -> None:
-        """Record that the state now covers every offset below ``offset``."""
-        ...
-
-
-class EpochCacheLike(Protocol):
-    """What segment recovery needs from the leader epoch cache."""
-
-    @property
-    def latest_epoch(self) -> int | None:
-        """The largest epoch in the cache, if any."""
-        ...
-
-    def assign(self, epoch: int, start_offset: int) -> None:
-        """Record that ``epoch`` starts at ``start_offset``."""
-        ...
 
 
 class LogSegment:

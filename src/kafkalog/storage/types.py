@@ -9,6 +9,9 @@
 * :class:`FetchDataInfo` — what a read returns: where it started, the records, and whether the first batch
   is cut short; for ``read_committed`` reads also the aborted transactions that overlap the range.
 * :class:`RollParams` — everything ``LogSegment.should_roll`` needs to decide.
+* :class:`ProducerStateLike`, :class:`EpochCacheLike`, :class:`CompletedTxnLike` — what segment recovery
+  needs from the log layer's producer state and leader epoch cache (protocols: storage never imports the
+  log layer).
 
 The dataclasses are frozen: a value never changes once made. :func:`read_info` and
 :func:`fetch_data_info` make the same frozen values without the generated ``__init__`` (which pays an
@@ -18,10 +21,10 @@ The dataclasses are frozen: a value never changes once made. :func:`read_info` a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol
 
 if TYPE_CHECKING:
-    from kafkalog.records import MemoryRecords
+    from kafkalog.records import MemoryRecords, RecordBatch
     from kafkalog.storage.file_records import FileRecords
     from kafkalog.storage.txn_index import AbortedTxn
 
@@ -29,10 +32,13 @@ __all__ = [
     "UNKNOWN_OFFSET",
     "UNKNOWN_OFFSET_METADATA",
     "UNKNOWN_TIMESTAMP_OFFSET",
+    "CompletedTxnLike",
+    "EpochCacheLike",
     "FetchDataInfo",
     "LogOffsetMetadata",
     "LogOffsetPosition",
     "OffsetPosition",
+    "ProducerStateLike",
     "RollParams",
     "TimestampAndOffset",
     "TimestampOffset",
@@ -196,3 +202,49 @@ class RollParams:
     max_offset_in_messages: int
     messages_size: int
     now: int
+
+
+class CompletedTxnLike(Protocol):
+    """A transaction that a marker completed (see ``kafkalog.log.producer_state``)."""
+
+    @property
+    def producer_id(self) -> int: ...
+    @property
+    def first_offset(self) -> int: ...
+    @property
+    def last_offset(self) -> int: ...
+    @property
+    def is_aborted(self) -> bool: ...
+
+
+class ProducerStateLike(Protocol):
+    """What segment recovery needs from the producer state manager."""
+
+    def update_from_batch(self, batch: RecordBatch) -> Any:
+        """Replay one batch (as a follower would); return the transaction it completed (CompletedTxnLike) or None."""
+        ...
+
+    def last_stable_offset(self, completed: Any) -> int:
+        """The LSO at the time ``completed`` completed."""
+        ...
+
+    def complete_txn(self, completed: Any) -> None:
+        """Mark the transaction complete."""
+        ...
+
+    def update_map_end_offset(self, offset: int) -> None:
+        """Record that the state now covers every offset below ``offset``."""
+        ...
+
+
+class EpochCacheLike(Protocol):
+    """What segment recovery needs from the leader epoch cache."""
+
+    @property
+    def latest_epoch(self) -> int | None:
+        """The largest epoch in the cache, if any."""
+        ...
+
+    def assign(self, epoch: int, start_offset: int) -> None:
+        """Record that ``epoch`` starts at ``start_offset``."""
+        ...
