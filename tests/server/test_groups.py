@@ -96,11 +96,17 @@ def _kp_consumer(bootstrap: str, topic: str, group: str) -> KafkaConsumer:
         heartbeat_interval_ms=200,
         session_timeout_ms=6000,
         fetch_max_wait_ms=100,
-        # kafka-python's group leader may run its assignor before its first metadata of the topic arrives
-        # ("No partition metadata for topic"), assigning nothing; it rejoins on its next metadata refresh,
-        # which by default is 5 minutes away (seen once in CI after the restart)
-        metadata_max_age_ms=500,
+        metadata_max_age_ms=500,  # metadata changes seen within 0.5 s (the default refresh is 5 minutes)
     )
+    # The topic's metadata must be in hand before the consumer joins. A group leader that joins first runs its
+    # assignor without it ("No partition metadata for topic"), assigns nothing, and rejoins once the metadata
+    # arrives; kafka-python 3.0.12 can lose that rejoin: when a short poll() times out while the rejoin is in
+    # flight, the leader's new assignment makes need_rejoin() False, so the completed join is never taken up
+    # and the member keeps its empty assignment for good (CI, and ~3% of runs under load: "timed out waiting
+    # for the first member to own every partition" / "... the records produced after the restart").
+    # partitions_for_topic blocks until a metadata response with the topic arrived; every later request
+    # names the subscribed topic, so the assignor always sees its partitions.
+    assert consumer.partitions_for_topic(topic) == set(range(PARTITIONS))
     consumer.subscribe([topic])
     return consumer
 
