@@ -51,6 +51,8 @@ import abc
 import logging
 import os
 import threading
+from array import array
+from bisect import bisect_left
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
@@ -96,10 +98,13 @@ class AbstractIndex(OwnsDescriptor, abc.ABC):
     """Common mechanics of the fixed-width index files (Kafka's ``AbstractIndex`` + ``LazyIndex``)."""
 
     ENTRY_SIZE: int
+    #: Every entry's offset relative to the base offset, in order (part of each subclass's mirror).
+    _rel: array[int]
 
     def __init__(
         self, path: Path | str, base_offset: int, max_index_size: int = -1, writable: bool = True
     ) -> None:
+        self._clear_mirror()
         self._file = os.fspath(path)
         self._path_obj: Path | None = path if isinstance(path, Path) else None
         self.base_offset = base_offset
@@ -279,6 +284,14 @@ class AbstractIndex(OwnsDescriptor, abc.ABC):
         with self._lock:
             self._ensure()
             self.resize(self._entries * self.ENTRY_SIZE)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry with an offset >= ``offset``."""
+        with self._lock:
+            self._ensure()
+            rel = offset - self.base_offset
+            keep = bisect_left(self._rel, rel, 0, self._entries) if rel >= 0 else 0
+            self.truncate_to_entries(keep)
 
     def truncate_to_entries(self, entries: int) -> None:
         """Keep only the first ``entries`` entries.

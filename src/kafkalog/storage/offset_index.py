@@ -14,7 +14,6 @@ import itertools
 import struct
 from array import array
 from bisect import bisect_left, bisect_right
-from pathlib import Path
 from typing import Final
 
 import numpy as np
@@ -34,12 +33,6 @@ class OffsetIndex(AbstractIndex):
     """The ``.index`` file: offset -> byte position of the batch that holds it (largest lower bound)."""
 
     ENTRY_SIZE = OFFSET_ENTRY_SIZE
-
-    def __init__(
-        self, path: Path | str, base_offset: int, max_index_size: int = -1, writable: bool = True
-    ) -> None:
-        self._clear_mirror()
-        super().__init__(path, base_offset, max_index_size, writable)
 
     def _clear_mirror(self) -> None:
         self._rel = array("i")
@@ -217,14 +210,6 @@ class OffsetIndex(AbstractIndex):
             self._entries += n
             if first or len(self._pending) >= self._pending_limit:
                 self._write_pending()
-
-    def truncate_to(self, offset: int) -> None:
-        """Remove every entry with an offset >= ``offset``."""
-        with self._lock:
-            self._ensure()
-            rel = offset - self.base_offset
-            keep = bisect_left(self._rel, rel, 0, self._entries) if rel >= 0 else 0
-            self.truncate_to_entries(keep)
 
     def sanity_check(self) -> None:
         with self._lock:
