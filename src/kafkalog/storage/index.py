@@ -14,8 +14,8 @@ Implementation: the file is read once, lazily (a segment that is never read neve
 into a native-endian in-memory mirror that serves every lookup (binary search). Kafka maps the file
 instead; in Python a mapped file cannot be resized while a reader holds a view of it, and a concurrent
 truncation would make a reader fault, so the mirror is both safer and faster. Lookups take the index lock,
-except :meth:`~kafkalog.storage.offset_index.OffsetIndex.bracket` (once per ``Log.read``), which searches the mirror without it and
-retries under it if the mirror shrank meanwhile.
+except :meth:`~kafkalog.storage.offset_index.OffsetIndex.bracket` (once per ``Log.read``), which searches
+the mirror without it and retries under it if the mirror shrank meanwhile.
 
 Writes are deferred, as Kafka's are (it stores entries into the mapping, no system call; the kernel writes
 the pages back when it likes). An appended entry goes to the mirror, which is always complete, and to a
