@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import pickle
-import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -88,7 +88,12 @@ def test_latest_offset_and_read_limits(tmp_path: Path) -> None:
     assert reader(tmp_path, subscribe="o", minOffsetsPerTrigger=5).getDefaultReadLimit() == ReadMinRows(5)
 
 
-def test_min_offsets_per_trigger_waits_until_max_trigger_delay(tmp_path: Path) -> None:
+def test_min_offsets_per_trigger_waits_until_max_trigger_delay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the reader's wall clock, moved by hand: no real wait, nothing timing-dependent
+    clock = [1_700_000_000.0]
+    monkeypatch.setattr("kafkalog.spark.stream_reader.time", SimpleNamespace(time=lambda: clock[0]))
     append(tmp_path, "m", 0, 5)
     r = reader(
         tmp_path, subscribe="m", startingOffsets="earliest", minOffsetsPerTrigger=10, maxTriggerDelay="300ms"
@@ -97,9 +102,14 @@ def test_min_offsets_per_trigger_waits_until_max_trigger_delay(tmp_path: Path) -
     assert r.latestOffset(start, ReadMinRows(10)) == {"m": {"0": 5}}  # first trigger runs at once, as Kafka's
     assert r.latestOffset({"m": {"0": 5}}, ReadMinRows(10)) == {"m": {"0": 5}}
     append(tmp_path, "m", 0, 3)
+    # steps that are exact in binary floating point: 250 ms, then 312.5 ms after the last trigger
+    clock[0] += 0.25
     assert r.latestOffset({"m": {"0": 5}}, ReadMinRows(10)) == {"m": {"0": 5}}  # 3 < 10: wait
-    time.sleep(0.35)
+    clock[0] += 0.0625
     assert r.latestOffset({"m": {"0": 5}}, ReadMinRows(10)) == {"m": {"0": 8}}  # the delay passed
+    append(tmp_path, "m", 0, 2)
+    clock[0] += 0.25
+    assert r.latestOffset({"m": {"0": 8}}, ReadMinRows(10)) == {"m": {"0": 8}}  # measured from that trigger
 
 
 def test_available_now_freezes_the_target(tmp_path: Path) -> None:
