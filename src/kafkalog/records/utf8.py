@@ -30,27 +30,18 @@ def _continuation(b: int) -> bool:
     return b & 0xC0 == 0x80
 
 
-def _malformed3_length(b1: int, b2: int) -> int:
-    """How many bytes Java replaces for a malformed three-byte form (``String.malformed3``)."""
-    return 1 if (b1 == 0xE0 and b2 & 0xE0 == 0x80) or not _continuation(b2) else 2
-
-
-def _malformed4_length(b1: int, b2: int, b3: int) -> int:
-    """How many bytes Java replaces for a malformed four-byte form (``String.malformed4``)."""
-    if b1 > 0xF4 or (b1 == 0xF0 and not 0x90 <= b2 <= 0xBF) or (b1 == 0xF4 and b2 & 0xF0 != 0x80):
-        return 1
-    if not _continuation(b2):
-        return 1
-    return 2 if not _continuation(b3) else 3
-
-
 def _bad_second_of_three(b1: int, b2: int) -> bool:
+    """``b2`` cannot follow ``b1`` in a three-byte form (``String.isMalformed3_2``)."""
     return (b1 == 0xE0 and b2 & 0xE0 == 0x80) or not _continuation(b2)
 
 
 def _bad_second_of_four(b1: int, b2: int) -> bool:
+    """``b2`` cannot follow ``b1`` in a four-byte form (``String.isMalformed4_2``, leads above F4 included)."""
     return (
-        (b1 == 0xF0 and not 0x90 <= b2 <= 0xBF) or (b1 == 0xF4 and b2 & 0xF0 != 0x80) or not _continuation(b2)
+        b1 > 0xF4
+        or (b1 == 0xF0 and not 0x90 <= b2 <= 0xBF)
+        or (b1 == 0xF4 and b2 & 0xF0 != 0x80)
+        or not _continuation(b2)
     )
 
 
@@ -79,7 +70,7 @@ def _decode_malformed(data: bytes) -> str:
                 b2, b3 = data[i], data[i + 1]
                 if _bad_second_of_three(b1, b2) or not _continuation(b3):
                     out.append(_REPLACEMENT)
-                    i += _malformed3_length(b1, b2) - 1
+                    i += 0 if _bad_second_of_three(b1, b2) else 1  # String.malformed3: 1 or 2 bytes
                 else:
                     c = ((b1 & 0x0F) << 12) | ((b2 & 0x3F) << 6) | (b3 & 0x3F)
                     out.append(_REPLACEMENT if 0xD800 <= c <= 0xDFFF else chr(c))
@@ -93,17 +84,16 @@ def _decode_malformed(data: bytes) -> str:
             if i + 2 < end:
                 b2, b3, b4 = data[i], data[i + 1], data[i + 2]
                 c = ((b1 & 0x07) << 18) | ((b2 & 0x3F) << 12) | ((b3 & 0x3F) << 6) | (b4 & 0x3F)
-                out.append(_REPLACEMENT)
-                if not (_continuation(b2) and _continuation(b3) and _continuation(b4)) or not (
-                    0x10000 <= c <= 0x10FFFF
-                ):
-                    i += _malformed4_length(b1, b2, b3) - 1
-                else:
-                    out[-1] = chr(c)
+                if _continuation(b2) and _continuation(b3) and _continuation(b4) and 0x10000 <= c <= 0x10FFFF:
+                    out.append(chr(c))
                     i += 3
+                else:
+                    out.append(_REPLACEMENT)
+                    # String.malformed4: the lead alone, with the second byte, or with the second and third
+                    i += 0 if _bad_second_of_four(b1, b2) else (1 if not _continuation(b3) else 2)
                 continue
             out.append(_REPLACEMENT)
-            if b1 > 0xF4 or (i < end and _bad_second_of_four(b1, data[i])):
+            if (i < end and _bad_second_of_four(b1, data[i])) or b1 > 0xF4:
                 continue
             i += 1  # the second byte (if any) goes with the lead
             if i < end and not _continuation(data[i]):

@@ -407,6 +407,17 @@ class AbstractIndex(OwnsDescriptor, abc.ABC):
             pending += data
         self._dirty = True
 
+    def _queue_many(self, data: bytes, n: int) -> None:
+        """Count ``n`` entries just added to the mirror, encoded in ``data``, and queue them as one pending
+        write (the bulk path of ``append_many``; call with the lock held). Written at once when they are the
+        index's first entries (see the module doc) or fill the buffer."""
+        first = self._entries == 0
+        self._pending += data
+        self._dirty = True
+        self._entries += n  # after the mirror's arrays: the lock-free ``bracket`` reads the count first
+        if first or len(self._pending) >= self._pending_limit:
+            self._write_pending()
+
     def _write_pending(self) -> None:
         """Write the pending entries to their slots (call with the lock held)."""
         pending = self._pending

@@ -202,14 +202,9 @@ class OffsetIndex(AbstractIndex):
             pairs = np.empty((n, 2), dtype=">i4")
             pairs[:, 0] = rel
             pairs[:, 1] = positions
-            first = self._entries == 0
-            self._pending += pairs.tobytes()
-            self._dirty = True
             self._rel.extend(rel)
             self._pos.extend(positions)
-            self._entries += n
-            if first or len(self._pending) >= self._pending_limit:
-                self._write_pending()
+            self._queue_many(pairs.tobytes(), n)
 
     def sanity_check(self) -> None:
         with self._lock:

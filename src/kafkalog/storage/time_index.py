@@ -175,14 +175,9 @@ class TimeIndex(AbstractIndex):
             rows = np.empty(n, dtype=np.dtype([("ts", ">i8"), ("off", ">i4")]))
             rows["ts"] = timestamps
             rows["off"] = rel
-            first = self._entries == 0
-            self._pending += rows.tobytes()
-            self._dirty = True
             self._ts.extend(timestamps)
             self._rel.extend(rel)
-            self._entries += n
-            if first or len(self._pending) >= self._pending_limit:
-                self._write_pending()
+            self._queue_many(rows.tobytes(), n)
 
     def sanity_check(self) -> None:
         with self._lock:
