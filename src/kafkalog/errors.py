@@ -41,6 +41,7 @@ DecompressionBombError                  (kafkalog) a payload that expands past t
 UnknownTopicOrPartitionError            UnknownTopicOrPartitionException
 TopicExistsError                        TopicExistsException
 InvalidPartitionsError                  InvalidPartitionsException
+PolicyViolationError                    PolicyViolationException (a limit or policy of this node refuses it)
 LogDirLockedError                       (kafkalog) KafkaException "Failed to acquire lock on file .lock"
 LogDirNotAvailableError                 LogDirNotFoundException / KafkaStorageException (dir offline)
 =====================================  =====================================================================
@@ -72,6 +73,7 @@ __all__ = [
     "OffsetOutOfRangeError",
     "OffsetsOutOfOrderError",
     "OutOfOrderSequenceError",
+    "PolicyViolationError",
     "RecordBatchTooLargeError",
     "RecordDecompressionError",
     "RecordTooLargeError",
@@ -260,6 +262,12 @@ class TopicExistsError(KafkaError):
 
 class InvalidPartitionsError(KafkaError, ValueError):
     """A partition count or number is not valid (not positive, or not more than the current count)."""
+
+
+class PolicyViolationError(KafkaError, ValueError):
+    """A request the node's limits or policies refuse before it changes anything: more partitions than
+    ``max.partitions.per.request`` or ``max.partitions`` allow, more file descriptors than the process may
+    open, a config that would break an internal topic (Kafka answers such requests with POLICY_VIOLATION)."""
 
 
 class LogDirLockedError(KafkaError):

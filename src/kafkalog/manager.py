@@ -57,6 +57,7 @@ from kafkalog.datadir import (
 )
 from kafkalog.errors import (
     InvalidConfigurationError,
+    InvalidPartitionsError,
     KafkaError,
     KafkaStorageError,
     LogDirNotAvailableError,
@@ -72,10 +73,12 @@ from kafkalog.log.names import (
     TopicPartition,
     log_delete_dir_name,
     log_dir_name,
+    validate_topic_name,
 )
 from kafkalog.log.scheduler import KafkaScheduler, ScheduledTask, Scheduler
 from kafkalog.log.types import AppendOrigin, FetchIsolation, LogAppendInfo
 from kafkalog.manager_dirs import DirOffsets, LoadFailure, LogDirState
+from kafkalog.manager_limits import check_new_partitions
 from kafkalog.manager_moves import copy_into, open_future_log
 from kafkalog.manager_tasks import schedule_background_tasks
 from kafkalog.partitioner import NullKeyPartitioner, partition_for_key
@@ -179,8 +182,42 @@ class LogManager:
                 if not failure.path.name.endswith((DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX)):
                     self._failed[tp] = failure
         changed = [self._topics.infer(tp) for tp in [*self.all_logs(), *self._failed]]
-        if any(changed) or not had_metadata:
+        if self._correct_stored_counts() or any(changed) or not had_metadata:
             self._write_topics()
+
+    def _correct_stored_counts(self) -> bool:
+        """Make each stored partition count say what is on disk (True if one changed): a count above the
+        highest partition found is lowered to it, and a topic none of whose partitions exists (a creation or
+        a deletion that a crash cut short) is forgotten, so no stored count drives allocation."""
+        found: dict[str, int] = {}
+        for tp in [*self.all_logs(), *self._failed, *self._future_logs]:
+            found[tp.topic] = max(found.get(tp.topic, 0), tp.partition + 1)
+        changed = False
+        for name in self._topics.names():
+            stored = self._topics.get(name).partitions
+            have = found.get(name, 0)
+            if have >= stored:
+                continue
+            changed = True
+            if have == 0:
+                _log.warning(
+                    "Topic %s is registered with %d partitions but none exists in %s; forgetting it",
+                    name,
+                    stored,
+                    self.log_dirs,
+                )
+                self._topics.remove(name)
+            else:
+                _log.warning(
+                    "Topic %s is registered with %d partitions but only partitions below %d exist; "
+                    "its count is now %d",
+                    name,
+                    stored,
+                    have,
+                    have,
+                )
+                self._topics.set_partitions(name, have)
+        return changed
 
     def _complete_pending_sink_commits(self) -> None:
         """Roll forward a Spark sink commit that a crash cut after its commit point, before anything else
@@ -320,23 +357,75 @@ class LogManager:
     def create_topic(
         self, name: str, partitions: int | None = None, config: Mapping[str, Any] | None = None
     ) -> list[Log]:
-        """Create a topic with ``partitions`` partitions (``num.partitions`` by default) and config overrides;
-        nothing is written when the name, count or config is refused."""
+        """Create a topic with ``partitions`` partitions (``num.partitions`` by default) and config overrides,
+        whole or not at all: nothing is written when the name, count or config is refused or the partition
+        limits (:mod:`kafkalog.manager_limits`) forbid it, and a failure half way removes the partitions
+        already made and leaves ``kafkalog-topics.json`` as it was."""
         self._check_open()
         count = self.config.num_partitions if partitions is None else partitions
         with self._lock:
+            self._topics.check_new(name, count, config)
+            self.check_new_partitions(count)
             self._topics.register(name, count, config)
+            try:
+                logs = self._create_logs(name, range(count))
+            except BaseException:
+                self._topics.remove(name)
+                raise
             self._write_topics()
-            return [self._create_log(TopicPartition(name, p)) for p in range(count)]
+            return logs
 
     def add_partitions(self, topic: str, total: int) -> list[Log]:
-        """Grow a topic to ``total`` partitions; returns the new partitions' logs."""
+        """Grow a topic to ``total`` partitions; returns the new partitions' logs. Whole or not at all, and
+        within the partition limits, as :meth:`create_topic`."""
         self._check_open()
         with self._lock:
-            old = self._topics.grow(topic, total)
+            old = self._topics.check_growth(topic, total)
+            self.check_new_partitions(total - old)
+            self._topics.grow(topic, total)
+            try:
+                logs = self._create_logs(topic, range(old, total))
+            except BaseException:
+                self._topics.set_partitions(topic, old)
+                raise
             self._write_topics()
             self._null_key.pop(topic, None)
-            return [self._create_log(TopicPartition(topic, p)) for p in range(old, total)]
+            return logs
+
+    def check_new_partitions(self, count: int) -> None:
+        """Refuse ``count`` new partitions past ``max.partitions.per.request``, ``max.partitions`` or the free
+        file descriptors with :class:`~kafkalog.errors.PolicyViolationError` (changes nothing)."""
+        with self._lock:
+            check_new_partitions(self.config, count, self._topics.total_partitions())
+
+    def _create_logs(self, topic: str, numbers: range) -> list[Log]:
+        """Create the partitions ``numbers`` of ``topic``; on any failure the ones made are closed and their
+        directories removed, then the error is raised (an ``OSError`` as :class:`KafkaStorageError`)."""
+        made: list[tuple[LogDirState, TopicPartition, Path]] = []
+        logs: list[Log] = []
+        try:
+            for p in numbers:
+                tp = TopicPartition(topic, p)
+                if self._find(tp) is not None or tp in self._failed:
+                    logs.append(self._create_log(tp))
+                    continue
+                d = self._next_dir()
+                path = d.path / log_dir_name(tp)
+                if not path.exists():
+                    made.append((d, tp, path))
+                logs.append(self._open_new_log(d, tp))
+        except BaseException as exc:
+            for d, tp, path in reversed(made):
+                log = d.logs.pop(tp, None)
+                if log is not None:
+                    with contextlib.suppress(Exception):
+                        log.close()
+                with contextlib.suppress(OSError):
+                    shutil.rmtree(path)
+            if isinstance(exc, OSError) and not isinstance(exc, KafkaError):
+                raise KafkaStorageError(f"could not create partitions of {topic}: {exc}") from exc
+            raise
+        return logs
 
     def alter_topic_config(self, topic: str, changes: Mapping[str, Any]) -> LogConfig:
         """Set (or with a None value remove) config overrides; live logs switch to the new config at once."""
@@ -432,12 +521,18 @@ class LogManager:
             return log
 
     def get_or_create_log(self, topic: str, partition: int, config: Mapping[str, Any] | None = None) -> Log:
-        """The partition's log, creating it (and registering the topic, with ``config`` as its overrides, or
-        growing its partition count) when needed."""
+        """The partition's log, creating the topic (with ``config`` as its overrides and ``partition + 1``
+        partitions) or growing it to ``partition + 1`` partitions when needed: every partition up to
+        ``partition`` is created, within the partition limits, as :meth:`create_topic` does."""
         self._check_open()
+        validate_topic_name(topic)
+        if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
+            raise InvalidPartitionsError(f"invalid partition {partition!r}")
         with self._lock:
-            if self._topics.ensure_partition(topic, partition, config):
-                self._write_topics()
+            if topic not in self._topics:
+                self.create_topic(topic, partition + 1, config)
+            elif partition >= self._topics.get(topic).partitions:
+                self.add_partitions(topic, partition + 1)
             return self.get_log(topic, partition)
 
     def _next_dir(self) -> LogDirState:
@@ -453,7 +548,9 @@ class LogManager:
         failed = self._failed.get(tp)
         if failed is not None:  # never hide data that failed to load behind a new empty log
             raise KafkaStorageError(f"partition {tp} failed to load from {failed.path}: {failed.error}")
-        d = self._next_dir()
+        return self._open_new_log(self._next_dir(), tp)
+
+    def _open_new_log(self, d: LogDirState, tp: TopicPartition) -> Log:
         log = Log.open(
             d.path / log_dir_name(tp),
             self._topics.config_for(tp.topic),

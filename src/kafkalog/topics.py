@@ -3,7 +3,8 @@
 Invariants owned here: every topic name is validated as Kafka validates it (``[a-zA-Z0-9._-]``, 1 to 249
 characters, not ``.`` or ``..``) before it is registered, so no name can build a path outside the data
 directory; two names that differ only by ``.`` versus ``_`` cannot coexist (Kafka refuses them: they
-collide in metric names); partition counts only grow; config overrides are validated against
+collide in metric names); partition counts only grow, except when the manager puts back the count of a
+creation that failed half way or corrects a stored count to the partitions found on disk; config overrides are validated against
 :class:`~kafkalog.log.config.LogConfig` before they are stored, so a refused change leaves the registry
 as it was. The registry is the in-memory form of ``kafkalog-topics.json`` (:mod:`kafkalog.datadir`);
 persisting it is the :class:`~kafkalog.manager.LogManager`'s job, after every change.
@@ -26,7 +27,13 @@ from kafkalog.log.checkpoint import topic_id_from_string, topic_id_to_string
 from kafkalog.log.config import LogConfig
 from kafkalog.log.names import TopicPartition, validate_topic_name
 
-__all__ = ["TopicRegistry", "normalize_overrides"]
+__all__ = ["TopicRegistry", "check_partition_count", "normalize_overrides"]
+
+
+def check_partition_count(partitions: object) -> None:
+    """A partition count must be a positive int (:class:`InvalidPartitionsError` otherwise)."""
+    if not isinstance(partitions, int) or isinstance(partitions, bool) or partitions <= 0:
+        raise InvalidPartitionsError(f"number of partitions must be larger than 0, got {partitions!r}")
 
 
 def normalize_overrides(config: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -86,11 +93,12 @@ class TopicRegistry:
             return None
         return topic_id_from_string(meta.topic_id)
 
-    def register(self, name: str, partitions: int, config: Mapping[str, Any] | None = None) -> TopicMetadata:
-        """Add a new topic after validating its name, partition count and config."""
+    def check_new(
+        self, name: str, partitions: int, config: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Validate a new topic's name, partition count and config without registering it; its overrides."""
         validate_topic_name(name)
-        if not isinstance(partitions, int) or isinstance(partitions, bool) or partitions <= 0:
-            raise InvalidPartitionsError(f"number of partitions must be larger than 0, got {partitions!r}")
+        check_partition_count(partitions)
         overrides = normalize_overrides(config)
         LogConfig.from_props(overrides, base=self.default_config)
         if name in self.document.topics:
@@ -100,23 +108,18 @@ class TopicRegistry:
                 raise InvalidConfigurationError(
                     f"topic {name!r} collides with existing topic {other!r} ('.' and '_' collide in metric names)"
                 )
+        return overrides
+
+    def register(self, name: str, partitions: int, config: Mapping[str, Any] | None = None) -> TopicMetadata:
+        """Add a new topic after validating its name, partition count and config (:meth:`check_new`)."""
+        overrides = self.check_new(name, partitions, config)
         meta = TopicMetadata(partitions, overrides, topic_id_to_string(uuid.uuid4()))
         self.document.topics[name] = meta
         return meta
 
-    def ensure_partition(self, topic: str, partition: int, config: Mapping[str, Any] | None = None) -> bool:
-        """Register the topic (with ``config``) or grow it so that ``partition`` exists; True if changed."""
-        validate_topic_name(topic)
-        if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
-            raise InvalidPartitionsError(f"invalid partition {partition!r}")
-        meta = self.document.topics.get(topic)
-        if meta is None:
-            self.register(topic, partition + 1, config)
-            return True
-        if partition >= meta.partitions:
-            meta.partitions = partition + 1
-            return True
-        return False
+    def total_partitions(self) -> int:
+        """The partitions of every topic together."""
+        return sum(meta.partitions for meta in self.document.topics.values())
 
     def infer(self, tp: TopicPartition) -> bool:
         """Account for a partition directory found on disk; True if the registry changed."""
@@ -129,15 +132,24 @@ class TopicRegistry:
             return True
         return False
 
-    def grow(self, topic: str, total: int) -> int:
-        """Raise the partition count to ``total``; returns the old count."""
+    def check_growth(self, topic: str, total: int) -> int:
+        """Validate raising the partition count to ``total`` without doing it; the current count."""
         meta = self.get(topic)
         if not isinstance(total, int) or isinstance(total, bool) or total <= meta.partitions:
             raise InvalidPartitionsError(
                 f"topic {topic!r} currently has {meta.partitions} partitions, {total!r} would not be an increase"
             )
-        old, meta.partitions = meta.partitions, total
+        return meta.partitions
+
+    def grow(self, topic: str, total: int) -> int:
+        """Raise the partition count to ``total`` (:meth:`check_growth`); returns the old count."""
+        old = self.check_growth(topic, total)
+        self.document.topics[topic].partitions = total
         return old
+
+    def set_partitions(self, topic: str, count: int) -> None:
+        """Put back a count (a creation that failed half way, or the partitions found on disk)."""
+        self.get(topic).partitions = count
 
     def alter(self, topic: str, changes: Mapping[str, Any]) -> LogConfig:
         """Set overrides (a None value removes one); returns the new effective config."""

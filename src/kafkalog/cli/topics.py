@@ -42,6 +42,7 @@ from kafkalog.errors import (
     InvalidPartitionsError,
     InvalidTopicError,
     KafkaError,
+    PolicyViolationError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -50,23 +51,26 @@ from kafkalog.log.readonly import ReadOnlyLog
 
 __all__ = ["describe_topics", "topics"]
 
-_BAD_INPUT = (InvalidConfigurationError, InvalidPartitionsError, InvalidTopicError)
+_BAD_INPUT = (InvalidConfigurationError, InvalidPartitionsError, InvalidTopicError, PolicyViolationError)
 
 
 def _topic_table(data_dir: Path) -> dict[str, dict[str, Any]]:
     """Topics of a data directory, read-only: ``kafkalog-topics.json`` and the partition directories."""
-    out: dict[str, dict[str, Any]] = {}
-    doc = read_topics(data_dir)
-    if doc is not None:
-        for name, meta in doc.topics.items():
-            out[name] = {
-                "partitions": meta.partitions,
-                "config": dict(meta.config),
-                "topic_id": meta.topic_id,
-            }
+    found: dict[str, int] = {}
     for tp, _ in list_partition_dirs(data_dir)[0]:
-        entry = out.setdefault(tp.topic, {"partitions": 0, "config": {}, "topic_id": None})
-        entry["partitions"] = max(entry["partitions"], tp.partition + 1)
+        found[tp.topic] = max(found.get(tp.topic, 0), tp.partition + 1)
+    doc = read_topics(data_dir)
+    stored = doc.topics if doc is not None else {}
+    out: dict[str, dict[str, Any]] = {}
+    for topic, count in found.items():
+        # the count is what the directories show, as LogManager.open corrects it: a stored count alone
+        # (kafkalog-topics.json may say 2147483647) never sizes anything
+        meta = stored.get(topic)
+        out[topic] = {
+            "partitions": count,
+            "config": dict(meta.config) if meta is not None else {},
+            "topic_id": meta.topic_id if meta is not None else None,
+        }
     return out
 
 

@@ -11,8 +11,9 @@ names (``LogConfig.from_props({"segment.bytes": "1024"})``; values may be string
 ``overrides`` remembers which names were set explicitly (what a topic stores as its overrides).
 
 :class:`ManagerConfig` holds the broker-level settings a :class:`~kafkalog.manager.LogManager` uses
-(``num.recovery.threads.per.data.dir``, the background tasks' intervals, ``num.partitions``), with Kafka's
-names and defaults.
+(``num.recovery.threads.per.data.dir``, the background tasks' intervals, ``num.partitions``, and the partition
+limits ``max.partitions`` (KIP-578's name) and ``max.partitions.per.request``), with Kafka's names and
+defaults.
 """
 
 from __future__ import annotations
@@ -440,6 +441,11 @@ class LogConfig:
         return None
 
 
+_AT_LEAST_ONE: Final = frozenset(
+    {"num_recovery_threads_per_data_dir", "num_partitions", "max_partitions", "max_partitions_per_request"}
+)
+
+
 @dataclass(frozen=True)
 class ManagerConfig:
     """The broker-level settings a LogManager uses (Kafka's names in :meth:`from_props`)."""
@@ -453,6 +459,13 @@ class ManagerConfig:
     log_initial_task_delay_ms: int = 30_000
     log_delete_delay_ms: int | None = None  # None: the default topic config's file.delete.delay.ms
     num_partitions: int = 1
+    # --- partition limits (KIP-578's max.partitions; see docs/operations.md §9) ---
+    #: Partitions the manager may hold in all (every topic, internal ones too); creating more is refused
+    #: with PolicyViolationError (POLICY_VIOLATION) before anything is created.
+    max_partitions: int = 10_000
+    #: Partitions one create_topic / add_partitions call (one CreateTopics or CreatePartitions request) may
+    #: create; more is refused with PolicyViolationError before anything is created.
+    max_partitions_per_request: int = 1_000
 
     _NAMES: ClassVar[dict[str, str]] = {
         "num.recovery.threads.per.data.dir": "num_recovery_threads_per_data_dir",
@@ -465,6 +478,8 @@ class ManagerConfig:
         "log.segment.delete.delay.ms": "log_delete_delay_ms",  # Kafka's broker name for file.delete.delay.ms
         "log.delete.delay.ms": "log_delete_delay_ms",  # kafkalog's alias (how long -delete dirs are kept)
         "num.partitions": "num_partitions",
+        "max.partitions": "max_partitions",
+        "max.partitions.per.request": "max_partitions_per_request",
     }
 
     @classmethod
@@ -479,7 +494,7 @@ class ManagerConfig:
                 number = int(value)
             except (TypeError, ValueError):
                 raise InvalidConfigurationError(f"{name} must be an integer, got {value!r}") from None
-            minimum = 1 if attr in ("num_recovery_threads_per_data_dir", "num_partitions") else 0
+            minimum = 1 if attr in _AT_LEAST_ONE else 0
             if number < minimum:
                 raise InvalidConfigurationError(f"{name} must be at least {minimum}, got {number}")
             values[attr] = number

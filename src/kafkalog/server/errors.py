@@ -112,6 +112,7 @@ EXCEPTION_CODES: Final[tuple[tuple[type[BaseException], ErrorCode], ...]] = (
     (log_errors.UnknownTopicOrPartitionError, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
     (log_errors.TopicExistsError, ErrorCode.TOPIC_ALREADY_EXISTS),
     (log_errors.InvalidPartitionsError, ErrorCode.INVALID_PARTITIONS),
+    (log_errors.PolicyViolationError, ErrorCode.POLICY_VIOLATION),
     (log_errors.InvalidTopicError, ErrorCode.INVALID_TOPIC_EXCEPTION),
     (log_errors.InvalidConfigurationError, ErrorCode.INVALID_CONFIG),
 )
