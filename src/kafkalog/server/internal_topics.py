@@ -12,6 +12,14 @@ Owned here:
   its own), append a coordinator batch (``AppendOrigin.COORDINATOR``, as Kafka's coordinators append), and
   read every batch of a partition back for loading.
 
+* :func:`check_internal_topic_config`: the policy that keeps a client from breaking the coordinators through
+  the admin APIs (Kafka's POLICY_VIOLATION, :class:`~kafkalog.errors.PolicyViolationError`): CreateTopics may
+  not create an internal topic (the coordinators do, with ``offsets.topic.num.partitions`` /
+  ``transaction.state.log.num.partitions``), CreatePartitions may not grow one (its count decides which
+  partition owns each group id and transactional id: growing it would orphan their state), and a config
+  change must leave the topic compacted and within :data:`INTERNAL_TOPIC_FLOORS` (``segment.bytes=100``
+  would refuse every coordinator append, so every offset commit and every transaction).
+
 No record format lives here (see :mod:`kafkalog.server.groups.records` and
 :mod:`kafkalog.server.txn.records`). The methods block (file I/O): coordinators call them through
 ``Broker.run_blocking`` or for small appends inline, as the handler contract allows.
@@ -23,7 +31,8 @@ import threading
 from collections.abc import Iterator
 from typing import Final
 
-from kafkalog.errors import TopicExistsError
+from kafkalog.errors import PolicyViolationError, TopicExistsError
+from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log
 from kafkalog.log.types import AppendOrigin, FetchIsolation, LogAppendInfo
 from kafkalog.manager import LogManager
@@ -34,8 +43,12 @@ __all__ = [
     "CONSUMER_OFFSETS",
     "INTERNAL_TOPICS",
     "INTERNAL_TOPIC_CONFIG",
+    "INTERNAL_TOPIC_FLOORS",
     "TRANSACTION_STATE",
     "InternalTopic",
+    "check_internal_topic_config",
+    "check_internal_topic_creation",
+    "check_internal_topic_growth",
     "java_string_hash",
     "partition_for",
 ]
@@ -51,7 +64,59 @@ INTERNAL_TOPIC_CONFIG: Final[dict[str, str]] = {
     "segment.bytes": str(100 * 1024 * 1024),
 }
 
+#: The least value an internal topic may have for the configs a coordinator append depends on: a batch must
+#: fit a segment and ``max.message.bytes`` (Kafka's default for both floors, and Kafka 4.0's minimum
+#: ``segment.bytes`` for any topic), a segment must not roll per append (each segment keeps three file
+#: descriptors), and a coordinator record, stamped with this node's clock, must pass the timestamp checks.
+INTERNAL_TOPIC_FLOORS: Final[dict[str, int]] = {
+    "segment.bytes": 1024 * 1024,
+    "max.message.bytes": 1024 * 1024 + 12,
+    "segment.index.bytes": 1024 * 1024,
+    "segment.ms": 60_000,
+    "message.timestamp.before.max.ms": 60_000,
+    "message.timestamp.after.max.ms": 60_000,
+}
+
 _READ_CHUNK: Final = 1 << 20
+
+
+def check_internal_topic_creation(name: str) -> None:
+    """CreateTopics may not create an internal topic (:class:`PolicyViolationError`)."""
+    if name in INTERNAL_TOPICS:
+        raise PolicyViolationError(
+            f"Creation of internal topic {name} is prohibited: its coordinator creates it on first use."
+        )
+
+
+def check_internal_topic_growth(name: str) -> None:
+    """CreatePartitions may not grow an internal topic (:class:`PolicyViolationError`)."""
+    if name in INTERNAL_TOPICS:
+        raise PolicyViolationError(
+            f"The partition count of internal topic {name} cannot be changed: it decides which partition "
+            "owns each group id and transactional id."
+        )
+
+
+def check_internal_topic_config(name: str, config: LogConfig) -> None:
+    """Refuse ``config`` as the new effective config of internal topic ``name`` if it would break its
+    coordinator: not compacted (only), or below a floor of :data:`INTERNAL_TOPIC_FLOORS`. Other topics pass."""
+    if name not in INTERNAL_TOPICS:
+        return
+    if config.cleanup_policy != ("compact",):
+        raise PolicyViolationError(
+            f"Internal topic {name} must keep cleanup.policy=compact, not {','.join(config.cleanup_policy)}."
+        )
+    values = config.to_props()
+    for key, floor in INTERNAL_TOPIC_FLOORS.items():
+        if int(values[key]) < floor:
+            raise PolicyViolationError(
+                f"Internal topic {name} needs {key} of at least {floor}, not {values[key]}."
+            )
+    if config.segment_bytes < config.max_message_bytes:
+        raise PolicyViolationError(
+            f"Internal topic {name} needs segment.bytes ({config.segment_bytes}) of at least "
+            f"max.message.bytes ({config.max_message_bytes})."
+        )
 
 
 def java_string_hash(text: str) -> int:

@@ -9,7 +9,9 @@ synonym. The BROKER resource (this node's id, or empty) describes the server's o
 IncrementalAlterConfigs applies SET (0), DELETE (1, back to the default), APPEND (2) and SUBTRACT (3, list
 configs such as ``cleanup.policy``) to a topic's overrides; the result is validated as a whole, so a refused
 change (unknown name, bad value: INVALID_CONFIG) changes nothing; ``validate_only`` validates and stops. Live
-logs switch to the new config at once. Other resource types are INVALID_REQUEST.
+logs switch to the new config at once. Other resource types are INVALID_REQUEST. A change that would leave an
+internal topic without what its coordinator needs (:func:`~kafkalog.server.internal_topics.check_internal_topic_config`:
+compacted, segments and batches not below their floors) is POLICY_VIOLATION and changes nothing.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from kafkalog.server.broker import Broker
 from kafkalog.server.context import RequestContext
 from kafkalog.server.dispatch import api
 from kafkalog.server.errors import ErrorCode, error_code_for, error_message_for
+from kafkalog.server.internal_topics import check_internal_topic_config
 from kafkalog.server.protocol import Message
 
 __all__ = [
@@ -106,6 +109,8 @@ def _describe_broker(broker: Broker, keys: Iterable[str] | None) -> list[ConfigE
         ("auto.create.topics.enable", c.auto_create_topics, _BOOLEAN),
         ("socket.request.max.bytes", c.socket_request_max_bytes, _INT),
         ("num.partitions", broker.manager.config.num_partitions, _INT),
+        ("max.partitions", broker.manager.config.max_partitions, _INT),
+        ("max.partitions.per.request", broker.manager.config.max_partitions_per_request, _INT),
         ("default.replication.factor", 1, _INT),
         ("log.dirs", ",".join(str(p) for p in broker.manager.log_dirs), _STRING),
     ]
@@ -223,10 +228,8 @@ async def handle_incremental_alter_configs(ctx: RequestContext, request: Message
             changes = topic_changes(
                 config, [(str(c.name), int(c.config_operation), c.value) for c in res.configs]
             )
-            if request.validate_only:
-                kept = {k: v for k, v in changes.items() if v is not None}
-                LogConfig.from_props(kept, base=config)
-            else:
+            check_internal_topic_config(name, _config_after(manager, config, changes))
+            if not request.validate_only:
                 await ctx.broker.run_blocking(manager.alter_topic_config, name, changes)
             responses.append(
                 _AlterResult(
@@ -244,6 +247,20 @@ async def handle_incremental_alter_configs(ctx: RequestContext, request: Message
                 )
             )
     return ctx.response(throttle_time_ms=0, responses=responses)
+
+
+def _config_after(manager: LogManager, config: LogConfig, changes: dict[str, Any]) -> LogConfig:
+    """The effective config ``changes`` would give a topic whose config is ``config`` (validated: a bad name
+    or value raises :class:`InvalidConfigurationError`)."""
+    props = config.to_props()
+    defaults = manager.default_config.to_props()
+    for key, value in changes.items():
+        if value is None:
+            if key in defaults:
+                props[key] = defaults[key]
+        else:
+            props[key] = value
+    return LogConfig.from_props(props)
 
 
 class _Refused(Exception):

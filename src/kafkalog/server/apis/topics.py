@@ -8,6 +8,12 @@ INVALID_PARTITIONS, INVALID_CONFIG); a topic named twice in one request is INVAL
 ``validate_only`` checks everything and creates nothing. Topic operations write metadata with fsync, so they
 run on the I/O threads.
 
+Partition limits (:mod:`kafkalog.manager_limits`): the new partitions of the whole request are counted
+before any topic is created; more than ``max.partitions.per.request``, a total past ``max.partitions`` or
+more file descriptors than the process has free refuses every topic of the request with POLICY_VIOLATION
+(as Kafka's controller answers an excessively large batch operation), and nothing is created. Internal
+topics (:mod:`kafkalog.server.internal_topics`) cannot be created or grown here (POLICY_VIOLATION).
+
 CreateTopics v5+ answers with the new topic's partition count, replication factor and configs (as
 DescribeConfigs describes them), v7+ with its topic id. DeleteTopics v6 accepts names or topic ids
 (UNKNOWN_TOPIC_ID for an unknown id); deletion renames the partition directories at once and removes them
@@ -30,6 +36,7 @@ from kafkalog.server.broker import ZERO_UUID, Broker
 from kafkalog.server.context import RequestContext
 from kafkalog.server.dispatch import api
 from kafkalog.server.errors import ErrorCode, error_code_for, error_message_for
+from kafkalog.server.internal_topics import check_internal_topic_creation, check_internal_topic_growth
 from kafkalog.server.protocol import Message
 
 __all__ = ["handle_create_partitions", "handle_create_topics", "handle_delete_topics"]
@@ -68,6 +75,7 @@ def _check_assignment(broker: Broker, broker_ids: list[int]) -> None:
 def _plan_topic(broker: Broker, topic: Message) -> tuple[int, dict[str, str]]:
     """Validate one CreatableTopic; returns (partitions, config overrides)."""
     validate_topic_name(topic.name)
+    check_internal_topic_creation(str(topic.name))
     assignments = list(topic.assignments or [])
     if assignments:
         if int(topic.num_partitions) != -1 or int(topic.replication_factor) != -1:
@@ -126,10 +134,11 @@ def _create_failed(name: str, exc: BaseException) -> Message:
 
 @api(ApiKey.CreateTopics)
 async def handle_create_topics(ctx: RequestContext, request: Message) -> Message:
-    """Create each topic (or only validate it with ``validate_only``)."""
+    """Create each topic (or only validate it with ``validate_only``), within the partition limits."""
     broker = ctx.broker
     counts = Counter(str(t.name) for t in request.topics)
-    results = []
+    planned: dict[str, tuple[int, dict[str, str]]] = {}
+    refused: dict[str, BaseException] = {}
     for topic in request.topics:
         name = str(topic.name)
         try:
@@ -139,7 +148,21 @@ async def handle_create_topics(ctx: RequestContext, request: Message) -> Message
                     f"Create topics request from client `{ctx.client_id}` contains multiple entries for the "
                     f"following topics: {name}",
                 )
-            partitions, configs = _plan_topic(broker, topic)
+            planned[name] = _plan_topic(broker, topic)
+        except (KafkaError, _Refused) as exc:
+            refused[name] = exc
+    try:
+        broker.manager.check_new_partitions(sum(p for p, _ in planned.values()))
+    except KafkaError as exc:  # the whole request is refused before anything is created
+        refused.update((name, exc) for name in planned)
+        planned.clear()
+    results = []
+    for topic in request.topics:
+        name = str(topic.name)
+        try:
+            if name in refused:
+                raise refused[name]
+            partitions, configs = planned[name]
             if request.validate_only:
                 if name in broker.manager.topics():
                     raise TopicExistsError(f"Topic '{name}' already exists.")
@@ -195,15 +218,20 @@ async def handle_delete_topics(ctx: RequestContext, request: Message) -> Message
 
 @api(ApiKey.CreatePartitions)
 async def handle_create_partitions(ctx: RequestContext, request: Message) -> Message:
-    """Grow each topic to its requested partition count."""
+    """Grow each topic to its requested partition count, within the partition limits."""
     broker = ctx.broker
     manager = broker.manager
-    results = []
+    counts = Counter(str(t.name) for t in request.topics)
+    planned: dict[str, int] = {}
+    refused: dict[str, BaseException] = {}
     for topic in request.topics:
         name, count = str(topic.name), int(topic.count)
         try:
+            if counts[name] > 1:
+                raise _Refused(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
             if name not in manager.topics():
                 raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
+            check_internal_topic_growth(name)
             current = manager.num_partitions(name)
             if count <= current:
                 raise InvalidPartitionsError(
@@ -220,6 +248,20 @@ async def handle_create_partitions(ctx: RequestContext, request: Message) -> Mes
                     )
                 for a in topic.assignments:
                     _check_assignment(broker, a.broker_ids)
+            planned[name] = count - current
+        except (KafkaError, _Refused) as exc:
+            refused[name] = exc
+    try:
+        manager.check_new_partitions(sum(planned.values()))
+    except KafkaError as exc:  # the whole request is refused before anything is created
+        refused.update((name, exc) for name in planned)
+        planned.clear()
+    results = []
+    for topic in request.topics:
+        name, count = str(topic.name), int(topic.count)
+        try:
+            if name in refused:
+                raise refused[name]
             if not request.validate_only:
                 await broker.run_blocking(manager.add_partitions, name, count)
             results.append(_Grown(name=name, error_code=ErrorCode.NONE, error_message=None))
