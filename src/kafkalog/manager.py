@@ -18,6 +18,12 @@ Invariants owned here:
   :class:`~kafkalog.errors.KafkaStorageError` from then on, logs in other dirs keep working.
 * **Topic names cannot escape the data directory**: they are validated as Kafka does before any path is
   built (``[a-zA-Z0-9._-]``, at most 249 characters, not ``.`` or ``..``).
+* **Topics are created whole or not at all** (:meth:`LogManager.create_topic`, :meth:`LogManager.add_partitions`):
+  the partition limits (:mod:`kafkalog.manager_limits`: ``max.partitions.per.request``, ``max.partitions``,
+  the file descriptors) are checked first, a failure half way removes the partitions already made, and
+  ``kafkalog-topics.json`` is written only once they all exist, so it never records a partition that does
+  not; on open, a stored count above the partition directories found is lowered to them (a topic with none
+  is forgotten), so no stored count drives allocation.
 * **Topic metadata** (partition count, config overrides, topic id) lives in ``kafkalog-topics.json`` in
   every log dir (:mod:`kafkalog.datadir`) and survives restarts; a data dir written by Kafka has its topics
   inferred from the partition directories.
