@@ -398,11 +398,12 @@ class LogManager:
             self._null_key.pop(topic, None)
             return logs
 
-    def check_new_partitions(self, count: int) -> None:
-        """Refuse ``count`` new partitions past ``max.partitions.per.request``, ``max.partitions`` or the free
-        file descriptors with :class:`~kafkalog.errors.PolicyViolationError` (changes nothing)."""
+    def check_new_partitions(self, count: int, request_total: int | None = None) -> None:
+        """Refuse ``count`` new partitions past ``max.partitions.per.request`` (counting ``request_total``, the
+        whole request's, when given), ``max.partitions`` or the free file descriptors with
+        :class:`~kafkalog.errors.PolicyViolationError` (changes nothing)."""
         with self._lock:
-            check_new_partitions(self.config, count, self._topics.total_partitions())
+            check_new_partitions(self.config, count, self._topics.total_partitions(), request_total)
 
     def _create_logs(self, topic: str, numbers: range) -> list[Log]:
         """Create the partitions ``numbers`` of ``topic``; on any failure the ones made are closed and their

@@ -57,11 +57,16 @@ def descriptors_available() -> int | None:
     return soft - _descriptors_in_use() - DESCRIPTOR_RESERVE
 
 
-def check_new_partitions(config: ManagerConfig, new: int, current_total: int) -> None:
-    """Refuse ``new`` partitions (see the module doc) given the ``current_total`` the manager holds."""
-    if new > config.max_partitions_per_request:
+def check_new_partitions(
+    config: ManagerConfig, new: int, current_total: int, request_total: int | None = None
+) -> None:
+    """Refuse ``new`` partitions (see the module doc) given the ``current_total`` the manager holds;
+    ``request_total`` is what the whole request creates with them, when earlier parts of it already did
+    (a Metadata request auto-creating several topics), else ``new``."""
+    in_request = new if request_total is None else request_total
+    if in_request > config.max_partitions_per_request:
         raise PolicyViolationError(
-            f"Unable to create {new} partitions in one request: max.partitions.per.request is "
+            f"Unable to create {in_request} partitions in one request: max.partitions.per.request is "
             f"{config.max_partitions_per_request}."
         )
     if current_total + new > config.max_partitions:

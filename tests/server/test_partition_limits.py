@@ -14,7 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka.protocol.admin import CreatePartitionsRequest, CreateTopicsRequest, IncrementalAlterConfigsRequest
+from kafka.protocol.admin import (
+    CreatePartitionsRequest,
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
+    IncrementalAlterConfigsRequest,
+)
 from kafka.protocol.metadata import MetadataRequest
 
 from kafkalog.datadir import TOPICS_FILE
@@ -105,7 +110,29 @@ def test_create_partitions_past_the_partition_limits_is_refused(limited: KafkaSe
     assert _partition_dirs(data_dir) == sorted(f"t-{p}" for p in range(8))
 
 
-def test_internal_topics_cannot_be_created_or_grown_by_clients(server: KafkaServer, data_dir: Path) -> None:
+def test_metadata_auto_creation_counts_the_whole_request(data_dir: Path) -> None:
+    config = {"max.partitions": 100, "max.partitions.per.request": 5, "num.partitions": 2}
+    with (
+        KafkaServer(
+            data_dir, port=0, manager_config=config, config={"auto.create.topics.enable": "true"}
+        ) as srv,
+        RawClient(srv.port) as client,
+    ):
+        names = [f"auto{i}" for i in range(4)]
+        request = MetadataRequest[12](
+            topics=[MetadataRequest.MetadataRequestTopic(name=n, topic_id=None) for n in names],
+            allow_auto_topic_creation=True,
+            include_topic_authorized_operations=False,
+        )
+        response = client.call(request, 12)
+    codes = [t.error_code for t in response.topics]
+    assert codes == [ErrorCode.NONE, ErrorCode.NONE, ErrorCode.POLICY_VIOLATION, ErrorCode.POLICY_VIOLATION]
+    assert _partition_dirs(data_dir) == ["auto0-0", "auto0-1", "auto1-0", "auto1-1"]
+
+
+def test_internal_topics_cannot_be_created_grown_or_deleted_by_clients(
+    server: KafkaServer, data_dir: Path
+) -> None:
     with RawClient(server.port) as client:
         [created] = _create(client, (CONSUMER_OFFSETS, 1))
         assert created.error_code == ErrorCode.POLICY_VIOLATION
@@ -113,7 +140,10 @@ def test_internal_topics_cannot_be_created_or_grown_by_clients(server: KafkaServ
         assert server.manager is not None
         server.manager.create_topic(CONSUMER_OFFSETS, 2, {"cleanup.policy": "compact"})  # as the coordinator
         assert _grow(client, CONSUMER_OFFSETS, 3).error_code == ErrorCode.POLICY_VIOLATION
+        deleted = client.call(DeleteTopicsRequest[4](topic_names=[CONSUMER_OFFSETS], timeout_ms=1000), 4)
+        assert deleted.responses[0].error_code == ErrorCode.POLICY_VIOLATION
     assert server.manager.num_partitions(CONSUMER_OFFSETS) == 2
+    assert (data_dir / f"{CONSUMER_OFFSETS}-1").is_dir()
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ Owned here:
 
 * :func:`check_internal_topic_config`: the policy that keeps a client from breaking the coordinators through
   the admin APIs (Kafka's POLICY_VIOLATION, :class:`~kafkalog.errors.PolicyViolationError`): CreateTopics may
-  not create an internal topic (the coordinators do, with ``offsets.topic.num.partitions`` /
+  not create an internal topic, DeleteTopics may not delete one (the coordinators do, with ``offsets.topic.num.partitions`` /
   ``transaction.state.log.num.partitions``), CreatePartitions may not grow one (its count decides which
   partition owns each group id and transactional id: growing it would orphan their state), and a config
   change must leave the topic compacted and within :data:`INTERNAL_TOPIC_FLOORS` (``segment.bytes=100``
@@ -48,6 +48,7 @@ __all__ = [
     "InternalTopic",
     "check_internal_topic_config",
     "check_internal_topic_creation",
+    "check_internal_topic_deletion",
     "check_internal_topic_growth",
     "java_string_hash",
     "partition_for",
@@ -85,6 +86,16 @@ def check_internal_topic_creation(name: str) -> None:
     if name in INTERNAL_TOPICS:
         raise PolicyViolationError(
             f"Creation of internal topic {name} is prohibited: its coordinator creates it on first use."
+        )
+
+
+def check_internal_topic_deletion(name: str) -> None:
+    """DeleteTopics may not delete an internal topic (:class:`PolicyViolationError`), as Kafka's
+    ``kafka-topics --delete`` refuses: it would drop every group's offsets or every transaction's state under
+    a coordinator that still holds them in memory."""
+    if name in INTERNAL_TOPICS:
+        raise PolicyViolationError(
+            f"Topic {name} is a Kafka internal topic and is not allowed to be marked for deletion."
         )
 
 

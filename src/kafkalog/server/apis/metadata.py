@@ -4,7 +4,9 @@ Versions 0-13. Topics are requested by name (or by topic id from v10); ``null`` 
 means every topic. Every partition has this node as leader, only replica and only in-sync replica, and the
 log's latest leader epoch. An unknown topic is UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID when asked by
 id) unless ``auto_create_topics`` is on and the request allows it (v4+), when it is created with
-``num.partitions`` partitions, as Kafka's ``auto.create.topics.enable``; an illegal name is
+``num.partitions`` partitions, as Kafka's ``auto.create.topics.enable``, within the partition limits
+(:mod:`kafkalog.manager_limits`; the partitions a request auto-creates are summed against
+``max.partitions.per.request``, and a topic past a limit is POLICY_VIOLATION); an illegal name is
 INVALID_TOPIC_EXCEPTION. A partition whose log dir is offline has no leader (LEADER_NOT_AVAILABLE).
 """
 
@@ -72,7 +74,16 @@ def _error_topic(code: ErrorCode, name: str | None, topic_id: uuid.UUID = ZERO_U
     return _Topic(error_code=code, name=name, topic_id=topic_id, is_internal=False, partitions=[])
 
 
-async def _lookup(ctx: RequestContext, name: str | None, topic_id: uuid.UUID, allow_create: bool) -> Message:
+class _Created:
+    """The partitions one Metadata request has auto-created so far."""
+
+    def __init__(self) -> None:
+        self.partitions = 0
+
+
+async def _lookup(
+    ctx: RequestContext, name: str | None, topic_id: uuid.UUID, allow_create: bool, created: _Created
+) -> Message:
     broker = ctx.broker
     if name is None:
         found = broker.topic_for_id(topic_id)
@@ -87,7 +98,10 @@ async def _lookup(ctx: RequestContext, name: str | None, topic_id: uuid.UUID, al
         if not (allow_create and broker.config.auto_create_topics):
             return _error_topic(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name)
         try:
+            count = broker.manager.config.num_partitions
+            broker.manager.check_new_partitions(count, created.partitions + count)
             await broker.run_blocking(broker.manager.create_topic, name)
+            created.partitions += count
             _log.info("Auto-created topic %s for client %s", name, ctx.client_id)
         except TopicExistsError:
             pass
@@ -114,9 +128,10 @@ async def handle_metadata(ctx: RequestContext, request: Message) -> Message:
                 continue  # deleted while listing
     else:
         allow = bool(request.allow_auto_topic_creation) if version >= 4 else True
+        created = _Created()
         for entry in requested:
             topic_id = entry.topic_id if version >= 10 and entry.topic_id is not None else ZERO_UUID
-            topics.append(await _lookup(ctx, entry.name, topic_id, allow))
+            topics.append(await _lookup(ctx, entry.name, topic_id, allow, created))
     brokers = [
         MetadataResponse.MetadataResponseBroker(
             node_id=broker.node_id, host=broker.advertised_host, port=broker.port, rack=None

@@ -12,7 +12,7 @@ Partition limits (:mod:`kafkalog.manager_limits`): the new partitions of the who
 before any topic is created; more than ``max.partitions.per.request``, a total past ``max.partitions`` or
 more file descriptors than the process has free refuses every topic of the request with POLICY_VIOLATION
 (as Kafka's controller answers an excessively large batch operation), and nothing is created. Internal
-topics (:mod:`kafkalog.server.internal_topics`) cannot be created or grown here (POLICY_VIOLATION).
+topics (:mod:`kafkalog.server.internal_topics`) cannot be created, grown or deleted here (POLICY_VIOLATION).
 
 CreateTopics v5+ answers with the new topic's partition count, replication factor and configs (as
 DescribeConfigs describes them), v7+ with its topic id. DeleteTopics v6 accepts names or topic ids
@@ -36,7 +36,11 @@ from kafkalog.server.broker import ZERO_UUID, Broker
 from kafkalog.server.context import RequestContext
 from kafkalog.server.dispatch import api
 from kafkalog.server.errors import ErrorCode, error_code_for, error_message_for
-from kafkalog.server.internal_topics import check_internal_topic_creation, check_internal_topic_growth
+from kafkalog.server.internal_topics import (
+    check_internal_topic_creation,
+    check_internal_topic_deletion,
+    check_internal_topic_growth,
+)
 from kafkalog.server.protocol import Message
 
 __all__ = ["handle_create_partitions", "handle_create_topics", "handle_delete_topics"]
@@ -200,6 +204,7 @@ async def handle_delete_topics(ctx: RequestContext, request: Message) -> Message
         try:
             if resolved is None:
                 raise _Refused(ErrorCode.UNKNOWN_TOPIC_ID, f"unknown topic id {topic_id}")
+            check_internal_topic_deletion(resolved)
             tid = broker.topic_id(resolved) if resolved in broker.manager.topics() else topic_id
             await broker.run_blocking(broker.manager.delete_topic, resolved)
             broker.waiters.notify_all()
