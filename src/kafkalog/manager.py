@@ -181,7 +181,9 @@ class LogManager:
     def _load(self) -> None:
         had_metadata = self._topics.load(doc for doc in (read_topics(d.path) for d in self._dirs) if doc)
         for d in self._dirs:
-            loaded = d.load(self.config.num_recovery_threads_per_data_dir, self._load_one)
+            loaded = d.load(
+                self.config.num_recovery_threads_per_data_dir, self._load_one, self.config.max_partitions
+            )
             self.ignored_dirs.extend(loaded.ignored)
             for tp, failure in loaded.failures:
                 self.load_failures.append(failure)

@@ -13,8 +13,9 @@ Invariants owned here:
 * **A bad partition does not stop the others.** The dir's partition directories are opened on
   ``num.recovery.threads.per.data.dir`` threads; one that fails is reported as a :class:`LoadFailure` and
   marks the dir as not loaded fully (so it gets no clean-shutdown marker on close, KAFKA-15375). A directory
-  whose name is not a partition's (``lost+found``) is left alone and reported as ignored; ``-stray``
-  directories are skipped.
+  whose name is not a partition's (``lost+found``), or whose partition number is not below ``max.partitions``
+  (``t-2000000000`` would make its topic's count two billion), is left alone and reported as ignored;
+  ``-stray`` directories are skipped.
 """
 
 from __future__ import annotations
@@ -104,9 +105,11 @@ class LogDirState:
         return dirs
 
     # --- loading ------------------------------------------------------------------------------------------
-    def load(self, threads: int, open_partition: OpenPartition) -> DirLoad:
+    def load(self, threads: int, open_partition: OpenPartition, max_partitions: int | None = None) -> DirLoad:
         """Read the clean-shutdown marker and the checkpoints, then open every partition directory with
-        ``open_partition`` on ``threads`` threads; a failure is reported, not raised."""
+        ``open_partition`` on ``threads`` threads; a failure is reported, not raised. A directory numbered
+        ``max_partitions`` or above is left alone and reported as ignored: no topic within the limit has such a
+        partition, and loading it would make its topic's partition count that large."""
         self.had_clean_shutdown = read_clean_shutdown(self.path)
         offsets = DirOffsets(
             self._read_checkpoint(RECOVERY_POINT_CHECKPOINT),
@@ -124,6 +127,16 @@ class LogDirState:
             except KafkaError as exc:  # lost+found, a user's folder: not a partition, left alone
                 result.ignored.append(path)
                 _log.warning("Ignoring directory %s in log dir %s: %s", path.name, self.path, exc)
+                continue
+            if max_partitions is not None and tp.partition >= max_partitions:
+                result.ignored.append(path)
+                _log.warning(
+                    "Ignoring directory %s in log dir %s: partition %d is not below max.partitions (%d)",
+                    path.name,
+                    self.path,
+                    tp.partition,
+                    max_partitions,
+                )
                 continue
             candidates.append((path, tp))
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="log-recovery-") as pool:

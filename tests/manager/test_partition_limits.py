@@ -167,3 +167,14 @@ def test_a_stored_count_the_directories_do_not_back_is_corrected_on_open(tmp_pat
         mgr.create_topic("ghost", 1)  # the name is free again
     stored = json.loads((tmp_path / TOPICS_FILE).read_text())["topics"]
     assert stored["t"]["partitions"] == 3 and stored["ghost"]["partitions"] == 1 and "gone" not in stored
+
+
+def test_a_partition_directory_numbered_past_max_partitions_is_left_alone(tmp_path: Path) -> None:
+    with open_manager(tmp_path) as mgr:
+        mgr.create_topic("t", 1)
+    (tmp_path / "t-2000000000").mkdir()  # a damaged or hostile name: the count would be two billion
+    with open_manager(tmp_path) as mgr:
+        assert mgr.num_partitions("t") == 1 and mgr.partitions("t") == [0]
+        assert [p.name for p in mgr.ignored_dirs] == ["t-2000000000"]
+    assert (tmp_path / "t-2000000000").is_dir()
+    assert json.loads((tmp_path / TOPICS_FILE).read_text())["topics"]["t"]["partitions"] == 1

@@ -46,7 +46,7 @@ from kafkalog.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
-from kafkalog.log.config import LogConfig
+from kafkalog.log.config import LogConfig, ManagerConfig
 from kafkalog.log.readonly import ReadOnlyLog
 
 __all__ = ["describe_topics", "topics"]
@@ -57,8 +57,10 @@ _BAD_INPUT = (InvalidConfigurationError, InvalidPartitionsError, InvalidTopicErr
 def _topic_table(data_dir: Path) -> dict[str, dict[str, Any]]:
     """Topics of a data directory, read-only: ``kafkalog-topics.json`` and the partition directories."""
     found: dict[str, int] = {}
+    limit = ManagerConfig().max_partitions  # what open_manager loads: a directory numbered past it is ignored
     for tp, _ in list_partition_dirs(data_dir)[0]:
-        found[tp.topic] = max(found.get(tp.topic, 0), tp.partition + 1)
+        if tp.partition < limit:
+            found[tp.topic] = max(found.get(tp.topic, 0), tp.partition + 1)
     doc = read_topics(data_dir)
     stored = doc.topics if doc is not None else {}
     out: dict[str, dict[str, Any]] = {}
