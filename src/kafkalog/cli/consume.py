@@ -14,6 +14,12 @@ Ctrl-C, which exits 0; ``--max-messages`` stops after that many records.
 
 Partitions are read in turn, a fetch (``--fetch-bytes``) at a time, so several partitions interleave.
 
+Damaged data (a torn, overlong or zero-filled batch in a rolled segment, a bad frame, a CRC mismatch) is
+printed up to the damage and then is an error: exit 2 (``EXIT_CORRUPT``) naming the partition, offset, file
+and byte. ``--skip-damaged`` warns on stderr (the offsets lost), skips the rest of that segment, goes on with
+the next one and exits 2 at the end. The last segment's partial tail is what a crash or a write in progress
+leaves: the end of the data, not damage.
+
 Text output is Kafka's ``DefaultMessageFormatter``: per record, ``[<timestampType>:<ts>\\t][Partition:<p>\\t]
 [Offset:<o>\\t][<headers>\\t][<key>\\t]<value>`` as chosen by ``--property print.timestamp=true``,
 ``print.partition``, ``print.offset``, ``print.headers``, ``print.key``, ``print.value`` (default true), with
@@ -41,6 +47,7 @@ import click
 from kafkalog.cli.common import (
     CONTEXT_SETTINGS,
     EXIT_CODES_HELP,
+    EXIT_CORRUPT,
     EXIT_NOINPUT,
     EXIT_OK,
     CliError,
@@ -50,7 +57,7 @@ from kafkalog.cli.common import (
     require_dir,
 )
 from kafkalog.cli.dumplog import DECODERS, Decoder
-from kafkalog.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from kafkalog.errors import CorruptRecordError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from kafkalog.log.committed import committed_records
 from kafkalog.log.readonly import ReadOnlyDataDir, ReadOnlyLog
 from kafkalog.records import Record, RecordBatch, TimestampType
@@ -160,14 +167,37 @@ class PartitionReader:
     position: int
     committed: bool
     fetch_bytes: int
+    skip_damaged: bool = False
     lost: list[tuple[int, int]] = field(default_factory=list)
+    #: Damage skipped with ``skip_damaged``: (first offset lost, offset reading resumed at, what was wrong).
+    damaged: list[tuple[int, int, str]] = field(default_factory=list)
+    _skipped_to: int = field(default=0, repr=False)
 
     def bound(self) -> int:
         """The offset reads stop at (HW or LSO as of the last refresh)."""
         return self.log.last_stable_offset if self.committed else self.log.high_watermark
 
+    def _skip(self, first: int, upper: int, error: CorruptRecordError) -> None:
+        """Note damage skipped over (``skip_damaged``); the fetch moves the position past it."""
+        if not self.damaged or self.damaged[-1][:2] != (first, upper):
+            self.damaged.append((first, upper, str(error)))
+            error_console().print(
+                f"warning: partition {self.partition}: offsets {first}..{upper - 1} skipped, damaged data: {error}",
+                markup=False,
+            )
+        self._skipped_to = max(self._skipped_to, upper)
+
+    def _next_segment_base(self, offset: int) -> int:
+        """Base offset of the segment after the one holding ``offset`` (the bound when it is the last)."""
+        return next((s.base_offset for s in self.log.segments if s.base_offset > offset), self.bound())
+
     def fetch(self) -> Iterator[tuple[Record, TimestampType]]:
-        """Records of one fetch from the current position (nothing when caught up)."""
+        """Records of one fetch from the current position (nothing when caught up).
+
+        Damage (a rolled segment's torn or overlong batch, a bad frame, a CRC mismatch) raises
+        :class:`~kafkalog.errors.CorruptRecordError` after the records before it, or with ``skip_damaged`` is
+        reported on stderr and skipped: the rest of the damaged segment is not read.
+        """
         end = self.bound()
         if self.position >= end:
             return
@@ -175,8 +205,14 @@ class PartitionReader:
         if self.position < start:  # retention removed what we were about to read
             self.lost.append((self.position, start))
             self.position = start
+        self._skipped_to = 0
         try:
-            data = self.log.read(self.position, self.fetch_bytes, end_offset=end)
+            data = self.log.read(
+                self.position,
+                self.fetch_bytes,
+                end_offset=end,
+                on_damage=self._skip if self.skip_damaged else None,
+            )
         except OffsetOutOfRangeError:
             self.log.refresh()
             if self.position < self.log.log_start_offset:
@@ -192,10 +228,16 @@ class PartitionReader:
                 yield batch
 
         records = committed_records(batches(), aborted, self.position, end)
-        for record in records:
-            yield record, current[0].timestamp_type
-            self.position = record.offset + 1
-        self.position = max(self.position, min(records.next_offset, end))
+        try:
+            for record in records:
+                yield record, current[0].timestamp_type
+                self.position = record.offset + 1
+        except CorruptRecordError as exc:  # a CRC mismatch or bad records (the frames were whole)
+            if not self.skip_damaged:
+                raise
+            self._skip(self.position, min(self._next_segment_base(self.position), end), exc)
+        # the data before a damaged segment's damage was all in this read: its lost offsets are passed too
+        self.position = max(self.position, min(records.next_offset, end), self._skipped_to)
 
 
 def _start_offset(rl: ReadOnlyLog, offset: str | None, timestamp: int | None) -> int:
@@ -301,6 +343,11 @@ def _offset_value(ctx: click.Context, param: click.Parameter, value: str | None)
     show_default=True,
     help="Bytes per read of a partition.",
 )
+@click.option(
+    "--skip-damaged",
+    is_flag=True,
+    help="On damaged data, warn, skip the rest of that segment and go on (exit 2 at the end).",
+)
 def consume(
     path: Path,
     topic: str,
@@ -317,6 +364,7 @@ def consume(
     key_decoder: str,
     value_decoder: str,
     fetch_bytes: int,
+    skip_damaged: bool,
 ) -> None:
     """Print the records of a topic, like kafka-console-consumer.sh.
 
@@ -324,6 +372,12 @@ def consume(
     same directory. Without --from-beginning/--offset/--timestamp it
     starts at the end (as Kafka's console consumer), so add --follow to
     wait for new records.
+
+    Damaged data (a rolled segment's torn batch, a bad frame or CRC) stops
+    the command with exit 2 after every record before it was printed;
+    --skip-damaged warns, skips the rest of that segment, goes on and
+    exits 2 at the end. The last segment's torn tail (a crash, a write in
+    progress) is the end of the data, not damage.
 
     \b
     Properties (--property NAME=VALUE, comma-separated or repeated):
@@ -363,7 +417,12 @@ def consume(
         rl = data_dir.log(topic, p)
         readers.append(
             PartitionReader(
-                p, rl, _start_offset(rl, start, timestamp), isolation_level == "read_committed", fetch_bytes
+                p,
+                rl,
+                _start_offset(rl, start, timestamp),
+                isolation_level == "read_committed",
+                fetch_bytes,
+                skip_damaged=skip_damaged,
             )
         )
     formatter = Formatter(
@@ -394,7 +453,8 @@ def consume(
             "note: started at the end of the topic (the default); use --from-beginning or --follow",
             markup=False,
         )
-    click.get_current_context().exit(EXIT_OK)
+    damaged = any(r.damaged for r in readers)
+    click.get_current_context().exit(EXIT_CORRUPT if damaged else EXIT_OK)
 
 
 class _Output:
@@ -428,10 +488,17 @@ def _run(
         progressed = False
         for reader in readers:
             before = reader.position
-            for record, ts_type in reader.fetch():
-                out.write(formatter.format(reader.partition, record, ts_type))
-                if max_messages is not None and out.count >= max_messages:
-                    return
+            try:
+                for record, ts_type in reader.fetch():
+                    out.write(formatter.format(reader.partition, record, ts_type))
+                    if max_messages is not None and out.count >= max_messages:
+                        return
+            except CorruptRecordError as exc:
+                raise CliError(
+                    f"partition {reader.partition}: damaged data at offset {reader.position} (the records before "
+                    f"it were printed; --skip-damaged goes on past it): {exc}",
+                    EXIT_CORRUPT,
+                ) from None
             progressed = progressed or reader.position != before
         if progressed:
             continue
