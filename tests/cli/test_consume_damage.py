@@ -1,15 +1,20 @@
 """``kafkalog consume`` over damaged data: a rolled segment's torn, overlong or bad batch is an error (exit 2)
 after every record before it was printed, or with ``--skip-damaged`` a warning, the rest of that segment
-skipped and exit 2; the last segment's torn tail (what a crash leaves) is the end of the data, exit 0."""
+skipped and exit 2; the last segment's torn tail (what a crash leaves) is the end of the data, exit 0. And
+``--follow`` on a partition whose topic is deleted (and created again) stops with an error (exit 1)."""
 
 from __future__ import annotations
 
 import struct
+import subprocess
 from pathlib import Path
 
-from kafkalog.cli.common import EXIT_CORRUPT
+from kafkalog.cli.common import EXIT_CORRUPT, EXIT_FAULT
+from kafkalog.cli.consume import PartitionReader
+from kafkalog.log.readonly import ReadOnlyLog
+from kafkalog.manager import LogManager
 
-from .helpers import Written, run, write_partition
+from .helpers import ENV, Written, kafkalog_command, run, write_partition
 
 
 def _write(root: Path) -> Written:
@@ -104,3 +109,57 @@ def test_torn_tail_of_the_last_segment_is_the_end_of_the_data(tmp_path: Path) ->
     code, offsets, err = _consume(tmp_path)
     assert code == 0, err
     assert offsets == list(range(last_base))
+
+
+def _follow(root: Path, topic: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [*kafkalog_command(), "consume", str(root), topic, "--from-beginning", "--follow", "--poll-ms", "50"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=ENV,
+    )
+
+
+def test_follow_stops_when_the_topic_is_deleted_and_created_again(tmp_path: Path) -> None:
+    """The new topic's offsets start again at 0: waiting for the old ones stalled silently."""
+    with LogManager.open(tmp_path, background=False) as mgr:
+        mgr.create_topic("live", 1)
+        mgr.produce("live", [(None, b"old-%d" % i) for i in range(5)])
+    consumer = _follow(tmp_path, "live")
+    try:
+        assert consumer.stdout is not None
+        assert [consumer.stdout.readline() for _ in range(5)] == [b"old-%d\n" % i for i in range(5)]
+        with LogManager.open(tmp_path, background=False) as mgr:
+            mgr.delete_topic("live")
+            mgr.create_topic("live", 1)
+            mgr.produce("live", [(None, b"new-0")])
+        code = consumer.wait(timeout=60)  # generous: at most a poll (50 ms) once the topic is re-created
+        out, err = consumer.communicate()
+    finally:
+        if consumer.poll() is None:
+            consumer.kill()
+            consumer.wait()
+    assert code == EXIT_FAULT
+    # it polled while the directory was gone, or after it came back with a new topic id
+    assert b"the topic was deleted" in err or b"deleted and created again" in err, err
+    assert b"stopped following" in err
+    assert out == b""  # nothing of the new topic passed off as the old one's
+
+
+def test_follow_notices_a_deleted_or_replaced_partition_directory(tmp_path: Path) -> None:
+    with LogManager.open(tmp_path, background=False) as mgr:
+        mgr.create_topic("t", 1)
+        mgr.produce("t", [(None, b"x")])  # partition.metadata is written with the first append
+        reader = PartitionReader(0, ReadOnlyLog.open(tmp_path / "t-0"), 0, False, 1 << 20)
+        assert reader.replaced() is None
+        mgr.delete_topic("t")
+        assert "is gone: the topic was deleted" in (reader.replaced() or "")
+        mgr.create_topic("t", 1)
+        mgr.produce("t", [(None, b"y")])
+        assert "deleted and created again (topic id" in (reader.replaced() or "")
+    written = write_partition(tmp_path / "s-0", batches=3, transactions=False)  # no topic id
+    reader = PartitionReader(0, ReadOnlyLog.open(written.path), 0, False, 1 << 20)
+    assert reader.replaced() is None
+    written.path.rename(tmp_path / "s-0.0123-delete")
+    write_partition(tmp_path / "s-0", batches=2, transactions=False)
+    assert "directory was replaced" in (reader.replaced() or "")

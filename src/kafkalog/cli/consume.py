@@ -10,7 +10,10 @@ none). Where it stops: the high watermark (``--isolation-level read_uncommitted`
 stable offset (``read_committed``: records of aborted transactions are skipped, using the ``.txnindex`` files
 and :mod:`kafkalog.log.committed`, and nothing of a transaction still open is shown). Control records
 (transaction markers) are never shown. ``--follow`` keeps polling for new records (``--poll-ms``) until
-Ctrl-C, which exits 0; ``--max-messages`` stops after that many records.
+Ctrl-C, which exits 0; ``--max-messages`` stops after that many records. A followed partition whose
+directory goes away (topic deleted) or is replaced (deleted and created again: a new directory or topic id in
+``partition.metadata``) ends ``--follow`` with an error, exit 1: the new topic's offsets start again, and
+waiting for the old ones would stall silently.
 
 Partitions are read in turn, a fetch (``--fetch-bytes``) at a time, so several partitions interleave.
 
@@ -35,6 +38,8 @@ document), headers an object (a list of ``[key, value]`` pairs when a name repea
 from __future__ import annotations
 
 import json
+import os
+import stat
 import sys
 import time
 from collections.abc import Iterator
@@ -48,6 +53,7 @@ from kafkalog.cli.common import (
     CONTEXT_SETTINGS,
     EXIT_CODES_HELP,
     EXIT_CORRUPT,
+    EXIT_FAULT,
     EXIT_NOINPUT,
     EXIT_OK,
     CliError,
@@ -57,7 +63,13 @@ from kafkalog.cli.common import (
     require_dir,
 )
 from kafkalog.cli.dumplog import DECODERS, Decoder
-from kafkalog.errors import CorruptRecordError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from kafkalog.errors import (
+    CorruptRecordError,
+    KafkaError,
+    OffsetOutOfRangeError,
+    UnknownTopicOrPartitionError,
+)
+from kafkalog.log.checkpoint import read_partition_metadata, topic_id_to_string
 from kafkalog.log.committed import committed_records
 from kafkalog.log.readonly import ReadOnlyDataDir, ReadOnlyLog
 from kafkalog.records import Record, RecordBatch, TimestampType
@@ -171,7 +183,36 @@ class PartitionReader:
     lost: list[tuple[int, int]] = field(default_factory=list)
     #: Damage skipped with ``skip_damaged``: (first offset lost, offset reading resumed at, what was wrong).
     damaged: list[tuple[int, int, str]] = field(default_factory=list)
-    _skipped_to: int = field(default=0, repr=False)
+    _skipped_to: int = field(default=0, init=False, repr=False)
+    _identity: tuple[int, int] | None = field(default=None, init=False, repr=False)
+    _topic_id: str | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._identity = _dir_identity(self.log.dir)
+        self._topic_id = _topic_id(self.log.dir)
+
+    def replaced(self) -> str | None:
+        """Why the partition directory being read is no longer the one this reader started on (the topic was
+        deleted, or deleted and created again: a new directory or a new topic id in ``partition.metadata``),
+        or None when it still is."""
+        where = f"partition {self.partition} ({self.log.dir})"
+        identity = _dir_identity(self.log.dir)
+        if identity is None:
+            return f"{where} is gone: the topic was deleted (or the partition moved to another log dir)"
+        topic_id = _topic_id(self.log.dir)
+        if self._topic_id is not None and topic_id is not None and topic_id != self._topic_id:
+            return (
+                f"{where}: the topic was deleted and created again (topic id {self._topic_id}, now {topic_id}); "
+                "its offsets start again, so run consume again to read the new topic"
+            )
+        if identity != self._identity:
+            return (
+                f"{where}: the directory was replaced (the topic was deleted and created again); its offsets "
+                "start again, so run consume again to read the new topic"
+            )
+        if self._topic_id is None:
+            self._topic_id = topic_id  # partition.metadata written after we started
+        return None
 
     def bound(self) -> int:
         """The offset reads stop at (HW or LSO as of the last refresh)."""
@@ -238,6 +279,24 @@ class PartitionReader:
             self._skip(self.position, min(self._next_segment_base(self.position), end), exc)
         # the data before a damaged segment's damage was all in this read: its lost offsets are passed too
         self.position = max(self.position, min(records.next_offset, end), self._skipped_to)
+
+
+def _dir_identity(directory: Path) -> tuple[int, int] | None:
+    """``(st_dev, st_ino)`` of a directory, None if it is not there."""
+    try:
+        st = os.stat(directory)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if stat.S_ISDIR(st.st_mode) else None
+
+
+def _topic_id(directory: Path) -> str | None:
+    """The topic id of a partition directory's ``partition.metadata`` (None if missing or unreadable)."""
+    try:
+        topic_id = read_partition_metadata(directory)
+    except (KafkaError, OSError, UnicodeDecodeError, ValueError):
+        return None
+    return None if topic_id is None else topic_id_to_string(topic_id)
 
 
 def _start_offset(rl: ReadOnlyLog, offset: str | None, timestamp: int | None) -> int:
@@ -508,3 +567,6 @@ def _run(
         time.sleep(poll_s)
         for reader in readers:
             reader.log.refresh()
+            why = reader.replaced()
+            if why is not None:  # it would wait for offsets the new topic may never reach
+                raise CliError(f"{why}; stopped following", EXIT_FAULT)
