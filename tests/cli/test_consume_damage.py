@@ -163,3 +163,36 @@ def test_follow_notices_a_deleted_or_replaced_partition_directory(tmp_path: Path
     written.path.rename(tmp_path / "s-0.0123-delete")
     write_partition(tmp_path / "s-0", batches=2, transactions=False)
     assert "directory was replaced" in (reader.replaced() or "")
+
+
+def test_a_hole_in_a_log_that_is_not_compacted_is_damage(tmp_path: Path) -> None:
+    """A segment missing in the middle of a delete-policy log: its offsets were skipped silently."""
+    with LogManager.open(tmp_path, background=False) as mgr:
+        mgr.create_topic("d", 1, {"segment.bytes": 1000})
+        mgr.create_topic("c", 1, {"segment.bytes": 1000, "cleanup.policy": "compact"})
+        for i in range(60):
+            mgr.produce("d", [(b"k%d" % i, b"v" * 50)])
+            mgr.produce("c", [(b"k%d" % i, b"v" * 50)])
+    bases = {}
+    for topic in "dc":
+        segments = sorted((tmp_path / f"{topic}-0").glob("*.log"))
+        assert len(segments) > 4
+        for suffix in (".log", ".index", ".timeindex"):
+            segments[2].with_suffix(suffix).unlink()
+        bases[topic] = [int(p.stem) for p in segments]
+    lo, hi = bases["d"][2], bases["d"][3]
+    result = run("consume", tmp_path, "d", "--from-beginning", "--property", "print.offset=true")
+    assert result.exit_code == EXIT_CORRUPT
+    assert _offsets(result.stdout) == list(range(lo))
+    assert f"offsets {lo}..{hi - 1} are missing" in result.stderr
+    result = run(
+        "consume", tmp_path, "d", "--from-beginning", "--property", "print.offset=true", "--skip-damaged"
+    )
+    assert result.exit_code == EXIT_CORRUPT
+    assert _offsets(result.stdout) == [o for o in range(60) if not lo <= o < hi]
+    assert f"offsets {lo}..{hi - 1} skipped" in result.stderr
+    # the cleaner leaves such gaps in a compacted log: not damage there
+    result = run("consume", tmp_path, "c", "--from-beginning", "--property", "print.offset=true")
+    assert result.exit_code == 0, result.stderr
+    lo, hi = bases["c"][2], bases["c"][3]
+    assert _offsets(result.stdout) == [o for o in range(60) if not lo <= o < hi]

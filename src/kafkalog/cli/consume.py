@@ -63,14 +63,16 @@ from kafkalog.cli.common import (
     require_dir,
 )
 from kafkalog.cli.dumplog import DECODERS, Decoder
+from kafkalog.datadir import CLEANER_OFFSET_CHECKPOINT, read_topics
 from kafkalog.errors import (
     CorruptRecordError,
     KafkaError,
     OffsetOutOfRangeError,
     UnknownTopicOrPartitionError,
 )
-from kafkalog.log.checkpoint import read_partition_metadata, topic_id_to_string
+from kafkalog.log.checkpoint import offset_checkpoint, read_partition_metadata, topic_id_to_string
 from kafkalog.log.committed import committed_records
+from kafkalog.log.config import LogConfig
 from kafkalog.log.readonly import ReadOnlyDataDir, ReadOnlyLog
 from kafkalog.records import Record, RecordBatch, TimestampType
 from kafkalog.records.utf8 import decode_utf8_as_java
@@ -180,6 +182,8 @@ class PartitionReader:
     committed: bool
     fetch_bytes: int
     skip_damaged: bool = False
+    #: Whether offsets missing between segments are damage (a log never compacted) or normal (compacted).
+    holes_are_damage: bool = False
     lost: list[tuple[int, int]] = field(default_factory=list)
     #: Damage skipped with ``skip_damaged``: (first offset lost, offset reading resumed at, what was wrong).
     damaged: list[tuple[int, int, str]] = field(default_factory=list)
@@ -228,6 +232,16 @@ class PartitionReader:
             )
         self._skipped_to = max(self._skipped_to, upper)
 
+    def _hole(self, first: int, upper: int) -> None:
+        """Offsets missing between two segments of a log that is not compacted: damage."""
+        error = CorruptRecordError(
+            f"offsets {first}..{upper - 1} are missing between two segments (a segment missing or emptied in the "
+            "middle of a log that is not compacted)"
+        )
+        if not self.skip_damaged:
+            raise error
+        self._skip(first, upper, error)
+
     def _next_segment_base(self, offset: int) -> int:
         """Base offset of the segment after the one holding ``offset`` (the bound when it is the last)."""
         return next((s.base_offset for s in self.log.segments if s.base_offset > offset), self.bound())
@@ -253,6 +267,7 @@ class PartitionReader:
                 self.fetch_bytes,
                 end_offset=end,
                 on_damage=self._skip if self.skip_damaged else None,
+                on_gap=self._hole if self.holes_are_damage else None,
             )
         except OffsetOutOfRangeError:
             self.log.refresh()
@@ -297,6 +312,25 @@ def _topic_id(directory: Path) -> str | None:
     except (KafkaError, OSError, UnicodeDecodeError, ValueError):
         return None
     return None if topic_id is None else topic_id_to_string(topic_id)
+
+
+def _never_compacted(data_dir: Path, topic: str, partitions: list[int]) -> set[int]:
+    """The partitions whose log has no reason for gaps between segments: the topic's ``cleanup.policy`` in
+    ``kafkalog-topics.json`` has no ``compact``, and ``cleaner-offset-checkpoint`` does not list the partition
+    (it was never cleaned). Empty when the topic's config is not known."""
+    try:
+        document = read_topics(data_dir)
+        meta = None if document is None else document.topics.get(topic)
+        if meta is None or LogConfig.from_props(meta.config).compact:
+            return set()
+    except (KafkaError, OSError, UnicodeDecodeError, ValueError):
+        return set()
+    try:
+        entries = offset_checkpoint(data_dir / CLEANER_OFFSET_CHECKPOINT).read()
+    except (KafkaError, OSError, UnicodeDecodeError, ValueError):
+        return set()
+    cleaned = {tp.partition for tp, _ in entries if tp.topic == topic}
+    return set(partitions) - cleaned
 
 
 def _start_offset(rl: ReadOnlyLog, offset: str | None, timestamp: int | None) -> int:
@@ -471,6 +505,7 @@ def consume(
     if missing:
         raise CliError(f"partition {missing[0]} of topic {topic!r} does not exist in {path}", EXIT_NOINPUT)
     start = "earliest" if from_beginning else offset
+    never_compacted = _never_compacted(path, topic, chosen)
     readers = []
     for p in chosen:
         rl = data_dir.log(topic, p)
@@ -482,6 +517,7 @@ def consume(
                 isolation_level == "read_committed",
                 fetch_bytes,
                 skip_damaged=skip_damaged,
+                holes_are_damage=p in never_compacted,
             )
         )
     formatter = Formatter(

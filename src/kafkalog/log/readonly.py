@@ -411,6 +411,7 @@ class ReadOnlyLog:
         chunk_bytes: int = DEFAULT_CHUNK_BYTES,
         on_missing: Callable[[int, int], None] | None = None,
         on_damage: OnDamage | None = None,
+        on_gap: Callable[[int, int], None] | None = None,
     ) -> Iterator[BatchChunk]:
         """Complete batches that hold offsets in ``[start_offset, end_offset)``, read in large chunks.
 
@@ -422,8 +423,10 @@ class ReadOnlyLog:
         segment) it is damage, like any other framing damage: the batches before it are yielded, then
         :class:`CorruptRecordError` is raised, or with ``on_damage`` the rest of that segment is skipped:
         ``on_damage(from, to, error)`` gets the offsets lost (up to the next segment's base offset) and the
-        iteration goes on with the next segment. Legacy v0/v1 entries (CRC-checked) are up-converted to v2
-        batches (``MemoryRecords.up_convert``: offsets and timestamps kept).
+        iteration goes on with the next segment. Offsets between the end of a segment's data and the next
+        segment's base offset are ``on_gap(from, to)`` (normal in a compacted log; a hole, a segment missing
+        or emptied, in any other; ignored without a callback). Legacy v0/v1 entries (CRC-checked) are
+        up-converted to v2 batches (``MemoryRecords.up_convert``: offsets and timestamps kept).
         """
         if end_offset <= start_offset:
             return
@@ -533,10 +536,14 @@ class ReadOnlyLog:
                 on_damage(covered, max(covered, upper), exc)
                 if not rolled:
                     return
+                covered = max(covered, upper)
             finally:
                 os.close(fd)
             if k + 1 < len(segments):
-                covered = max(covered, min(segments[k + 1].base_offset, end_offset))
+                upper = min(segments[k + 1].base_offset, end_offset)
+                if on_gap is not None and covered < upper:
+                    on_gap(covered, upper)
+                covered = max(covered, upper)
         if covered < end_offset:
             missing(covered, end_offset)
 
@@ -547,6 +554,7 @@ class ReadOnlyLog:
         end_offset: int | None = None,
         *,
         on_damage: OnDamage | None = None,
+        on_gap: Callable[[int, int], None] | None = None,
     ) -> MemoryRecords:
         """Whole batches from the one holding ``start_offset``: at most ``max_bytes`` (at least one batch),
         none starting at or after ``end_offset`` (default: the log end offset). Data of one segment only.
@@ -555,7 +563,7 @@ class ReadOnlyLog:
         segment is deleted before it can be opened. Damage (:meth:`iter_batch_chunks`) ends the read after
         the whole batches before it, which are returned; a read that starts at the damage raises
         :class:`CorruptRecordError`, unless ``on_damage`` is given (then the damaged rest of the segment is
-        skipped, as :meth:`iter_batch_chunks` does).
+        skipped, as :meth:`iter_batch_chunks` does). ``on_gap`` as in :meth:`iter_batch_chunks`.
         """
         self._ensure_loaded()
         upper = self._leo if end_offset is None else min(end_offset, self._leo)
@@ -568,7 +576,9 @@ class ReadOnlyLog:
         total = 0
         segment: int | None = None
         chunk_bytes = max(64 << 10, min(max_bytes, 8 << 20))
-        chunks = self.iter_batch_chunks(start_offset, upper, chunk_bytes=chunk_bytes, on_damage=on_damage)
+        chunks = self.iter_batch_chunks(
+            start_offset, upper, chunk_bytes=chunk_bytes, on_damage=on_damage, on_gap=on_gap
+        )
         try:
             for chunk in chunks:
                 if segment is not None and chunk.segment_base_offset != segment:
