@@ -327,17 +327,30 @@ def test_agrees_with_the_crash_suites_checker(tmp_path: Path, seed: int) -> None
 
 def test_live_directory_with_no_index_entry_yet_passes(tmp_path: Path) -> None:
     """A live LogManager whose active segments hold less than index.interval.bytes: every index is preallocated
-    and all zero, slot 0 included, which is no entry (it was read as one: a fault per partition)."""
+    and all zero, slot 0 included, which is no entry (it was read as one: a fault per partition). With
+    ``preallocate`` the active .log has a zero-filled tail too (it was a corrupt batch)."""
     root = tmp_path / "data"
     with LogManager.open(root, background=False) as mgr:
         mgr.create_topic("t", 4)
+        mgr.create_topic("p", 1, {"preallocate": True, "segment.bytes": 1 << 20})
         for i in range(20):
             mgr.produce("t", [(b"k%d" % i, b"v%d" % i)])
+            mgr.produce("p", [(b"k%d" % i, b"v%d" % i)])
         index = root / "t-0" / "00000000000000000000.timeindex"
         assert index.stat().st_size > 12 and not any(index.read_bytes())
+        assert (root / "p-0" / "00000000000000000000.log").stat().st_size == 1 << 20
         result = run("verify", "--json", root)
         assert result.exit_code == 0, faults(result.stdout)
     assert run("verify", root).exit_code == 0
+
+
+def test_zero_filled_tail_of_a_rolled_segment_is_a_fault(clean: Path, tmp_path: Path) -> None:
+    root = copy_of(clean, tmp_path)
+    log = sorted((root / "orders-0").glob("*.log"))[0]
+    log.write_bytes(log.read_bytes() + bytes(4096))
+    result = run("verify", "--json", root)
+    assert result.exit_code == 1
+    assert any(f["file"] == log.name for f in faults(result.stdout))
 
 
 def _drop_middle_segments(partition: Path) -> list[int]:

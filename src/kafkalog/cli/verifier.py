@@ -8,7 +8,8 @@ A **fault** breaks an invariant (the exit code is 1); a **warning** is a state K
 itself (leftover ``.cleaned``/``.swap``/``.deleted`` files, an untrimmed index of a rolled segment, a time
 index without the segment's final entry, an orphan index). Per partition directory:
 
-* **log**: every ``.log`` is a whole number of batches (no bad frame, no partial tail) with valid CRCs;
+* **log**: every ``.log`` is a whole number of batches (no bad frame, no partial tail) with valid CRCs, except
+  the active segment's zero-filled tail (``preallocate``: the file is extended up front while a writer has it);
   offsets strictly increase across batches and segments; each batch fits its segment (``base <= offset <=
   base + 2**31 - 1``).
 * **.index**: length a multiple of 8; entries (up to the zero-filled preallocated tail) strictly increasing in
@@ -180,11 +181,13 @@ class _Segment:
     max_timestamp: int = -1
     batches: int = 0
     valid_end: int = 0
+    zero_tail: bool = False
 
     @property
     def damaged(self) -> bool:
-        """Whether the walk stopped before the end of the ``.log``."""
-        return self.valid_end < self.size
+        """Whether the walk stopped before the end of the ``.log`` (not at an active segment's preallocated
+        zero-filled tail)."""
+        return self.valid_end < self.size and not self.zero_tail
 
 
 class _OffsetIndexCheck:
@@ -576,6 +579,15 @@ def _walk_segment(
                     tick(b.position - shown)
                     shown = b.position
             elif isinstance(event, ErrorEvent):
+                if (
+                    is_active
+                    and event.kind != "invalid_records"
+                    and not _nonzero_after(seg.log, event.position)
+                ):
+                    seg.zero_tail = (
+                        True  # preallocated (file.preallocate) and not written yet: the end of data
+                    )
+                    continue
                 kind = {"truncated": "truncated tail", "invalid_records": "invalid records"}.get(
                     event.kind, "corrupt batch"
                 )
