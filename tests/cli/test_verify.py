@@ -391,3 +391,27 @@ def test_a_hole_in_a_topic_of_unknown_config_is_a_warning(tmp_path: Path) -> Non
     assert result.exit_code == 0
     warnings = [o for o in json_lines(result.stdout) if o["type"] == "warning"]
     assert sum("are missing" in str(w["message"]) for w in warnings) == 2
+
+
+def test_a_segment_deleted_during_the_check_is_not_a_failure(
+    clean: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Retention or the cleaner of a live writer removes a segment between the listing and its walk: verify
+    stopped with exit 66 (no such file) on a healthy directory."""
+    import kafkalog.cli.verifier as verifier
+
+    root = copy_of(clean, tmp_path)
+    victim = sorted((root / "orders-0").glob("*.log"))[0]
+    real = verifier.LogDump
+
+    def deleting(path: Path, *args: object, **kwargs: object) -> object:
+        if path == victim:
+            for suffix in (".log", ".index", ".timeindex"):
+                victim.with_suffix(suffix).unlink()
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(verifier, "LogDump", deleting)
+    result = run("verify", "--json", root)
+    assert result.exit_code == 0, result.stdout
+    warned = [o for o in json_lines(result.stdout) if o["type"] == "warning"]
+    assert [(w["partition"], w["file"]) for w in warned] == [("orders-0", victim.name)]

@@ -182,12 +182,13 @@ class _Segment:
     batches: int = 0
     valid_end: int = 0
     zero_tail: bool = False
+    gone: bool = False  # deleted by a live writer while it was being checked
 
     @property
     def damaged(self) -> bool:
         """Whether the walk stopped before the end of the ``.log`` (not at an active segment's preallocated
-        zero-filled tail)."""
-        return self.valid_end < self.size and not self.zero_tail
+        zero-filled tail), or the segment went away meanwhile."""
+        return (self.valid_end < self.size and not self.zero_tail) or self.gone
 
 
 class _OffsetIndexCheck:
@@ -475,12 +476,19 @@ def verify_partition_dir(
             report.fault(seg.log.name, f"base offset {seg.base} is not above the previous offset {prev_last}")
         if n and holes is not None:
             _check_hole(segments[n - 1], seg, holes, report)
-        prev_last = _walk_segment(directory, seg, is_active, prev_last, epochs, replay, report, tick)
+        try:
+            prev_last = _walk_segment(directory, seg, is_active, prev_last, epochs, replay, report, tick)
+        except FileNotFoundError:  # retention or the cleaner of a live writer removed it meanwhile
+            seg.valid_end, seg.batches, seg.gone = 0, 0, True
+            report.warn(
+                seg.log.name, "deleted while it was being checked (a live writer's retention or cleaner)"
+            )
     report.log_end_offset = segments[-1].next_offset if segments else None
     for seg in segments:
         report.bytes += seg.size
         report.batches += seg.batches
-        _check_txn_index(directory / f"{seg.base:020d}.txnindex", seg, replay, report)
+        if not seg.gone:
+            _check_txn_index(directory / f"{seg.base:020d}.txnindex", seg, replay, report)
     if epochs and report.log_end_offset is not None and epochs[-1].start_offset > report.log_end_offset:
         report.fault(
             "leader-epoch-checkpoint",
