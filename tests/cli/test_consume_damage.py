@@ -9,8 +9,11 @@ import struct
 import subprocess
 from pathlib import Path
 
-from kafkalog.cli.common import EXIT_CORRUPT, EXIT_FAULT
-from kafkalog.cli.consume import PartitionReader
+import pytest
+
+from kafkalog.cli.common import EXIT_CORRUPT, EXIT_FAULT, CliError
+from kafkalog.cli.consume import _PROPERTIES, Formatter, PartitionReader, _Output, _run
+from kafkalog.cli.dumplog import DECODERS
 from kafkalog.log.readonly import ReadOnlyLog
 from kafkalog.manager import LogManager
 
@@ -196,3 +199,16 @@ def test_a_hole_in_a_log_that_is_not_compacted_is_damage(tmp_path: Path) -> None
     assert result.exit_code == 0, result.stderr
     lo, hi = bases["c"][2], bases["c"][3]
     assert _offsets(result.stdout) == [o for o in range(60) if not lo <= o < hi]
+
+
+def test_a_topic_deleted_while_it_is_read_is_an_error(tmp_path: Path) -> None:
+    """Without --follow: the reads of a deleted partition found nothing more and consume ended with exit 0."""
+    written = write_partition(tmp_path / "t-0", batches=30, transactions=False)
+    reader = PartitionReader(0, ReadOnlyLog.open(written.path), 0, False, 256)
+    formatter = Formatter("t", dict(_PROPERTIES), DECODERS["utf8"], DECODERS["utf8"], False)
+    out = _Output()
+    first = next(reader.fetch())  # the reader has started (its offsets are loaded)
+    assert first[0].offset == 0
+    written.path.rename(tmp_path / "t-0.0123-delete")
+    with pytest.raises(CliError, match="the topic was deleted"):
+        _run([reader], formatter, out, None, False, 0.01)

@@ -13,7 +13,8 @@ and :mod:`kafkalog.log.committed`, and nothing of a transaction still open is sh
 Ctrl-C, which exits 0; ``--max-messages`` stops after that many records. A followed partition whose
 directory goes away (topic deleted) or is replaced (deleted and created again: a new directory or topic id in
 ``partition.metadata``) ends ``--follow`` with an error, exit 1: the new topic's offsets start again, and
-waiting for the old ones would stall silently.
+waiting for the old ones would stall silently. Without ``--follow`` the same found at the end is exit 1 too
+(what was printed may stop short).
 
 Partitions are read in turn, a fetch (``--fetch-bytes``) at a time, so several partitions interleave.
 
@@ -598,6 +599,10 @@ def _run(
         if progressed:
             continue
         if not follow:
+            for reader in readers:  # deleted under us: what was printed may stop short of the end
+                why = reader.replaced()
+                if why is not None:
+                    raise CliError(f"{why} while it was read", EXIT_FAULT)
             return
         out.flush()
         time.sleep(poll_s)
