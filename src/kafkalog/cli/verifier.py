@@ -512,7 +512,8 @@ def _check_hole(prev: _Segment, seg: _Segment, level: Level, report: PartitionRe
     )
     message = (
         f"offsets {prev.next_offset}..{seg.base - 1} are missing: {what} and this one starts at {seg.base} (a "
-        "segment deleted or emptied in the middle of the log; readers skip the hole)"
+        "segment deleted or emptied in the middle of the log; readers skip the hole, and recover cannot bring "
+        "those offsets back)"
     )
     if level == "warning":
         message += "; a fault unless the topic is or was compacted (its config is not known here)"
