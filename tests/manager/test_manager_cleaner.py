@@ -97,3 +97,21 @@ def test_a_second_cleaner_on_the_managers_dirs_is_refused(tmp_path: Path) -> Non
         assert m.cleaner is None
         own = LogCleaner(log_dirs=m.log_dirs, logs=m.all_logs)
         assert own.clean_log(m.get_log("users", 0))
+
+
+def test_a_manager_whose_cleaner_is_refused_does_not_open(tmp_path: Path) -> None:
+    """A cleaner already works in the dir: the manager's own would race it. The open fails and leaves nothing
+    locked or running."""
+    with LogManager.open(tmp_path, background=False) as m:
+        _dirty_compacted(m)
+    first = LogCleaner(log_dirs=[tmp_path], logs=dict)
+    first.startup()
+    try:
+        with pytest.raises(LogDirLockedError, match="another LogCleaner"):
+            LogManager.open(tmp_path)
+    finally:
+        first.shutdown()
+    with LogManager.open(
+        tmp_path, cleaner={"log.cleaner.backoff.ms": 60_000}
+    ) as m:  # the dir lock was released
+        assert m.cleaner is not None and m.cleaner.is_running
