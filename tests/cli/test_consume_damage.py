@@ -212,3 +212,33 @@ def test_a_topic_deleted_while_it_is_read_is_an_error(tmp_path: Path) -> None:
     written.path.rename(tmp_path / "t-0.0123-delete")
     with pytest.raises(CliError, match="the topic was deleted"):
         _run([reader], formatter, out, None, False, 0.01)
+
+
+def test_follow_picks_up_partitions_added_meanwhile(tmp_path: Path) -> None:
+    """Records of a partition added while --follow ran were never shown (only the partitions found at the start
+    were read)."""
+    import queue
+    import signal
+    import threading
+
+    with LogManager.open(tmp_path, background=False) as mgr:
+        mgr.create_topic("grow", 1)
+        mgr.produce("grow", [(None, b"p0-%d" % i) for i in range(3)], partition=0)
+    consumer = _follow(tmp_path, "grow")
+    lines: queue.Queue[bytes] = queue.Queue()
+    assert consumer.stdout is not None
+    stdout = consumer.stdout
+    threading.Thread(target=lambda: [lines.put(line) for line in stdout], daemon=True).start()
+    try:
+        got = [lines.get(timeout=60) for _ in range(3)]
+        with LogManager.open(tmp_path, background=False) as mgr:
+            mgr.add_partitions("grow", 2)
+            mgr.produce("grow", [(None, b"p1-%d" % i) for i in range(2)], partition=1)
+        got += [lines.get(timeout=60) for _ in range(2)]  # generous: a poll is 50 ms
+        consumer.send_signal(signal.SIGINT)
+        assert consumer.wait(timeout=60) == 0
+    finally:
+        if consumer.poll() is None:
+            consumer.kill()
+            consumer.wait()
+    assert got == [b"p0-0\n", b"p0-1\n", b"p0-2\n", b"p1-0\n", b"p1-1\n"]

@@ -14,7 +14,9 @@ Ctrl-C, which exits 0; ``--max-messages`` stops after that many records. A follo
 directory goes away (topic deleted) or is replaced (deleted and created again: a new directory or topic id in
 ``partition.metadata``) ends ``--follow`` with an error, exit 1: the new topic's offsets start again, and
 waiting for the old ones would stall silently. Without ``--follow`` the same found at the end is exit 1 too
-(what was printed may stop short).
+(what was printed may stop short). Partitions added to the topic while ``--follow`` runs (without
+``--partition``) are picked up at the next poll and read from their first offset (every record of theirs is
+new), as a Kafka consumer subscribed to the topic picks them up at its next metadata refresh.
 
 Partitions are read in turn, a fetch (``--fetch-bytes``) at a time, so several partitions interleave.
 
@@ -43,7 +45,7 @@ import os
 import stat
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -507,20 +509,38 @@ def consume(
         raise CliError(f"partition {missing[0]} of topic {topic!r} does not exist in {path}", EXIT_NOINPUT)
     start = "earliest" if from_beginning else offset
     never_compacted = _never_compacted(path, topic, chosen)
-    readers = []
-    for p in chosen:
+
+    def reader(p: int, first: str | None, first_timestamp: int | None) -> PartitionReader:
         rl = data_dir.log(topic, p)
-        readers.append(
-            PartitionReader(
-                p,
-                rl,
-                _start_offset(rl, start, timestamp),
-                isolation_level == "read_committed",
-                fetch_bytes,
-                skip_damaged=skip_damaged,
-                holes_are_damage=p in never_compacted,
-            )
+        return PartitionReader(
+            p,
+            rl,
+            _start_offset(rl, first, first_timestamp),
+            isolation_level == "read_committed",
+            fetch_bytes,
+            skip_damaged=skip_damaged,
+            holes_are_damage=p in never_compacted,
         )
+
+    readers = [reader(p, start, timestamp) for p in chosen]
+
+    def discover() -> list[PartitionReader]:
+        """Partitions added to the topic since the start (``--follow`` without ``--partition``): all their
+        records are new, so they are read from their first offset."""
+        try:
+            now = data_dir.partitions(topic)
+        except UnknownTopicOrPartitionError:
+            return []
+        known = {r.partition for r in readers}
+        found = []
+        for p in now:
+            if p not in known:
+                try:
+                    found.append(reader(p, "earliest", None))
+                except UnknownTopicOrPartitionError:
+                    continue
+        return found
+
     formatter = Formatter(
         topic,
         props,
@@ -532,7 +552,7 @@ def consume(
     )
     out = _Output()
     try:
-        _run(readers, formatter, out, max_messages, follow, poll_ms / 1000)
+        _run(readers, formatter, out, max_messages, follow, poll_ms / 1000, None if partitions else discover)
     except KeyboardInterrupt:
         pass  # Ctrl-C is how --follow ends
     finally:
@@ -578,8 +598,10 @@ def _run(
     max_messages: int | None,
     follow: bool,
     poll_s: float,
+    discover: Callable[[], list[PartitionReader]] | None = None,
 ) -> None:
-    """Reads the partitions in turn until they are caught up (``follow``: forever) or ``max_messages``."""
+    """Reads the partitions in turn until they are caught up (``follow``: forever) or ``max_messages``;
+    ``discover`` (``follow``) gives readers of partitions added meanwhile, appended to ``readers``."""
     while True:
         progressed = False
         for reader in readers:
@@ -611,3 +633,5 @@ def _run(
             why = reader.replaced()
             if why is not None:  # it would wait for offsets the new topic may never reach
                 raise CliError(f"{why}; stopped following", EXIT_FAULT)
+        if discover is not None:
+            readers.extend(sorted(discover(), key=lambda r: r.partition))
