@@ -175,7 +175,11 @@ class LogManager:
             manager._release(close_logs=True)
             raise
         if background:
-            manager._start_background_tasks()
+            try:
+                manager._start_background_tasks()  # LogDirLockedError: another cleaner works in a dir
+            except BaseException:
+                manager.close()  # a clean close: nothing is left locked or open
+                raise
         return manager
 
     def _load(self) -> None:

@@ -323,3 +323,95 @@ def test_agrees_with_the_crash_suites_checker(tmp_path: Path, seed: int) -> None
         victim.write_bytes(bytes(data))
         theirs, mine = crash_verify(dst), verify_partition_dir(dst)
         assert bool(theirs.problems) == bool(mine.faults), (victim.name, theirs.problems, mine.findings)
+
+
+def test_live_directory_with_no_index_entry_yet_passes(tmp_path: Path) -> None:
+    """A live LogManager whose active segments hold less than index.interval.bytes: every index is preallocated
+    and all zero, slot 0 included, which is no entry (it was read as one: a fault per partition). With
+    ``preallocate`` the active .log has a zero-filled tail too (it was a corrupt batch)."""
+    root = tmp_path / "data"
+    with LogManager.open(root, background=False) as mgr:
+        mgr.create_topic("t", 4)
+        mgr.create_topic("p", 1, {"preallocate": True, "segment.bytes": 1 << 20})
+        for i in range(20):
+            mgr.produce("t", [(b"k%d" % i, b"v%d" % i)])
+            mgr.produce("p", [(b"k%d" % i, b"v%d" % i)])
+        index = root / "t-0" / "00000000000000000000.timeindex"
+        assert index.stat().st_size > 12 and not any(index.read_bytes())
+        assert (root / "p-0" / "00000000000000000000.log").stat().st_size == 1 << 20
+        result = run("verify", "--json", root)
+        assert result.exit_code == 0, faults(result.stdout)
+    assert run("verify", root).exit_code == 0
+
+
+def test_zero_filled_tail_of_a_rolled_segment_is_a_fault(clean: Path, tmp_path: Path) -> None:
+    root = copy_of(clean, tmp_path)
+    log = sorted((root / "orders-0").glob("*.log"))[0]
+    log.write_bytes(log.read_bytes() + bytes(4096))
+    result = run("verify", "--json", root)
+    assert result.exit_code == 1
+    assert any(f["file"] == log.name for f in faults(result.stdout))
+
+
+def _drop_middle_segments(partition: Path) -> list[int]:
+    segments = sorted(partition.glob("*.log"))
+    assert len(segments) > 6
+    for suffix in (".log", ".index", ".timeindex"):
+        segments[2].with_suffix(suffix).unlink()  # a segment gone
+    segments[4].write_bytes(b"")  # a segment emptied
+    segments[4].with_suffix(".index").write_bytes(b"")
+    segments[4].with_suffix(".timeindex").write_bytes(b"")
+    return [int(s.stem) for s in segments]
+
+
+def test_a_missing_or_emptied_segment_is_a_hole(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    with LogManager.open(root, background=False) as mgr:
+        mgr.create_topic("d", 1, {"segment.bytes": 1000})
+        mgr.create_topic("c", 1, {"segment.bytes": 1000, "cleanup.policy": "compact"})
+        for i in range(100):
+            mgr.produce("d", [(b"k%d" % i, b"v" * 50)])
+            mgr.produce("c", [(b"k%d" % i, b"v" * 50)])
+    bases = _drop_middle_segments(root / "d-0")
+    _drop_middle_segments(root / "c-0")
+    result = run("verify", "--json", root)
+    assert result.exit_code == 1
+    found = {(f["partition"], f["file"]): str(f["message"]) for f in faults(result.stdout)}
+    assert set(found) == {("d-0", f"{bases[3]:020d}.log"), ("d-0", f"{bases[5]:020d}.log")}
+    assert found[("d-0", f"{bases[3]:020d}.log")].startswith(
+        f"offsets {bases[2]}..{bases[3] - 1} are missing"
+    )
+    assert "is empty" in found[("d-0", f"{bases[5]:020d}.log")]
+
+
+def test_a_hole_in_a_topic_of_unknown_config_is_a_warning(tmp_path: Path) -> None:
+    written = write_partition(tmp_path / "p-0", batches=100, segment_bytes=800, transactions=False)
+    _drop_middle_segments(written.path)
+    result = run("verify", "--json", written.path)
+    assert result.exit_code == 0
+    warnings = [o for o in json_lines(result.stdout) if o["type"] == "warning"]
+    assert sum("are missing" in str(w["message"]) for w in warnings) == 2
+
+
+def test_a_segment_deleted_during_the_check_is_not_a_failure(
+    clean: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Retention or the cleaner of a live writer removes a segment between the listing and its walk: verify
+    stopped with exit 66 (no such file) on a healthy directory."""
+    import kafkalog.cli.verifier as verifier
+
+    root = copy_of(clean, tmp_path)
+    victim = sorted((root / "orders-0").glob("*.log"))[0]
+    real = verifier.LogDump
+
+    def deleting(path: Path, *args: object, **kwargs: object) -> object:
+        if path == victim:
+            for suffix in (".log", ".index", ".timeindex"):
+                victim.with_suffix(suffix).unlink()
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(verifier, "LogDump", deleting)
+    result = run("verify", "--json", root)
+    assert result.exit_code == 0, result.stdout
+    warned = [o for o in json_lines(result.stdout) if o["type"] == "warning"]
+    assert [(w["partition"], w["file"]) for w in warned] == [("orders-0", victim.name)]

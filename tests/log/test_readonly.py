@@ -196,6 +196,50 @@ def test_log_end_offset_stops_before_a_torn_or_corrupt_tail(make_log: LogFactory
     assert rl.log_end_offset == 21
 
 
+def test_torn_batch_with_an_index_entry_ends_the_log_at_its_base_offset(
+    make_log: LogFactory, log_dir: Path
+) -> None:
+    log = make_log(LogConfig(segment_bytes=1 << 20, index_interval_bytes=1))
+    fill(log, 5)  # 4 records a batch; an index entry at every batch after the first
+    log.close()
+    active = sorted(log_dir.glob("*.log"))[-1]
+    active.write_bytes(active.read_bytes()[:-10])  # the last batch (offsets 16..19), indexed, is torn
+    rl = ReadOnlyLog.open(log_dir)
+    assert rl.log_end_offset == 16  # not 19, the indexed batch's last offset
+    assert decoded_offsets(rl, 0, rl.log_end_offset) == list(range(16))
+
+
+def test_damage_in_a_rolled_segment_is_an_error_after_the_batches_before_it(
+    make_log: LogFactory, log_dir: Path
+) -> None:
+    log = make_log(LogConfig(segment_bytes=400, index_interval_bytes=1 << 20))
+    fill(log, 12)
+    bases = [s.base_offset for s in log.segments]
+    log.close()
+    assert len(bases) >= 3
+    first = log_dir / f"{bases[0]:020d}.log"
+    first.write_bytes(first.read_bytes()[:-10])  # the rolled segment's last batch is torn
+    torn_base = bases[1] - 4
+    rl = ReadOnlyLog.open(log_dir)
+    seen: list[int] = []
+    with pytest.raises(CorruptRecordError, match="rolled segment"):
+        for chunk in rl.iter_batch_chunks(0, rl.log_end_offset):
+            seen.extend(int(b) for b in chunk.table[K.F_BASE_OFFSET])
+    assert seen == list(range(0, torn_base, 4))
+    batches = list(rl.read(0, 1 << 20).batches())  # the batches before the damage
+    assert [b.base_offset for b in batches] == list(range(0, torn_base, 4))
+    with pytest.raises(CorruptRecordError):
+        rl.read(torn_base)  # the damage is where this read starts
+    damage: list[tuple[int, int]] = []
+    offsets = []
+    for chunk in rl.iter_batch_chunks(
+        0, rl.log_end_offset, on_damage=lambda lo, hi, e: damage.append((lo, hi))
+    ):
+        offsets.extend(int(b) for b in chunk.table[K.F_BASE_OFFSET])
+    assert damage == [(torn_base, bases[1])]
+    assert offsets == [o for o in range(0, rl.log_end_offset, 4) if o != torn_base]
+
+
 def test_index_entries_are_only_hints(make_log: LogFactory, log_dir: Path) -> None:
     log = make_log(LogConfig(segment_bytes=1 << 20, index_interval_bytes=64))
     fill(log, 50)

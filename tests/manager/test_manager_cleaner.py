@@ -6,6 +6,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
+from kafkalog.errors import LogDirLockedError
+from kafkalog.log.cleaner_service import LogCleaner
 from kafkalog.log.names import TopicPartition
 from kafkalog.manager import LogManager
 from kafkalog.records import SimpleRecord
@@ -58,3 +62,56 @@ def test_manager_runs_the_cleaner(tmp_path: Path) -> None:
             else "0\n0\n"
         )
         assert "users" not in text
+
+
+def _dirty_compacted(m: LogManager) -> None:
+    m.create_topic("users", 1, {"cleanup.policy": "compact", "segment.bytes": 2048})
+    for i in range(200):
+        m.produce("users", [SimpleRecord(b"v%d" % i, b"k%d" % (i % 5))])
+    m.get_log("users", 0).roll()
+
+
+def test_a_second_cleaner_on_the_managers_dirs_is_refused(tmp_path: Path) -> None:
+    """The LogManager runs a cleaner; another on the same log dirs (what operations.md used to tell users to
+    build) would race it on the same .cleaned files. It is refused, and changes nothing."""
+    with LogManager.open(tmp_path, cleaner={"log.cleaner.backoff.ms": 60_000}) as m:
+        assert m.cleaner is not None and m.cleaner.is_running
+        m.cleaner.abort_and_pause_cleaning(TopicPartition("users", 0))  # the files stay as they are
+        _dirty_compacted(m)
+        other = LogCleaner({"log.cleaner.threads": 1}, log_dirs=m.log_dirs, logs=m.all_logs)
+        with pytest.raises(LogDirLockedError, match="another LogCleaner"):
+            other.startup()
+        assert not other.is_running
+        before = sorted(p.name for p in (tmp_path / "users-0").iterdir())
+        with pytest.raises(LogDirLockedError):
+            other.clean_once()
+        with pytest.raises(LogDirLockedError):
+            other.clean_log(m.get_log("users", 0))
+        # a cleaner that names no dir is refused at its round: it never cleans the manager's logs
+        stray = LogCleaner(logs=m.all_logs)
+        assert stray.clean_once() == []
+        assert stray.manager.uncleanable_partitions(tmp_path) == {TopicPartition("users", 0)}
+        assert sorted(p.name for p in (tmp_path / "users-0").iterdir()) == before
+    # once the manager (and its cleaner) closed, a cleaner may work there
+    with LogManager.open(tmp_path, background=False) as m:
+        assert m.cleaner is None
+        own = LogCleaner(log_dirs=m.log_dirs, logs=m.all_logs)
+        assert own.clean_log(m.get_log("users", 0))
+
+
+def test_a_manager_whose_cleaner_is_refused_does_not_open(tmp_path: Path) -> None:
+    """A cleaner already works in the dir: the manager's own would race it. The open fails and leaves nothing
+    locked or running."""
+    with LogManager.open(tmp_path, background=False) as m:
+        _dirty_compacted(m)
+    first = LogCleaner(log_dirs=[tmp_path], logs=dict)
+    first.startup()
+    try:
+        with pytest.raises(LogDirLockedError, match="another LogCleaner"):
+            LogManager.open(tmp_path)
+    finally:
+        first.shutdown()
+    with LogManager.open(
+        tmp_path, cleaner={"log.cleaner.backoff.ms": 60_000}
+    ) as m:  # the dir lock was released
+        assert m.cleaner is not None and m.cleaner.is_running

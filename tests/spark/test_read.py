@@ -18,7 +18,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.datasource import InputPartition
 
-from kafkalog.errors import OffsetOutOfRangeError
+from kafkalog.errors import CorruptRecordError, OffsetOutOfRangeError
 from kafkalog.log import AppendOrigin, Log, LogConfig
 from kafkalog.records import ControlRecordType, Header, MemoryRecords, SimpleRecord
 from kafkalog.records import _kernels as K
@@ -178,6 +178,24 @@ def test_executor_reports_data_loss(tmp_path: Path, caplog: pytest.LogCaptureFix
     batches = list(read_task(task, include_headers=False, fail_on_data_loss=False))
     assert [o for b in batches for o in b.column("offset").to_pylist()] == list(range(lost_to, 200))
     assert "Some data may have been lost" in caplog.text
+
+
+def test_executor_damage_in_a_rolled_segment(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A rolled segment's torn batch was read as the end of its data: its offsets vanished silently. It is an
+    error with failOnDataLoss (the default), a data-loss warning and a skip without."""
+    write_topic(tmp_path, "torn", 1, batches=40, segment_bytes=1024)
+    directory = tmp_path / "torn-0"
+    segments = sorted(directory.glob("*.log"))
+    segments[1].write_bytes(segments[1].read_bytes()[:-10])
+    next_base = int(segments[2].stem)
+    task = ReadTask("torn", 0, str(directory), 0, 200)
+    with pytest.raises(CorruptRecordError, match="rolled segment"):
+        list(read_task(task, include_headers=False))
+    batches = list(read_task(task, include_headers=False, fail_on_data_loss=False))
+    offsets = [o for b in batches for o in b.column("offset").to_pylist()]
+    torn_from = next_base - 5  # the torn batch held the segment's last 5 offsets
+    assert offsets == [o for o in range(200) if not torn_from <= o < next_base]
+    assert f"Cannot fetch offsets [{torn_from}, {next_base})" in caplog.text
 
 
 def test_plan_batch_checks_offsets(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ Exit codes (the contract scripts rely on; ``kafkalog --help`` prints them):
 ====  =====================================================================================================
  0    success
  1    faults found (``verify``), or an operation failed (an I/O error, an append rejected by the log)
- 2    ``dump``: corrupt data (a bad frame, a CRC mismatch, an index entry that contradicts the log)
+ 2    ``dump``, ``consume``: corrupt data (a bad frame, a CRC mismatch, an index entry that contradicts the log)
  3    ``dump``: a truncated tail (trailing bytes that do not form a complete batch or entry)
  64   usage error (unknown option, bad value, a file type a command cannot take) — ``EX_USAGE``
  66   no such file or directory, or not readable — ``EX_NOINPUT``
@@ -89,7 +89,7 @@ EXIT_CODES_HELP: Final = """\b
 Exit codes:
   0    success
   1    faults found (verify), or the operation failed
-  2    dump: corrupt data (bad frame, CRC mismatch, index/log mismatch)
+  2    dump, consume: corrupt data (bad frame, CRC, index/log mismatch)
   3    dump: truncated tail (bytes that do not form a whole batch/entry)
   64   usage error (bad option or value, unsupported file type)
   66   no such file or directory (or not readable)

@@ -10,9 +10,21 @@ none). Where it stops: the high watermark (``--isolation-level read_uncommitted`
 stable offset (``read_committed``: records of aborted transactions are skipped, using the ``.txnindex`` files
 and :mod:`kafkalog.log.committed`, and nothing of a transaction still open is shown). Control records
 (transaction markers) are never shown. ``--follow`` keeps polling for new records (``--poll-ms``) until
-Ctrl-C, which exits 0; ``--max-messages`` stops after that many records.
+Ctrl-C, which exits 0; ``--max-messages`` stops after that many records. A followed partition whose
+directory goes away (topic deleted) or is replaced (deleted and created again: a new directory or topic id in
+``partition.metadata``) ends ``--follow`` with an error, exit 1: the new topic's offsets start again, and
+waiting for the old ones would stall silently. Without ``--follow`` the same found at the end is exit 1 too
+(what was printed may stop short). Partitions added to the topic while ``--follow`` runs (without
+``--partition``) are picked up at the next poll and read from their first offset (every record of theirs is
+new), as a Kafka consumer subscribed to the topic picks them up at its next metadata refresh.
 
 Partitions are read in turn, a fetch (``--fetch-bytes``) at a time, so several partitions interleave.
+
+Damaged data (a torn, overlong or zero-filled batch in a rolled segment, a bad frame, a CRC mismatch) is
+printed up to the damage and then is an error: exit 2 (``EXIT_CORRUPT``) naming the partition, offset, file
+and byte. ``--skip-damaged`` warns on stderr (the offsets lost), skips the rest of that segment, goes on with
+the next one and exits 2 at the end. The last segment's partial tail is what a crash or a write in progress
+leaves: the end of the data, not damage.
 
 Text output is Kafka's ``DefaultMessageFormatter``: per record, ``[<timestampType>:<ts>\\t][Partition:<p>\\t]
 [Offset:<o>\\t][<headers>\\t][<key>\\t]<value>`` as chosen by ``--property print.timestamp=true``,
@@ -29,9 +41,11 @@ document), headers an object (a list of ``[key, value]`` pairs when a name repea
 from __future__ import annotations
 
 import json
+import os
+import stat
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -41,6 +55,8 @@ import click
 from kafkalog.cli.common import (
     CONTEXT_SETTINGS,
     EXIT_CODES_HELP,
+    EXIT_CORRUPT,
+    EXIT_FAULT,
     EXIT_NOINPUT,
     EXIT_OK,
     CliError,
@@ -50,8 +66,16 @@ from kafkalog.cli.common import (
     require_dir,
 )
 from kafkalog.cli.dumplog import DECODERS, Decoder
-from kafkalog.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from kafkalog.datadir import CLEANER_OFFSET_CHECKPOINT, read_topics
+from kafkalog.errors import (
+    CorruptRecordError,
+    KafkaError,
+    OffsetOutOfRangeError,
+    UnknownTopicOrPartitionError,
+)
+from kafkalog.log.checkpoint import offset_checkpoint, read_partition_metadata, topic_id_to_string
 from kafkalog.log.committed import committed_records
+from kafkalog.log.config import LogConfig
 from kafkalog.log.readonly import ReadOnlyDataDir, ReadOnlyLog
 from kafkalog.records import Record, RecordBatch, TimestampType
 from kafkalog.records.utf8 import decode_utf8_as_java
@@ -160,14 +184,78 @@ class PartitionReader:
     position: int
     committed: bool
     fetch_bytes: int
+    skip_damaged: bool = False
+    #: Whether offsets missing between segments are damage (a log never compacted) or normal (compacted).
+    holes_are_damage: bool = False
     lost: list[tuple[int, int]] = field(default_factory=list)
+    #: Damage skipped with ``skip_damaged``: (first offset lost, offset reading resumed at, what was wrong).
+    damaged: list[tuple[int, int, str]] = field(default_factory=list)
+    _skipped_to: int = field(default=0, init=False, repr=False)
+    _identity: tuple[int, int] | None = field(default=None, init=False, repr=False)
+    _topic_id: str | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._identity = _dir_identity(self.log.dir)
+        self._topic_id = _topic_id(self.log.dir)
+
+    def replaced(self) -> str | None:
+        """Why the partition directory being read is no longer the one this reader started on (the topic was
+        deleted, or deleted and created again: a new directory or a new topic id in ``partition.metadata``),
+        or None when it still is."""
+        where = f"partition {self.partition} ({self.log.dir})"
+        identity = _dir_identity(self.log.dir)
+        if identity is None:
+            return f"{where} is gone: the topic was deleted (or the partition moved to another log dir)"
+        topic_id = _topic_id(self.log.dir)
+        if self._topic_id is not None and topic_id is not None and topic_id != self._topic_id:
+            return (
+                f"{where}: the topic was deleted and created again (topic id {self._topic_id}, now {topic_id}); "
+                "its offsets start again, so run consume again to read the new topic"
+            )
+        if identity != self._identity:
+            return (
+                f"{where}: the directory was replaced (the topic was deleted and created again); its offsets "
+                "start again, so run consume again to read the new topic"
+            )
+        if self._topic_id is None:
+            self._topic_id = topic_id  # partition.metadata written after we started
+        return None
 
     def bound(self) -> int:
         """The offset reads stop at (HW or LSO as of the last refresh)."""
         return self.log.last_stable_offset if self.committed else self.log.high_watermark
 
+    def _skip(self, first: int, upper: int, error: CorruptRecordError) -> None:
+        """Note damage skipped over (``skip_damaged``); the fetch moves the position past it."""
+        if not self.damaged or self.damaged[-1][:2] != (first, upper):
+            self.damaged.append((first, upper, str(error)))
+            error_console().print(
+                f"warning: partition {self.partition}: offsets {first}..{upper - 1} skipped, damaged data: {error}",
+                markup=False,
+            )
+        self._skipped_to = max(self._skipped_to, upper)
+
+    def _hole(self, first: int, upper: int) -> None:
+        """Offsets missing between two segments of a log that is not compacted: damage."""
+        error = CorruptRecordError(
+            f"offsets {first}..{upper - 1} are missing between two segments (a segment missing or emptied in the "
+            "middle of a log that is not compacted)"
+        )
+        if not self.skip_damaged:
+            raise error
+        self._skip(first, upper, error)
+
+    def _next_segment_base(self, offset: int) -> int:
+        """Base offset of the segment after the one holding ``offset`` (the bound when it is the last)."""
+        return next((s.base_offset for s in self.log.segments if s.base_offset > offset), self.bound())
+
     def fetch(self) -> Iterator[tuple[Record, TimestampType]]:
-        """Records of one fetch from the current position (nothing when caught up)."""
+        """Records of one fetch from the current position (nothing when caught up).
+
+        Damage (a rolled segment's torn or overlong batch, a bad frame, a CRC mismatch) raises
+        :class:`~kafkalog.errors.CorruptRecordError` after the records before it, or with ``skip_damaged`` is
+        reported on stderr and skipped: the rest of the damaged segment is not read.
+        """
         end = self.bound()
         if self.position >= end:
             return
@@ -175,8 +263,15 @@ class PartitionReader:
         if self.position < start:  # retention removed what we were about to read
             self.lost.append((self.position, start))
             self.position = start
+        self._skipped_to = 0
         try:
-            data = self.log.read(self.position, self.fetch_bytes, end_offset=end)
+            data = self.log.read(
+                self.position,
+                self.fetch_bytes,
+                end_offset=end,
+                on_damage=self._skip if self.skip_damaged else None,
+                on_gap=self._hole if self.holes_are_damage else None,
+            )
         except OffsetOutOfRangeError:
             self.log.refresh()
             if self.position < self.log.log_start_offset:
@@ -192,10 +287,53 @@ class PartitionReader:
                 yield batch
 
         records = committed_records(batches(), aborted, self.position, end)
-        for record in records:
-            yield record, current[0].timestamp_type
-            self.position = record.offset + 1
-        self.position = max(self.position, min(records.next_offset, end))
+        try:
+            for record in records:
+                yield record, current[0].timestamp_type
+                self.position = record.offset + 1
+        except CorruptRecordError as exc:  # a CRC mismatch or bad records (the frames were whole)
+            if not self.skip_damaged:
+                raise
+            self._skip(self.position, min(self._next_segment_base(self.position), end), exc)
+        # the data before a damaged segment's damage was all in this read: its lost offsets are passed too
+        self.position = max(self.position, min(records.next_offset, end), self._skipped_to)
+
+
+def _dir_identity(directory: Path) -> tuple[int, int] | None:
+    """``(st_dev, st_ino)`` of a directory, None if it is not there."""
+    try:
+        st = os.stat(directory)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if stat.S_ISDIR(st.st_mode) else None
+
+
+def _topic_id(directory: Path) -> str | None:
+    """The topic id of a partition directory's ``partition.metadata`` (None if missing or unreadable)."""
+    try:
+        topic_id = read_partition_metadata(directory)
+    except (KafkaError, OSError, UnicodeDecodeError, ValueError):
+        return None
+    return None if topic_id is None else topic_id_to_string(topic_id)
+
+
+def _never_compacted(data_dir: Path, topic: str, partitions: list[int]) -> set[int]:
+    """The partitions whose log has no reason for gaps between segments: the topic's ``cleanup.policy`` in
+    ``kafkalog-topics.json`` has no ``compact``, and ``cleaner-offset-checkpoint`` does not list the partition
+    (it was never cleaned). Empty when the topic's config is not known."""
+    try:
+        document = read_topics(data_dir)
+        meta = None if document is None else document.topics.get(topic)
+        if meta is None or LogConfig.from_props(meta.config).compact:
+            return set()
+    except (KafkaError, OSError, UnicodeDecodeError, ValueError):
+        return set()
+    try:
+        entries = offset_checkpoint(data_dir / CLEANER_OFFSET_CHECKPOINT).read()
+    except (KafkaError, OSError, UnicodeDecodeError, ValueError):
+        return set()
+    cleaned = {tp.partition for tp, _ in entries if tp.topic == topic}
+    return set(partitions) - cleaned
 
 
 def _start_offset(rl: ReadOnlyLog, offset: str | None, timestamp: int | None) -> int:
@@ -301,6 +439,11 @@ def _offset_value(ctx: click.Context, param: click.Parameter, value: str | None)
     show_default=True,
     help="Bytes per read of a partition.",
 )
+@click.option(
+    "--skip-damaged",
+    is_flag=True,
+    help="On damaged data, warn, skip the rest of that segment and go on (exit 2 at the end).",
+)
 def consume(
     path: Path,
     topic: str,
@@ -317,6 +460,7 @@ def consume(
     key_decoder: str,
     value_decoder: str,
     fetch_bytes: int,
+    skip_damaged: bool,
 ) -> None:
     """Print the records of a topic, like kafka-console-consumer.sh.
 
@@ -324,6 +468,12 @@ def consume(
     same directory. Without --from-beginning/--offset/--timestamp it
     starts at the end (as Kafka's console consumer), so add --follow to
     wait for new records.
+
+    Damaged data (a rolled segment's torn batch, a bad frame or CRC) stops
+    the command with exit 2 after every record before it was printed;
+    --skip-damaged warns, skips the rest of that segment, goes on and
+    exits 2 at the end. The last segment's torn tail (a crash, a write in
+    progress) is the end of the data, not damage.
 
     \b
     Properties (--property NAME=VALUE, comma-separated or repeated):
@@ -358,14 +508,39 @@ def consume(
     if missing:
         raise CliError(f"partition {missing[0]} of topic {topic!r} does not exist in {path}", EXIT_NOINPUT)
     start = "earliest" if from_beginning else offset
-    readers = []
-    for p in chosen:
+    never_compacted = _never_compacted(path, topic, chosen)
+
+    def reader(p: int, first: str | None, first_timestamp: int | None) -> PartitionReader:
         rl = data_dir.log(topic, p)
-        readers.append(
-            PartitionReader(
-                p, rl, _start_offset(rl, start, timestamp), isolation_level == "read_committed", fetch_bytes
-            )
+        return PartitionReader(
+            p,
+            rl,
+            _start_offset(rl, first, first_timestamp),
+            isolation_level == "read_committed",
+            fetch_bytes,
+            skip_damaged=skip_damaged,
+            holes_are_damage=p in never_compacted,
         )
+
+    readers = [reader(p, start, timestamp) for p in chosen]
+
+    def discover() -> list[PartitionReader]:
+        """Partitions added to the topic since the start (``--follow`` without ``--partition``): all their
+        records are new, so they are read from their first offset."""
+        try:
+            now = data_dir.partitions(topic)
+        except UnknownTopicOrPartitionError:
+            return []
+        known = {r.partition for r in readers}
+        found = []
+        for p in now:
+            if p not in known:
+                try:
+                    found.append(reader(p, "earliest", None))
+                except UnknownTopicOrPartitionError:
+                    continue
+        return found
+
     formatter = Formatter(
         topic,
         props,
@@ -377,7 +552,7 @@ def consume(
     )
     out = _Output()
     try:
-        _run(readers, formatter, out, max_messages, follow, poll_ms / 1000)
+        _run(readers, formatter, out, max_messages, follow, poll_ms / 1000, None if partitions else discover)
     except KeyboardInterrupt:
         pass  # Ctrl-C is how --follow ends
     finally:
@@ -394,7 +569,8 @@ def consume(
             "note: started at the end of the topic (the default); use --from-beginning or --follow",
             markup=False,
         )
-    click.get_current_context().exit(EXIT_OK)
+    damaged = any(r.damaged for r in readers)
+    click.get_current_context().exit(EXIT_CORRUPT if damaged else EXIT_OK)
 
 
 class _Output:
@@ -422,22 +598,40 @@ def _run(
     max_messages: int | None,
     follow: bool,
     poll_s: float,
+    discover: Callable[[], list[PartitionReader]] | None = None,
 ) -> None:
-    """Reads the partitions in turn until they are caught up (``follow``: forever) or ``max_messages``."""
+    """Reads the partitions in turn until they are caught up (``follow``: forever) or ``max_messages``;
+    ``discover`` (``follow``) gives readers of partitions added meanwhile, appended to ``readers``."""
     while True:
         progressed = False
         for reader in readers:
             before = reader.position
-            for record, ts_type in reader.fetch():
-                out.write(formatter.format(reader.partition, record, ts_type))
-                if max_messages is not None and out.count >= max_messages:
-                    return
+            try:
+                for record, ts_type in reader.fetch():
+                    out.write(formatter.format(reader.partition, record, ts_type))
+                    if max_messages is not None and out.count >= max_messages:
+                        return
+            except CorruptRecordError as exc:
+                raise CliError(
+                    f"partition {reader.partition}: damaged data at offset {reader.position} (the records before "
+                    f"it were printed; --skip-damaged goes on past it): {exc}",
+                    EXIT_CORRUPT,
+                ) from None
             progressed = progressed or reader.position != before
         if progressed:
             continue
         if not follow:
+            for reader in readers:  # deleted under us: what was printed may stop short of the end
+                why = reader.replaced()
+                if why is not None:
+                    raise CliError(f"{why} while it was read", EXIT_FAULT)
             return
         out.flush()
         time.sleep(poll_s)
         for reader in readers:
             reader.log.refresh()
+            why = reader.replaced()
+            if why is not None:  # it would wait for offsets the new topic may never reach
+                raise CliError(f"{why}; stopped following", EXIT_FAULT)
+        if discover is not None:
+            readers.extend(sorted(discover(), key=lambda r: r.partition))

@@ -8,7 +8,8 @@ A **fault** breaks an invariant (the exit code is 1); a **warning** is a state K
 itself (leftover ``.cleaned``/``.swap``/``.deleted`` files, an untrimmed index of a rolled segment, a time
 index without the segment's final entry, an orphan index). Per partition directory:
 
-* **log**: every ``.log`` is a whole number of batches (no bad frame, no partial tail) with valid CRCs;
+* **log**: every ``.log`` is a whole number of batches (no bad frame, no partial tail) with valid CRCs, except
+  the active segment's zero-filled tail (``preallocate``: the file is extended up front while a writer has it);
   offsets strictly increase across batches and segments; each batch fits its segment (``base <= offset <=
   base + 2**31 - 1``).
 * **.index**: length a multiple of 8; entries (up to the zero-filled preallocated tail) strictly increasing in
@@ -25,6 +26,13 @@ index without the segment's final entry, an orphan index). Per partition directo
   batch from the first entry on carries the epoch the cache gives its offset.
 * **snapshots**: readable (version, CRC, length) and not past the log end offset.
 * **partition.metadata**: parseable; the topic id matches ``kafkalog-topics.json``.
+* **holes**: in a log that is not compacted, each segment starts at the offset after the previous segment's
+  data; a segment missing or emptied in the middle is a fault (readers would skip its offsets). Compacted
+  topics and partitions listed in ``cleaner-offset-checkpoint`` are not checked (the cleaner leaves gaps); a
+  topic whose config is not known (no ``kafkalog-topics.json`` entry) gets a warning.
+
+An index file of the active segment is preallocated and zero-filled after its entries: its entries end at the
+first empty slot, slot 0 included (a writer puts the first entry in the file at once).
 
 Data directory: its checkpoint files parse, ``kafkalog-topics.json`` parses, and no log start offset checkpoint
 lies past a partition's log end (the next open would delete every segment).
@@ -54,6 +62,7 @@ from kafkalog.log.checkpoint import (
     read_partition_metadata,
     topic_id_to_string,
 )
+from kafkalog.log.config import LogConfig
 from kafkalog.log.names import TopicPartition
 from kafkalog.log.producer_state import read_snapshot
 from kafkalog.records import ControlRecordType
@@ -172,11 +181,14 @@ class _Segment:
     max_timestamp: int = -1
     batches: int = 0
     valid_end: int = 0
+    zero_tail: bool = False
+    gone: bool = False  # deleted by a live writer while it was being checked
 
     @property
     def damaged(self) -> bool:
-        """Whether the walk stopped before the end of the ``.log``."""
-        return self.valid_end < self.size
+        """Whether the walk stopped before the end of the ``.log`` (not at an active segment's preallocated
+        zero-filled tail), or the segment went away meanwhile."""
+        return (self.valid_end < self.size and not self.zero_tail) or self.gone
 
 
 class _OffsetIndexCheck:
@@ -193,7 +205,9 @@ class _OffsetIndexCheck:
         unused = 0
         for i, raw in iter_fixed_entries(path, 8):
             rel, pos = _OFFSET_ENTRY.unpack(raw)
-            if i > 0 and rel == 0:
+            # an empty slot ends the entries: relative offset 0 after slot 0, and (0, 0) in slot 0 too, as no
+            # entry ever points at position 0 (the first entry follows index.interval.bytes of data)
+            if rel == 0 and (i > 0 or pos == 0):
                 unused = size // 8 - i
                 if _nonzero_after(path, i * 8):
                     report.fault(path.name, f"bytes after the end of the entries (slot {i} on) are not zero")
@@ -304,6 +318,12 @@ class _TimeIndexCheck:
             ts, rel = _TIME_ENTRY.unpack(raw)
             if i > 0 and rel == 0:
                 unused = size // 12 - i
+                break
+            if i == 0 and ts == 0 and rel == 0 and size > 12 and not _nonzero_after(path, 12):
+                # a preallocated index with no entry yet (a writer puts its first entry in the file at once,
+                # so a file with entries never starts with an empty slot); a trimmed file of one slot (0, 0)
+                # holds a real entry, timestamp 0
+                unused = size // 12
                 break
             if self.ts and (ts <= self.ts[-1] or seg.base + rel < self.off[-1]):
                 report.fault(
@@ -423,8 +443,14 @@ def verify_partition_dir(
     *,
     expected_topic_id: str | None = None,
     tick: Tick | None = None,
+    holes: Level | None = "fault",
 ) -> PartitionReport:
-    """Checks one partition directory (see the module doc); ``tick`` gets the ``.log`` bytes as they pass."""
+    """Checks one partition directory (see the module doc); ``tick`` gets the ``.log`` bytes as they pass.
+
+    ``holes``: what offsets missing between segments are (a segment deleted or emptied in the middle of the
+    log): a fault for a log never compacted, a warning when that is not known, ``None`` (not checked) for a
+    compacted log, where the cleaner leaves such gaps.
+    """
     report = PartitionReport(directory, topic_partition)
     segments, names = _classify_files(directory, report)
     report.segments = len(segments)
@@ -448,12 +474,21 @@ def verify_partition_dir(
         is_active = n == len(segments) - 1
         if prev_last is not None and seg.base <= prev_last:
             report.fault(seg.log.name, f"base offset {seg.base} is not above the previous offset {prev_last}")
-        prev_last = _walk_segment(directory, seg, is_active, prev_last, epochs, replay, report, tick)
+        if n and holes is not None:
+            _check_hole(segments[n - 1], seg, holes, report)
+        try:
+            prev_last = _walk_segment(directory, seg, is_active, prev_last, epochs, replay, report, tick)
+        except FileNotFoundError:  # retention or the cleaner of a live writer removed it meanwhile
+            seg.valid_end, seg.batches, seg.gone = 0, 0, True
+            report.warn(
+                seg.log.name, "deleted while it was being checked (a live writer's retention or cleaner)"
+            )
     report.log_end_offset = segments[-1].next_offset if segments else None
     for seg in segments:
         report.bytes += seg.size
         report.batches += seg.batches
-        _check_txn_index(directory / f"{seg.base:020d}.txnindex", seg, replay, report)
+        if not seg.gone:
+            _check_txn_index(directory / f"{seg.base:020d}.txnindex", seg, replay, report)
     if epochs and report.log_end_offset is not None and epochs[-1].start_offset > report.log_end_offset:
         report.fault(
             "leader-epoch-checkpoint",
@@ -464,6 +499,25 @@ def verify_partition_dir(
     _check_partition_metadata(directory, expected_topic_id, report)
     report.finish()
     return report
+
+
+def _check_hole(prev: _Segment, seg: _Segment, level: Level, report: PartitionReport) -> None:
+    """Offsets between the end of ``prev``'s data and ``seg``'s base offset (``prev`` walked already)."""
+    if prev.damaged or seg.base <= prev.next_offset:
+        return  # damage is reported for prev's .log; overlaps are reported by the walk
+    what = (
+        f"the previous segment {prev.log.name} is empty"
+        if prev.batches == 0
+        else f"the previous segment {prev.log.name} ends at offset {prev.next_offset - 1}"
+    )
+    message = (
+        f"offsets {prev.next_offset}..{seg.base - 1} are missing: {what} and this one starts at {seg.base} (a "
+        "segment deleted or emptied in the middle of the log; readers skip the hole, and recover cannot bring "
+        "those offsets back)"
+    )
+    if level == "warning":
+        message += "; a fault unless the topic is or was compacted (its config is not known here)"
+    report._add(level, seg.log.name, message)
 
 
 def _read_epochs(directory: Path, report: PartitionReport) -> list[EpochEntry]:
@@ -534,6 +588,15 @@ def _walk_segment(
                     tick(b.position - shown)
                     shown = b.position
             elif isinstance(event, ErrorEvent):
+                if (
+                    is_active
+                    and event.kind != "invalid_records"
+                    and not _nonzero_after(seg.log, event.position)
+                ):
+                    seg.zero_tail = (
+                        True  # preallocated (file.preallocate) and not written yet: the end of data
+                    )
+                    continue
                 kind = {"truncated": "truncated tail", "invalid_records": "invalid records"}.get(
                     event.kind, "corrupt batch"
                 )
@@ -674,16 +737,27 @@ def verify_target(target: Target, tick: Tick | None = None) -> VerifyReport:
     """Verifies a resolved path: every partition directory, then the data directory's own files."""
     result = VerifyReport()
     topic_ids: dict[str, str] = {}
+    compacted: dict[str, bool] = {}
+    cleaned: set[TopicPartition] = set()
     if target.data_dir is not None:
         try:
             doc = read_topics(target.data_dir)
             if doc is not None:
                 topic_ids = {n: m.topic_id for n, m in doc.topics.items() if m.topic_id is not None}
-        except (KafkaError, OSError, UnicodeDecodeError):
+                compacted = {n: LogConfig.from_props(m.config).compact for n, m in doc.topics.items()}
+        except (KafkaError, OSError, UnicodeDecodeError, ValueError):
+            pass
+        try:  # a partition the cleaner ever compacted keeps its gaps after a switch to cleanup.policy=delete
+            cleaned = {
+                tp for tp, _ in offset_checkpoint(target.data_dir / "cleaner-offset-checkpoint").read()
+            }
+        except (CheckpointError, OSError, UnicodeDecodeError):
             pass
     for tp, path in target.partitions:
+        known = compacted.get(tp.topic)
+        holes: Level | None = "warning" if known is None else None if known or tp in cleaned else "fault"
         result.parts.append(
-            verify_partition_dir(path, tp, expected_topic_id=topic_ids.get(tp.topic), tick=tick)
+            verify_partition_dir(path, tp, expected_topic_id=topic_ids.get(tp.topic), tick=tick, holes=holes)
         )
     if target.is_data_dir and target.data_dir is not None:
         own, _ = _check_data_dir(target.data_dir, result.parts)

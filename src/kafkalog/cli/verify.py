@@ -128,9 +128,11 @@ def verify(path: Path, topic: str | None, json_output: bool, quiet: bool) -> Non
     every .index entry pointing at a batch that holds its offset, the
     .timeindex monotonic and matching the batches' timestamps, the
     .txnindex matching the transaction markers, producer snapshots and
-    checkpoint files readable. Nothing is modified and no lock is taken,
-    so it is safe next to a running producer. A progress bar shows on a
-    terminal for big directories.
+    checkpoint files readable, and no segment missing or emptied in the
+    middle of a log that is not compacted. Nothing is modified and no lock
+    is taken, so it is safe next to a running producer (its preallocated
+    files and segments deleted meanwhile are not faults). A progress bar
+    shows on a terminal for big directories.
 
     Faults (exit 1) break an invariant; warnings are states Kafka repairs
     by itself on the next open (leftover .deleted/.cleaned/.swap files,

@@ -8,19 +8,37 @@ then waits ``log.cleaner.backoff.ms``. All threads share one I/O throttle
 (``log.cleaner.io.max.bytes.per.second``). :meth:`LogCleaner.clean_once` and :meth:`LogCleaner.clean_log` do
 the same work synchronously (the ``kafkalog compact`` command). An unexpected error marks the partition
 uncleanable (it is skipped until the cleaner restarts); an I/O error takes its log dir offline.
+
+**One cleaner per log dir** (invariant owned here): two cleaners on the same logs would write the same
+``<base>.log.cleaned`` files and swap over each other's segments. A ``LogCleaner`` claims the real path of
+each log dir it works in, in a registry of this process: :meth:`~LogCleaner.startup` its configured dirs
+until :meth:`~LogCleaner.shutdown`, :meth:`~LogCleaner.clean_once` and :meth:`~LogCleaner.clean_log` theirs
+for the call, and every round the dir of the log it cleans. A dir claimed by another cleaner is refused
+with :class:`~kafkalog.errors.LogDirLockedError` (a background round marks that partition uncleanable for
+this cleaner instead). A ``LogManager`` with ``log.cleaner.enable`` (the default) runs one: use
+``LogManager.cleaner`` rather than building another. Other processes are kept out by the data dir's
+``.lock``, which the ``LogManager`` holds.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kafkalog.errors import InvalidConfigurationError, KafkaError, KafkaStorageError, LogCleaningAbortedError
+from kafkalog.errors import (
+    InvalidConfigurationError,
+    KafkaError,
+    KafkaStorageError,
+    LogCleaningAbortedError,
+    LogDirLockedError,
+)
 from kafkalog.log.cleaner import Cleaner, CleanerStats, LogToClean, Throttler
 from kafkalog.log.cleaner_manager import (
     CleanerConfig,
@@ -40,6 +58,10 @@ if TYPE_CHECKING:
 __all__ = ["CleanResult", "LogCleaner"]
 
 _log = logging.getLogger("kafkalog.log.cleaner")
+
+_claims_lock = threading.Lock()
+#: The cleaner working in each log dir of this process, by real path (see the module doc).
+_claims: weakref.WeakValueDictionary[str, LogCleaner] = weakref.WeakValueDictionary()
 
 
 @dataclass(frozen=True)
@@ -88,6 +110,47 @@ class LogCleaner:
         self._running = False
         self._sync_lock = threading.Lock()
         self._sync_cleaner: Cleaner | None = None
+        self._log_dirs = [Path(d) for d in log_dirs]
+        self._claimed: list[str] = []  # held from startup to shutdown
+
+    # --- the one cleaner per log dir ----------------------------------------------------------------------
+    def _claim(self, log_dirs: Sequence[Path]) -> list[str]:
+        """Claim ``log_dirs`` for this cleaner; returns the ones newly claimed (to release). Raises
+        :class:`LogDirLockedError`, claiming nothing, if another cleaner holds one."""
+        keys = list(dict.fromkeys(os.path.realpath(d) for d in log_dirs))
+        with _claims_lock:
+            for key in keys:
+                owner = _claims.get(key)
+                if owner is not None and owner is not self:
+                    raise LogDirLockedError(
+                        f"log dir {key} is already being cleaned by another LogCleaner in this process (a LogManager "
+                        "runs one with log.cleaner.enable=true: use LogManager.cleaner); two cleaners would race "
+                        "on the same .cleaned files"
+                    )
+            new = [key for key in keys if _claims.get(key) is not self]
+            for key in new:
+                _claims[key] = self
+        return new
+
+    def _release(self, keys: Sequence[str]) -> None:
+        with _claims_lock:
+            for key in keys:
+                if _claims.get(key) is self:
+                    del _claims[key]
+
+    @contextlib.contextmanager
+    def _claiming(self, log_dirs: Sequence[Path], *, keep: bool = False) -> Iterator[None]:
+        """Hold ``log_dirs`` for the block (``keep``: until :meth:`shutdown`, for the background tasks)."""
+        held = self._claim(log_dirs)
+        if keep:
+            with _claims_lock:
+                self._claimed.extend(held)
+            yield
+            return
+        try:
+            yield
+        finally:
+            self._release(held)
 
     # --- cleaners ---------------------------------------------------------------------------------------
     def _new_cleaner(self, index: int, check_done: Callable[[TopicPartition], None]) -> Cleaner:
@@ -118,6 +181,7 @@ class LogCleaner:
         """Start ``log.cleaner.threads`` cleaner tasks on ``scheduler`` (default: a scheduler of our own)."""
         if self._running:
             return
+        self._claimed = self._claim(self._log_dirs)
         if scheduler is None:
             own = KafkaScheduler(self.config.num_threads, "kafka-log-cleaner-thread-", self.time).startup()
             scheduler, self._owns_scheduler = own, True
@@ -145,6 +209,8 @@ class LogCleaner:
         self._workers.clear()
         self._scheduler = None
         self._owns_scheduler = False
+        self._release(self._claimed)
+        self._claimed = []
 
     @property
     def is_running(self) -> bool:
@@ -193,7 +259,8 @@ class LogCleaner:
         end: int | None = None
         result: CleanResult | None = None
         try:
-            end, stats = cleaner.clean(ltc)
+            with self._claiming([log.dir.parent], keep=self._running):
+                end, stats = cleaner.clean(ltc)
             result = CleanResult(tp, ltc.first_dirty_offset, end, stats)
             _log_stats(cleaner.id, tp, result)
         except _Shutdown:
@@ -244,7 +311,7 @@ class LogCleaner:
         """Clean synchronously: the filthiest cleanable log, round after round, until none is left (or
         ``max_rounds``), then retention on compacted logs; returns every round done."""
         results: list[CleanResult] = []
-        with self._sync_lock:
+        with self._sync_lock, self._claiming(self._log_dirs):
             cleaner = self._sync()
             seen: set[tuple[TopicPartition, int]] = set()
             for _ in range(max_rounds):
@@ -273,7 +340,7 @@ class LogCleaner:
         if not log.config.compact:
             raise InvalidConfigurationError(f"{tp} does not have cleanup.policy=compact")
         results: list[CleanResult] = []
-        with self._sync_lock:
+        with self._sync_lock, self._claiming([log.dir.parent]):
             cleaner = self._sync()
             for _ in range(max_rounds):
                 if not self.manager.start_cleaning(tp):

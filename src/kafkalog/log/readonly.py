@@ -11,6 +11,11 @@ This module is how they do it. Invariants it owns:
   that checks out, stopping at the first partial, zero-filled (preallocated) or CRC-invalid batch; the scan
   position is kept, so :meth:`ReadOnlyLog.refresh` only reads what was appended since. Readers never go
   past an offset their caller bounded them to (the LEO, the high watermark or the LSO seen earlier).
+* **Damage is never the end of the data, except at the tail.** A writer completes and trims a segment
+  before it creates the next one, so a partial, overlong or zero-filled batch in a *rolled* segment (one
+  with a later segment) is damage, as is a bad frame anywhere: readers get every batch before it, then a
+  :class:`~kafkalog.errors.CorruptRecordError` naming the file and byte, or (``on_damage``) a report of the
+  offsets lost and the next segment. Only the last segment's partial or zero-filled tail ends the data.
 * **Index files are hints.** The active segment's ``.index``/``.timeindex`` are preallocated (zero-filled
   tail) and lag the data while a writer is live. Only the longest prefix of strictly ordered entries that
   lie inside the ``.log`` is used, and every offset-index entry used is checked against the batch header it
@@ -91,6 +96,8 @@ _PARTITION_DIR = re.compile(r"^.+-\d+$")
 
 U8Array = npt.NDArray[np.uint8]
 I64Array = npt.NDArray[np.int64]
+OnDamage = Callable[[int, int, CorruptRecordError], None]
+"""Told of a damaged segment: ``(first offset lost, offset reading resumes at, the error)``."""
 
 
 class SegmentInfo(NamedTuple):
@@ -177,13 +184,27 @@ def _time_index_hints(path: Path, base_offset: int) -> tuple[I64Array, I64Array,
     return ts[:keep], rel[:keep] + base_offset, trimmed
 
 
-def _header_last_offset(fd: int, position: int) -> int | None:
-    """The last offset of the v2 batch whose header is at ``position``, or None if there is none."""
+def _header_offsets(fd: int, position: int) -> tuple[int, int] | None:
+    """(base offset, last offset) of the v2 batch whose header is at ``position``, or None if there is none."""
     head = os.pread(fd, K.LOG_OVERHEAD + 15, position)
     if len(head) < 27 or head[K.MAGIC_OFFSET] != 2:
         return None
     base = int.from_bytes(head[0:8], "big", signed=True)
-    return base + int.from_bytes(head[23:27], "big", signed=True)
+    return base, base + int.from_bytes(head[23:27], "big", signed=True)
+
+
+def _header_last_offset(fd: int, position: int) -> int | None:
+    """The last offset of the v2 batch whose header is at ``position``, or None if there is none."""
+    offsets = _header_offsets(fd, position)
+    return None if offsets is None else offsets[1]
+
+
+def _ignore_missing(first: int, last: int) -> None:
+    """An ``on_missing`` callback that ignores the gap."""
+
+
+def _ignore_damage(first: int, last: int, error: CorruptRecordError) -> None:
+    """An ``on_damage`` callback that skips the damaged segment silently."""
 
 
 def _load_checkpoint(path: Path) -> dict[TopicPartition, int]:
@@ -358,9 +379,10 @@ class ReadOnlyLog:
             seg.path.with_suffix(INDEX_FILE_SUFFIX), seg.base_offset, size
         )
         for i in range(offsets.shape[0] - 1, max(-1, offsets.shape[0] - 4), -1):
-            last = _header_last_offset(fd, int(positions[i]))
-            if last is not None and last == int(offsets[i]):
-                return int(positions[i]), int(offsets[i])  # the batch there is verified by the scan
+            header = _header_offsets(fd, int(positions[i]))
+            if header is not None and header[1] == int(offsets[i]):
+                # the scan verifies the batch there; if it is torn, the log ends before it: at its base offset
+                return int(positions[i]), header[0]
         return 0, seg.base_offset
 
     def _segment_index_for(self, offset: int, segments: list[SegmentInfo]) -> int:
@@ -388,14 +410,22 @@ class ReadOnlyLog:
         *,
         chunk_bytes: int = DEFAULT_CHUNK_BYTES,
         on_missing: Callable[[int, int], None] | None = None,
+        on_damage: OnDamage | None = None,
+        on_gap: Callable[[int, int], None] | None = None,
     ) -> Iterator[BatchChunk]:
         """Complete batches that hold offsets in ``[start_offset, end_offset)``, read in large chunks.
 
         The caller bounds ``end_offset`` (by an offset it saw earlier: LEO, HW or LSO), so no batch past it
         is looked at. Offsets that should be there but are not (segments deleted by retention, a log
         shorter than ``end_offset``) are reported as ``on_missing(from, to)``; without a callback they raise
-        :class:`OffsetOutOfRangeError`. A zero-filled (preallocated) tail ends a segment's data; other
-        framing damage raises :class:`CorruptRecordError`. Legacy v0/v1 entries (CRC-checked) are
+        :class:`OffsetOutOfRangeError`. In the last segment a partial or zero-filled (preallocated) tail ends
+        the data (what a writer in progress or a crash leaves); in a rolled segment (one with a later
+        segment) it is damage, like any other framing damage: the batches before it are yielded, then
+        :class:`CorruptRecordError` is raised, or with ``on_damage`` the rest of that segment is skipped:
+        ``on_damage(from, to, error)`` gets the offsets lost (up to the next segment's base offset) and the
+        iteration goes on with the next segment. Offsets between the end of a segment's data and the next
+        segment's base offset are ``on_gap(from, to)`` (normal in a compacted log; a hole, a segment missing
+        or emptied, in any other; ignored without a callback). Legacy v0/v1 entries (CRC-checked) are
         up-converted to v2 batches (``MemoryRecords.up_convert``: offsets and timestamps kept).
         """
         if end_offset <= start_offset:
@@ -429,6 +459,7 @@ class ReadOnlyLog:
                     missing(covered, min(upper, end_offset))
                 covered = max(covered, min(upper, end_offset))
                 continue
+            rolled = k + 1 < len(segments)  # a later segment exists: this one was complete when rolled
             try:
                 size = os.fstat(fd).st_size
                 pos = self._start_position(fd, seg, size, start_offset) if k == first else 0
@@ -462,16 +493,22 @@ class ReadOnlyLog:
                         pos += n
                     elif code == K.SCAN_PARTIAL:
                         if pos + n >= size:
+                            if rolled:
+                                raise _torn_rolled_segment(seg.path, pos + scan_pos, size)
                             break  # a partial tail: the end of this segment's complete data
                         if scan_pos == 0:  # one batch larger than the buffer
                             buf = _grown(buf, view, size - pos)
                         pos += scan_pos
                     elif _is_zero_tail(view, scan_pos, code):
+                        if rolled:
+                            raise _torn_rolled_segment(seg.path, pos + scan_pos, size)
                         break
                     elif code == K.ERR_LEGACY_MAGIC:
                         stop = _legacy_end(view, scan_pos, pos)
                         if stop == scan_pos:  # a legacy entry cut by the end of the buffer
                             if pos + n >= size:
+                                if rolled:
+                                    raise _torn_rolled_segment(seg.path, pos + scan_pos, size)
                                 break
                             if scan_pos == 0:
                                 buf = _grown(buf, view, size - pos)
@@ -492,21 +529,41 @@ class ReadOnlyLog:
                             f"{K.ERROR_MESSAGES.get(code, f'error code {code}')} in {seg.path}",
                             position=pos + scan_pos,
                         )
+            except CorruptRecordError as exc:
+                if on_damage is None:
+                    raise
+                upper = min(segments[k + 1].base_offset, end_offset) if rolled else end_offset
+                on_damage(covered, max(covered, upper), exc)
+                if not rolled:
+                    return
+                covered = max(covered, upper)
             finally:
                 os.close(fd)
             if k + 1 < len(segments):
-                covered = max(covered, min(segments[k + 1].base_offset, end_offset))
+                upper = min(segments[k + 1].base_offset, end_offset)
+                if on_gap is not None and covered < upper:
+                    on_gap(covered, upper)
+                covered = max(covered, upper)
         if covered < end_offset:
             missing(covered, end_offset)
 
     def read(
-        self, start_offset: int, max_bytes: int = 1 << 20, end_offset: int | None = None
+        self,
+        start_offset: int,
+        max_bytes: int = 1 << 20,
+        end_offset: int | None = None,
+        *,
+        on_damage: OnDamage | None = None,
+        on_gap: Callable[[int, int], None] | None = None,
     ) -> MemoryRecords:
         """Whole batches from the one holding ``start_offset``: at most ``max_bytes`` (at least one batch),
         none starting at or after ``end_offset`` (default: the log end offset). Data of one segment only.
 
         Raises :class:`OffsetOutOfRangeError` outside ``[log_start_offset, log_end_offset]`` or when the
-        segment is deleted before it can be opened.
+        segment is deleted before it can be opened. Damage (:meth:`iter_batch_chunks`) ends the read after
+        the whole batches before it, which are returned; a read that starts at the damage raises
+        :class:`CorruptRecordError`, unless ``on_damage`` is given (then the damaged rest of the segment is
+        skipped, as :meth:`iter_batch_chunks` does). ``on_gap`` as in :meth:`iter_batch_chunks`.
         """
         self._ensure_loaded()
         upper = self._leo if end_offset is None else min(end_offset, self._leo)
@@ -519,20 +576,27 @@ class ReadOnlyLog:
         total = 0
         segment: int | None = None
         chunk_bytes = max(64 << 10, min(max_bytes, 8 << 20))
-        for chunk in self.iter_batch_chunks(start_offset, upper, chunk_bytes=chunk_bytes):
-            if segment is not None and chunk.segment_base_offset != segment:
-                break
-            segment = chunk.segment_base_offset
-            ends = np.cumsum(chunk.table[K.F_SIZE])
-            fit = int(np.searchsorted(ends, max_bytes - total, side="right"))
-            if total == 0:
-                fit = max(fit, 1)
-            if fit:
-                nbytes = int(ends[fit - 1])
-                parts.append(chunk.data[:nbytes].tobytes())
-                total += nbytes
-            if fit < ends.shape[0]:
-                break
+        chunks = self.iter_batch_chunks(
+            start_offset, upper, chunk_bytes=chunk_bytes, on_damage=on_damage, on_gap=on_gap
+        )
+        try:
+            for chunk in chunks:
+                if segment is not None and chunk.segment_base_offset != segment:
+                    break
+                segment = chunk.segment_base_offset
+                ends = np.cumsum(chunk.table[K.F_SIZE])
+                fit = int(np.searchsorted(ends, max_bytes - total, side="right"))
+                if total == 0:
+                    fit = max(fit, 1)
+                if fit:
+                    nbytes = int(ends[fit - 1])
+                    parts.append(chunk.data[:nbytes].tobytes())
+                    total += nbytes
+                if fit < ends.shape[0]:
+                    break
+        except CorruptRecordError:
+            if not parts:
+                raise  # the damage is where this read starts
         return MemoryRecords(b"".join(parts))
 
     def offset_for_timestamp(self, timestamp: int, *, upper_offset: int | None = None) -> int | None:
@@ -564,7 +628,9 @@ class ReadOnlyLog:
         """First record of ``seg`` in ``[from_offset, upper)`` with a timestamp >= ``timestamp``."""
         if from_offset >= upper:
             return None
-        for chunk in self.iter_batch_chunks(from_offset, upper, on_missing=lambda lo, hi: None):
+        for chunk in self.iter_batch_chunks(
+            from_offset, upper, on_missing=_ignore_missing, on_damage=_ignore_damage
+        ):
             if chunk.segment_base_offset != seg.base_offset:
                 return None
             t = chunk.table
@@ -636,7 +702,10 @@ class ReadOnlyLog:
 
     def _replay(self, state: _TxnState, end_offset: int) -> None:
         """Advance ``state`` over the transactional batches in ``[state.position, end_offset)``."""
-        for chunk in self.iter_batch_chunks(state.position, end_offset, on_missing=lambda lo, hi: None):
+        # a damaged segment is the readers' error to report; the replay goes on after it
+        for chunk in self.iter_batch_chunks(
+            state.position, end_offset, on_missing=_ignore_missing, on_damage=_ignore_damage
+        ):
             t = chunk.table
             txn = np.flatnonzero((t[K.F_ATTRIBUTES] & K.ATTR_TRANSACTIONAL) != 0)
             for i in txn.tolist():
@@ -696,6 +765,16 @@ def _up_converted(data: U8Array, start_offset: int, end_offset: int) -> tuple[Ba
     hi = int(t[K.F_POS, -1] + t[K.F_SIZE, -1])
     t[K.F_POS] -= lo
     return BatchChunk(converted[lo:hi], t, 0, 0), stopped
+
+
+def _torn_rolled_segment(path: Path, position: int, size: int) -> CorruptRecordError:
+    """The error for a rolled segment whose data stops before its end (a writer trims and completes a segment
+    before it starts the next one, so only damage leaves a partial, overlong or zero-filled batch there)."""
+    return CorruptRecordError(
+        f"the batch at byte {position} of the rolled segment {path} is partial, overlong or zero-filled (the "
+        f"file has {size} bytes): the segment is damaged",
+        position=position,
+    )
 
 
 def _is_zero_tail(view: U8Array, pos: int, code: int) -> bool:

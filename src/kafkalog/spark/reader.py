@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from kafkalog.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from kafkalog.errors import CorruptRecordError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from kafkalog.log.names import TopicPartition
 from kafkalog.log.readonly import ReadOnlyDataDir, ReadOnlyLog
 from kafkalog.records import _kernels as K
@@ -317,7 +317,17 @@ def read_task(
             f"Cannot fetch offsets [{lo}, {hi}) of {tp}: they are no longer in the log", fail_on_data_loss
         )
 
-    for chunk in log.iter_batch_chunks(task.start, task.end, chunk_bytes=chunk_bytes, on_missing=missing):
+    def damaged(lo: int, hi: int, error: CorruptRecordError) -> None:
+        # failOnDataLoss=true never gets here: without on_damage the error itself is raised
+        report_data_loss(f"Cannot fetch offsets [{lo}, {hi}) of {tp}: damaged data ({error})", False)
+
+    for chunk in log.iter_batch_chunks(
+        task.start,
+        task.end,
+        chunk_bytes=chunk_bytes,
+        on_missing=missing,
+        on_damage=None if fail_on_data_loss else damaged,
+    ):
         table = chunk.table
         runs = [(0, table.shape[1])] if not task.aborted else _kept_runs(table, task.aborted)
         for i, j in runs:
