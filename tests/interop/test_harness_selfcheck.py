@@ -812,3 +812,15 @@ def test_validating_benchmark_append_writes_a_log_with_assigned_offsets(
     assert [b.base_offset for b in batches] == [i * per_batch for i in range(len(batches))]
     assert all(b.partition_leader_epoch == 0 and b.is_valid() for b in batches)
     assert kafka_java.run_command(["bench-append", str(path), "1024", "1024", "--bogus"])[0] == 64
+
+
+#: The referee: every interop claim in this suite is "equal to kafka-clients 3.9.1".
+KAFKA_CLIENTS_VERSION = "3.9.1"
+
+
+def test_the_referee_is_kafka_clients_3_9_1(kafka_java: KafkaJava) -> None:
+    """The jar on the harness's classpath, and the classes the running JVM loaded, are exactly kafka-clients
+    3.9.1 (a different jar would silently change what "agrees with Kafka" means)."""
+    assert kafka_java.kafka_clients_version == KAFKA_CLIENTS_VERSION
+    assert kafka_java.java_version()["version"] == KAFKA_CLIENTS_VERSION
+    assert "kafka-clients.jar" in kafka_java.classpath
