@@ -8,7 +8,9 @@
   with Kafka's own ``FileRecords.append`` (harness command ``bench-append``, one fresh JVM per run, JIT
   warm-up included; informational, no target). ``KAFKALOG_BENCH_JAVA=0`` skips it.
 * ``Log.append`` of one 100-byte record per call: target **>= 100k records/s and faster than SQLite**
-  (WAL, ``synchronous=NORMAL``, one transaction per row) in the same run; with ``flush.messages=1``:
+  (WAL, ``synchronous=NORMAL``, one transaction per row) in the same run; also, informational, against
+  LMDB (one write transaction per ``put(append=True)``, ``sync=False``: committed, not fsynced, like
+  ``Log.append``), the other store a Python user would pick for this; with ``flush.messages=1``:
   target **>= 0.8x** of a raw 100-byte ``write`` + ``fsync`` per record.
 * Reads of a log of ~16 KiB batches (1 GiB; 256 MiB with ``--quick``): the whole log through ``Log.read``
   (1 MiB ``max_length``, high-watermark isolation, the next offset taken from the last complete batch) vs a
@@ -37,6 +39,7 @@ from bench.bench_baselines import (
     MIB,
     bench_tmpdir,
     fsync_append_ops_s,
+    lmdb_append_ops_s,
     raw_read_gib_s,
     sqlite_insert_rows_s,
 )
@@ -425,6 +428,20 @@ def run(quick: bool) -> list[Row]:
                 target=">= 100k records/s and > 1x",
                 note=f"{n:,} appends per run into a new log; each call builds a one-record batch, validates "
                 "it, assigns its offset and writes it (page cache only).",
+            )
+        )
+        result = compare(
+            lambda: append_records_s(n, tmp), lambda: lmdb_append_ops_s(n, tmp, sync=False), runs=runs
+        )
+        rows.append(
+            comparison_row(
+                AREA,
+                "Log.append of single 100-byte records (one record per call), vs LMDB",
+                "records/s",
+                result,
+                "LMDB, one write transaction per put(append=True) of 100 B, sync=False",
+                note=f"Informational, no target. {n:,} appends (puts) per run into a new log (environment); "
+                "neither side fsyncs (LMDB sync=False still commits each transaction).",
             )
         )
         durable = 200 if quick else 500
