@@ -2,8 +2,8 @@
 ``KAFKALOG_REQUIRE_ALL``.
 
 With ``KAFKALOG_REQUIRE_ALL=1`` (``.ci/run`` sets it) a skip of a test that proves compatibility with something
-outside kafkalog is a failure: everything under ``tests/interop``, ``tests/spark`` and ``tests/server``, and any
-test marked ``interop`` or ``spark`` (the Java harness, Spark, the client libraries, kafkajs, kcat). Object
+outside kafkalog is a failure: everything under ``tests/interop``, ``tests/spark`` and ``tests/server``, any
+test file named ``*interop*`` and any test marked ``interop`` or ``spark`` (the Java harness, Spark, the client libraries, kafkajs, kcat). Object
 storage tests, when there are any, belong to the same list (``OBJECT_STORAGE_DIRS``). Other skips (no
 ``/proc``, running as root, no ``/dev/full``) stay skips; their reasons are printed at the end of the run.
 """
@@ -33,8 +33,14 @@ def require_all() -> bool:
 
 
 def _required(nodeid: str, markers: set[str]) -> bool:
+    """Whether a skip of ``nodeid`` is a failure under the switch. A module skipped while it is collected
+    has no markers yet: files named ``*interop*`` (``tests/cli/test_dump_interop.py``, ...) count by name."""
     path = nodeid.split("::", 1)[0]
-    return path.startswith(REQUIRED_DIRS + OBJECT_STORAGE_DIRS) or bool(markers & set(REQUIRED_MARKERS))
+    return (
+        path.startswith(REQUIRED_DIRS + OBJECT_STORAGE_DIRS)
+        or "interop" in path.rsplit("/", 1)[-1]
+        or bool(markers & set(REQUIRED_MARKERS))
+    )
 
 
 def _skip_reason(report: pytest.CollectReport | pytest.TestReport) -> str:
