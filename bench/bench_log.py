@@ -6,7 +6,9 @@
   batch copies are made before the timed window (an append rewrites its batch's offsets in place). When Java
   and Kafka's jars are available (``tests/interop/kafka_java.py``), the same shape of append is also timed
   with Kafka's own ``FileRecords.append`` (harness command ``bench-append``, one fresh JVM per run, JIT
-  warm-up included; informational, no target). ``KAFKALOG_BENCH_JAVA=0`` skips it.
+  warm-up included; informational, no target), alone and after our harness's validation loop on
+  kafka-clients classes (not Kafka's ``LogValidator``, which is not in the jar). ``KAFKALOG_BENCH_JAVA=0``
+  skips it.
 * ``Log.append`` of one 100-byte record per call: target **>= 100k records/s and faster than SQLite**
   (WAL, ``synchronous=NORMAL``, one transaction per row) in the same run; also, informational, against
   LMDB (one write transaction per ``put(append=True)``, ``sync=False``: committed, not fsynced, like
