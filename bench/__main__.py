@@ -2,7 +2,8 @@
 write the report.
 
 Writes the Markdown report (``--out``), its JSON twin (same path, ``.json``) and one PNG chart per area
-(``<out dir>/<out stem>/<area>.png``), then prints the target summary. Exits 1 if an area raised (the
+(``<out dir>/<out stem>/<area>.png``), and, when ``--out`` is the default ``docs/benchmarks.md``, the README's
+generated benchmark section (the same targets table), then prints the target summary. Exits 1 if an area raised (the
 report is still written, with the traceback), 2 on bad arguments.
 
 With ``--only A B`` the report holds only areas A and B. Add ``--merge`` to refresh those areas in an
@@ -36,9 +37,19 @@ from bench.harness import (
     now_text,
     run_area,
 )
-from bench.report import Report, merge_reports, write_report
+from bench.report import Report, merge_reports, update_readme, write_report
 
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+#: The README whose generated benchmark section follows the default report (``--out`` left as it is).
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def _publish_readme(report: Report, out: Path) -> None:
+    """Rewrite the README's benchmark section from ``report`` when ``out`` is the project's report."""
+    if out.resolve() == DEFAULT_OUT:
+        update_readme(report, README)
+        log(f"wrote the benchmark section of {README}")
+
 
 #: Report order of the areas after the harness registry's own: the storage layer, then the ``Log`` built on it
 #: (issue #4), then loading and recovery (issue #5). Other discovered ``bench_*.py`` areas follow, by name.
@@ -137,8 +148,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.render is not None:
         report = Report.from_dict(json.loads(args.render.read_text()))
-        for kind, path in write_report(report, args.out, args.json, charts=not args.no_charts).items():
+        # --no-charts keeps (and links) the charts already there rather than dropping them from the report
+        keep = report.areas() if args.no_charts else ()
+        written = write_report(report, args.out, args.json, charts=not args.no_charts, keep_charts=keep)
+        for kind, path in written.items():
             log(f"wrote {kind}: {path}")
+        _publish_readme(report, args.out)
         return 0
     if args.only:
         unknown = [a for a in args.only if a not in areas]
@@ -195,6 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     written = write_report(report, args.out, args.json, charts=not args.no_charts, keep_charts=keep_charts)
     for kind, path in written.items():
         log(f"wrote {kind}: {path}")
+    _publish_readme(report, args.out)
 
     print(f"\n{command}: {time.perf_counter() - t0:.0f} s" + (" (merged report below)" if previous else ""))
     for row in report.rows:

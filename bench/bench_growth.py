@@ -568,8 +568,19 @@ def point_rows(points: Sequence[Point], x_unit: str) -> list[Row]:
     return rows
 
 
+#: Why "open stays flat" has no target: ``Log.open`` of a cleanly shut down log is lazy (it stats one file per
+#: segment and opens no index), while its baseline lists and stats every directory entry, so the baseline
+#: slows with the file count and the ratio rises by construction. The absolute open time has its own target
+#: (storage / loader: "Log.open ... 10,000 segments", < 1 s).
+OPEN_NOT_TARGETED = (
+    "Informational, no target: a lazy Log.open against a listing that grows with the file count rises by "
+    "construction (it passed whatever open cost); the open's own target is the 10,000-segment Log.open row."
+)
+
+
 def flatness_row(metric: str, axis: str, x_unit: str, points: Sequence[Point], note: str = "") -> Row | None:
-    """ "ratio at the largest point ÷ ratio at the smallest" for ``metric``, target :data:`FLAT`."""
+    """ "ratio at the largest point ÷ ratio at the smallest" for ``metric``, target :data:`FLAT` (none for
+    ``open``: :data:`OPEN_NOT_TARGETED`)."""
     measured = [p for p in points if metric in p.results]
     if len(measured) < 2:
         return None
@@ -594,7 +605,11 @@ def flatness_row(metric: str, axis: str, x_unit: str, points: Sequence[Point], n
         runs=min(large.n, small.n),
         note=note,
     )
-    row.passed = flat >= 0.8
+    if metric == "open":
+        row.target = None
+        row.note = f"{OPEN_NOT_TARGETED} {note}".strip()
+    else:
+        row.passed = flat >= 0.8
     return row
 
 

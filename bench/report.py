@@ -10,7 +10,10 @@ This module owns what one ``python -m bench`` invocation produced and how it is 
   from which run;
 * :func:`render_markdown` (``docs/benchmarks.md``) and its table and text helpers, :func:`write_json`
   (``docs/benchmarks.json``) and :func:`write_report`, which writes both plus the charts of
-  :mod:`bench.charts`.
+  :mod:`bench.charts`;
+* :func:`targets_lines`, the targets table printed both in ``docs/benchmarks.md`` and, through
+  :func:`readme_block` / :func:`update_readme`, in the README's generated benchmark section, so the two
+  come from one results file and cannot disagree.
 
 The rows, their targets and the formatting of figures (:func:`~bench.harness.format_value`,
 :func:`~bench.harness.format_ratio`) belong to :mod:`bench.harness`, which also re-exports this module's
@@ -38,7 +41,19 @@ from bench.harness import (
     load_warning,
 )
 
-__all__ = ["Report", "Rerun", "merge_reports", "render_markdown", "write_json", "write_report"]
+__all__ = [
+    "README_BEGIN",
+    "README_END",
+    "Report",
+    "Rerun",
+    "merge_reports",
+    "readme_block",
+    "render_markdown",
+    "targets_lines",
+    "update_readme",
+    "write_json",
+    "write_report",
+]
 
 
 @dataclass
@@ -303,6 +318,74 @@ def _machine_lines(report: Report) -> list[str]:
     return lines
 
 
+#: A ratio whose per-round range spans more than this factor (max ÷ min) is flagged "wide" in the targets table.
+WIDE_RATIO_SPREAD = 2.0
+
+
+def _ratio_spread_text(row: Row) -> str:
+    text = _spread_text(row.ratio_spread, None)
+    lo, hi = row.ratio_spread or (0.0, 0.0)
+    if lo > 0 and hi / lo > WIDE_RATIO_SPREAD:
+        text += " (**wide**)"
+    return text
+
+
+def targets_lines(report: Report) -> list[str]:
+    """The targets summary: "N of M targets met." and a table of **every** row with a target, met or short,
+    with its baseline and the per-round range of its ratio. ``docs/benchmarks.md`` and the README's benchmark
+    section both print exactly these lines (:func:`readme_block`), so they cannot disagree."""
+    targeted = [row for row in report.rows if row.target]
+    met = sum(1 for row in targeted if row.passed)
+    lines = [
+        f"{met} of {len(targeted)} targets met.",
+        "",
+        "| Area | Benchmark | Ours | Baseline | Ratio | Ratio range over the runs | Target | Result |",
+        "|---|---|---:|---|---:|---:|---|---|",
+    ]
+    for row in targeted:
+        lines.append(
+            f"| {_cell(row.area)} | {_cell(row.name)} | {format_value(row.value, row.unit)} | "
+            f"{_cell(row.baseline_name or '—')} | {format_ratio(row.ratio)} | {_ratio_spread_text(row)} | "
+            f"{_cell(row.target or '')} | {_result_text(row)} |"
+        )
+    return lines
+
+
+#: The README's generated benchmark section lies between these two lines (``python -m bench`` rewrites it).
+README_BEGIN = (
+    "<!-- benchmark targets: generated from docs/benchmarks.json by `python -m bench`; do not edit -->"
+)
+README_END = "<!-- end of the generated benchmark targets -->"
+
+
+def readme_block(report: Report) -> str:
+    """The README's benchmark section, from the same report (and the same :func:`targets_lines`) as
+    ``docs/benchmarks.md``, between :data:`README_BEGIN` and :data:`README_END`."""
+    when = f"{'quick' if report.quick else 'full'} run of {report.started} (`{report.command}`)"
+    if report.reruns:
+        when += "; " + "; ".join(f"{_area_list(run.areas)} re-run on {run.started}" for run in report.reruns)
+    lines = [
+        README_BEGIN,
+        f"From the {when}, as in [docs/benchmarks.md](docs/benchmarks.md#targets): every benchmark with a "
+        "target, met or short.",
+        "",
+        *targets_lines(report),
+        README_END,
+    ]
+    return "\n".join(lines)
+
+
+def update_readme(report: Report, path: Path) -> None:
+    """Replace the generated benchmark section of the README at ``path`` with :func:`readme_block`.
+
+    Raises :class:`ValueError` when the README has no such section (both marker lines, in order)."""
+    text = path.read_text()
+    start, end = text.find(README_BEGIN), text.find(README_END)
+    if start < 0 or end < start:
+        raise ValueError(f"{path} has no generated benchmark section ({README_BEGIN!r} ... {README_END!r})")
+    path.write_text(text[:start] + readme_block(report) + text[end + len(README_END) :])
+
+
 def render_markdown(report: Report, charts: Mapping[str, str] | None = None) -> str:
     """The ``docs/benchmarks.md`` text: header, how-to-read, summary of targets, machine, one table per area.
 
@@ -338,23 +421,8 @@ def render_markdown(report: Report, charts: Mapping[str, str] | None = None) -> 
         warning = load_warning(run.machine)
         if warning:
             lines += [f"> **Note ({_area_list(run.areas)} re-run on {run.started}):** {warning}", ""]
-    targeted = [row for row in report.rows if row.target]
-    if targeted:
-        met = sum(1 for row in targeted if row.passed)
-        lines += [
-            "## Targets",
-            "",
-            f"{met} of {len(targeted)} targets met.",
-            "",
-            "| Area | Benchmark | Ours | Ratio | Target | Result |",
-            "|---|---|---|---|---|---|",
-        ]
-        for row in targeted:
-            lines.append(
-                f"| {_cell(row.area)} | {_cell(row.name)} | {format_value(row.value, row.unit)} | "
-                f"{format_ratio(row.ratio)} | {_cell(row.target or '')} | {_result_text(row)} |"
-            )
-        lines.append("")
+    if any(row.target for row in report.rows):
+        lines += ["## Targets", "", *targets_lines(report), ""]
     if report.failures:
         lines += ["## Failed areas", ""]
         for area, error in report.failures.items():

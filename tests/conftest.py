@@ -1,14 +1,94 @@
-"""Shared pytest configuration: hypothesis profiles (``ci`` runs more examples) and the Kafka interop fixture."""
+"""Shared pytest configuration: hypothesis profiles (``ci`` runs more examples), the Kafka interop fixture, and
+``KAFKALOG_REQUIRE_ALL``.
+
+With ``KAFKALOG_REQUIRE_ALL=1`` (``.ci/run`` sets it) a skip of a test that proves compatibility with something
+outside kafkalog is a failure: everything under ``tests/interop``, ``tests/spark`` and ``tests/server``, any
+test file named ``*interop*`` and any test marked ``interop`` or ``spark`` (the Java harness, Spark, the client libraries, kafkajs, kcat). Object
+storage tests, when there are any, belong to the same list (``OBJECT_STORAGE_DIRS``). Other skips (no
+``/proc``, running as root, no ``/dev/full``) stay skips; their reasons are printed at the end of the run.
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
 
 from interop.kafka_java import InteropUnavailable, KafkaJava
+
+#: The environment switch: any of "1", "true", "yes" turns required skips into failures.
+REQUIRE_ALL_ENV = "KAFKALOG_REQUIRE_ALL"
+#: Test directories (relative to the repository) whose tests must not skip under the switch.
+REQUIRED_DIRS = ("tests/interop/", "tests/spark/", "tests/server/")
+OBJECT_STORAGE_DIRS: tuple[str, ...] = ()
+REQUIRED_MARKERS = ("interop", "spark")
+
+
+def require_all() -> bool:
+    """Whether ``KAFKALOG_REQUIRE_ALL`` is set (CI)."""
+    return os.environ.get(REQUIRE_ALL_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+def _required(nodeid: str, markers: set[str]) -> bool:
+    """Whether a skip of ``nodeid`` is a failure under the switch. A module skipped while it is collected
+    has no markers yet: files named ``*interop*`` (``tests/cli/test_dump_interop.py``, ...) count by name."""
+    path = nodeid.split("::", 1)[0]
+    return (
+        path.startswith(REQUIRED_DIRS + OBJECT_STORAGE_DIRS)
+        or "interop" in path.rsplit("/", 1)[-1]
+        or bool(markers & set(REQUIRED_MARKERS))
+    )
+
+
+def _skip_reason(report: pytest.CollectReport | pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2])
+    return str(longrepr)
+
+
+_ALLOWED: list[tuple[str, str]] = []
+
+
+def _enforce(report: pytest.CollectReport | pytest.TestReport, markers: set[str]) -> None:
+    """Under the switch, turn a required skip into a failure; remember an allowed one."""
+    if not report.skipped or hasattr(report, "wasxfail"):
+        return
+    reason = _skip_reason(report)
+    if _required(report.nodeid, markers):
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{REQUIRE_ALL_ENV} is set and this test may not skip (interop / Spark / server / object storage): "
+            f"{reason}"
+        )
+    else:
+        _ALLOWED.append((report.nodeid, reason))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    if require_all():
+        _enforce(outcome.get_result(), {mark.name for mark in item.iter_markers()})
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
+    outcome = yield
+    if require_all():  # a module-level skip or importorskip
+        _enforce(outcome.get_result(), set())
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if require_all():
+        terminalreporter.section(f"skips allowed under {REQUIRE_ALL_ENV}")
+        for nodeid, reason in _ALLOWED:
+            terminalreporter.write_line(f"{nodeid}: {reason}")
+        terminalreporter.write_line(f"{len(_ALLOWED)} allowed skip(s)")
+
 
 settings.register_profile(
     "ci",

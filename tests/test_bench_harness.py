@@ -543,9 +543,12 @@ def test_growth_rows_on_tiny_sizes(tmp_path: Path) -> None:
     flat = [row for row in rows if row.x is None]
     assert len(flat) == 8
     for row in flat:
-        assert row.target == ">= 0.8x" and row.ratio is not None
-        assert row.passed is (row.ratio >= 0.8)
+        assert row.ratio is not None
         assert row.value == pytest.approx(row.ratio * (row.baseline_value or 0.0))
+        if row.name.startswith("open stays flat"):  # a lazy open against a growing listing: no target
+            assert (row.target, row.passed) == (None, None) and "no target" in row.note
+        else:
+            assert row.target == ">= 0.8x" and row.passed is (row.ratio >= 0.8)
     assert not list(tmp_path.iterdir())  # every scratch directory removed
 
 

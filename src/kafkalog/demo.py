@@ -14,7 +14,10 @@ Steps (each timed, summarised in a table at the end):
 4. **stream** — a streaming query (``Trigger.AvailableNow``) starting at the offsets where step 3 began reads
    only the new events, keeps the purchases and writes them to the topic ``purchases``
    (``writeStream.format("kafkalog")``, exactly once per micro-batch);
-5. every result is checked against what was generated (the exit status is 1 on a mismatch).
+5. every result is checked against what was generated (the exit status is 1 on a mismatch): the record
+   counts of each topic, and every user's aggregate in ``user-stats`` (events, purchases, amount spent,
+   first and last seen) against the same totals computed in plain Python from the generated events
+   (:func:`check_user_stats`).
 
 The data directory is a plain Kafka ``log.dirs`` entry (``events-0/00000000000000000000.log`` ...): it can be
 read by ``kafkalog dump`` or copied under a Kafka broker. A directory that is neither empty nor an earlier demo
@@ -44,6 +47,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +60,7 @@ from kafkalog.manager import LogManager
 from kafkalog.partitioner import partition_for_key
 from kafkalog.records import Compression, MemoryRecords, SimpleRecord
 
-__all__ = ["EventGenerator", "main"]
+__all__ = ["EventGenerator", "Expected", "UserTotals", "check_user_stats", "main"]
 
 MARKER = ".kafkalog-demo"
 EVENTS, STATS, PURCHASES = "events", "user-stats", "purchases"
@@ -66,20 +70,65 @@ CHUNK = 50_000
 
 
 @dataclass
+class UserTotals:
+    """One user's aggregate, computed in plain Python from the generated events (not by Spark)."""
+
+    events: int = 0
+    purchases: int = 0
+    spent_cents: int = 0
+    first_seen: int = 2**63 - 1
+    last_seen: int = -(2**63)
+
+
+@dataclass
 class Expected:
     """What the generator produced, to check the pipeline's results against."""
 
-    per_user: dict[int, int] = field(default_factory=dict)
+    per_user: dict[int, UserTotals] = field(default_factory=dict)
     purchases: int = 0
     spent_cents: int = 0
 
-    def add(self, users: np.ndarray, types: np.ndarray, cents: np.ndarray) -> None:
-        """Count one chunk of events."""
-        ids, counts = np.unique(users, return_counts=True)
-        for u, c in zip(ids.tolist(), counts.tolist()):
-            self.per_user[u] = self.per_user.get(u, 0) + c
-        self.purchases += int(np.count_nonzero(types == 3))
-        self.spent_cents += int(cents.sum())
+    def add(self, users: np.ndarray, types: np.ndarray, cents: np.ndarray, ts: np.ndarray) -> None:
+        """Count one chunk of events (event ``i`` is ``users[i], types[i], cents[i], ts[i]``)."""
+        for u, t, c, t_ms in zip(users.tolist(), types.tolist(), cents.tolist(), ts.tolist(), strict=True):
+            totals = self.per_user.get(u)
+            if totals is None:
+                totals = self.per_user[u] = UserTotals()
+            totals.events += 1
+            totals.purchases += int(t == 3)
+            totals.spent_cents += c
+            totals.first_seen = min(totals.first_seen, t_ms)
+            totals.last_seen = max(totals.last_seen, t_ms)
+            self.purchases += int(t == 3)
+            self.spent_cents += c
+
+
+def _iso_ms(text: str) -> int:
+    """Milliseconds since the epoch of a Spark ``to_json`` timestamp (``2026-11-27T08:00:00.123Z`` or ``+01:00``)."""
+    return round(datetime.fromisoformat(text).timestamp() * 1000)
+
+
+def check_user_stats(rows: dict[str, dict[str, Any]], expected: Expected) -> list[str]:
+    """Every ``user-stats`` record against the independent per-user totals; returns the mismatches (empty: all
+    agree). ``rows`` maps the record key (user id) to its JSON value as Spark wrote it."""
+    problems: list[str] = []
+    want_users = {f"u{u:06d}": totals for u, totals in expected.per_user.items()}
+    for user in sorted(want_users.keys() - rows.keys())[:5]:
+        problems.append(f"{user}: no aggregate written")
+    for user in sorted(rows.keys() - want_users.keys())[:5]:
+        problems.append(f"{user}: aggregate for a user with no events")
+    for user in sorted(want_users.keys() & rows.keys()):
+        want, got = want_users[user], rows[user]
+        try:
+            seen = (_iso_ms(got["first_seen"]), _iso_ms(got["last_seen"]))
+            actual = (int(got["events"]), int(got["purchases"]), round(float(got["spent"]) * 100), *seen)
+        except (KeyError, TypeError, ValueError) as exc:
+            problems.append(f"{user}: unreadable aggregate {got!r} ({exc})")
+            continue
+        wanted = (want.events, want.purchases, want.spent_cents, want.first_seen, want.last_seen)
+        if actual != wanted:
+            problems.append(f"{user}: (events, purchases, cents, first, last) {actual} != {wanted}")
+    return problems
 
 
 class EventGenerator:
@@ -100,7 +149,7 @@ class EventGenerator:
         types = self.rng.choice(4, size=n, p=TYPE_WEIGHTS)
         cents = np.where(types == 3, self.rng.integers(99, 25_000, n), 0)
         ts = np.sort(start_ts + self.rng.integers(0, span_ms, n))
-        expected.add(users, types, cents)
+        expected.add(users, types, cents, ts)
         parts = self.user_partition[users]
         for p in range(self.partitions):
             idx = np.flatnonzero(parts == p).tolist()
@@ -288,13 +337,18 @@ def _topic_table(data_dir: Path) -> tuple[Table, dict[str, int]]:
     return table, counts
 
 
-def _top_users(data_dir: Path, n: int = 5) -> list[tuple[str, dict[str, Any]]]:
-    rows: list[tuple[str, dict[str, Any]]] = []
+def _user_stats(data_dir: Path) -> dict[str, dict[str, Any]]:
+    """Every record of ``user-stats``: user id -> its JSON aggregate (a user written twice: the last one)."""
+    rows: dict[str, dict[str, Any]] = {}
     with LogManager.open(data_dir, background=False) as mgr:
         for p in mgr.partitions(STATS):
             for rec in mgr.read(STATS, p, 0, 1 << 30):
-                rows.append(((rec.key or b"").decode(), json.loads(rec.value or b"{}")))
-    return sorted(rows, key=lambda r: -float(r[1].get("spent") or 0))[:n]
+                rows[(rec.key or b"").decode()] = json.loads(rec.value or b"{}")
+    return rows
+
+
+def _top_users(rows: dict[str, dict[str, Any]], n: int = 5) -> list[tuple[str, dict[str, Any]]]:
+    return sorted(rows.items(), key=lambda r: -float(r[1].get("spent") or 0))[:n]
 
 
 def _timed(phases: list[Phase], name: str, what: str, fn: Callable[[], int]) -> int:
@@ -378,6 +432,9 @@ def main(argv: list[str] | None = None) -> int:
     total = time.perf_counter() - started
 
     topics, counts = _topic_table(data_dir)
+    stats_rows = _user_stats(data_dir)
+    # events, purchases, amount spent, first and last seen of every user, recomputed from the generated events
+    user_problems = [] if args.keep else check_user_stats(stats_rows, expected)
     checks = [
         (
             "events in the log",
@@ -385,6 +442,11 @@ def main(argv: list[str] | None = None) -> int:
             args.events + args.more_events if not args.keep else None,
         ),
         ("users aggregated", counts.get(STATS, 0), len(expected.per_user) if not args.keep else None),
+        (
+            "per-user aggregates equal to a plain-Python count",
+            len(expected.per_user) - len(user_problems) if not args.keep else 0,
+            len(expected.per_user) if not args.keep else None,
+        ),
         ("new events streamed", streamed, args.more_events),
         ("purchases written", counts.get(PURCHASES, 0), more_expected.purchases if not args.keep else None),
     ]
@@ -409,10 +471,12 @@ def main(argv: list[str] | None = None) -> int:
             name, f"{got:,}", "-" if want is None else f"{want:,}", "ok" if good else "MISMATCH"
         )
     console.print(check_table)
+    for problem in user_problems[:10]:
+        console.print(f"[red]user-stats mismatch[/] {problem}")
     top = Table(title=f"top users by amount spent ({STATS})")
     for col in ("user", "events", "purchases", "spent"):
         top.add_column(col, justify="right" if col != "user" else "left")
-    for user, stats in _top_users(data_dir):
+    for user, stats in _top_users(stats_rows):
         top.add_row(user, str(stats.get("events")), str(stats.get("purchases")), f"{stats.get('spent'):,}")
     console.print(top)
     console.print(

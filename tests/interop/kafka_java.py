@@ -264,8 +264,9 @@ class KafkaJava:
         self, out: Path, batch_bytes: int, total_bytes: int, *, validate: bool = False
     ) -> dict[str, Any]:
         """Times FileRecords.append of one ~batch_bytes batch until total_bytes (fresh JVM, default flags); with
-        ``validate``, each append first validates its own copy of the batch and assigns offsets in place as
-        Kafka's leader does (CRC, a walk over every record, offsets, epoch, max timestamp)."""
+        ``validate``, each append first runs the harness's own loop over kafka-clients classes on its copy of the
+        batch (CRC, a walk over every record, offsets, epoch, max timestamp set in place), modelled on the
+        uncompressed path of Kafka's LogValidator, which is not in the kafka-clients jar."""
         args = ["bench-append", str(out), str(batch_bytes), str(total_bytes)]
         text = self._run_fresh([*args, "--validate"] if validate else args)
         result: dict[str, Any] = json.loads(text)

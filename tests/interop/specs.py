@@ -22,6 +22,7 @@ from kafkalog.records import (
     Compression,
     ControlRecordType,
     Header,
+    LegacyRecordBatch,
     MemoryRecords,
     MemoryRecordsBuilder,
     RecordBatch,
@@ -52,8 +53,10 @@ def _batch_line(batch: RecordBatch, valid: bool) -> Line:
     if batch.magic >= 2:
         record_count = batch.count
     elif valid:
-        # Legacy entries have no count field: a compressed wrapper holds as many records as it decompresses to.
-        record_count = sum(1 for _ in batch.record_details())
+        # Legacy entries have no count field: a compressed wrapper holds as many records as it decompresses to
+        # (counted as the harness counts, iterating without reading keys and values).
+        assert isinstance(batch, LegacyRecordBatch)
+        record_count = batch.record_count()
     elif not batch.is_compressed:
         record_count = 1
     else:

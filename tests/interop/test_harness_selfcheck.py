@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from crc32c import crc32c
 
 from .kafka_java import EXIT_CORRUPT, EXIT_OK, EXIT_TRUNCATED, InteropError, KafkaJava, b64, unb64
 
@@ -251,8 +252,7 @@ def split_dump(
 
 
 def crc32c_of(data: bytes) -> int:
-    crc32c = pytest.importorskip("crc32c")
-    value: int = crc32c.crc32c(data)
+    value: int = crc32c(data)  # a kafkalog dependency: never a reason to skip
     return value
 
 
@@ -762,10 +762,9 @@ def test_murmur2_matches_kafka_test_vectors_and_kafka_python(kafka_java: KafkaJa
     values = kafka_java.murmur2(keys)
     assert values[: len(known)] == [v & 0x7FFFFFFF for v in known.values()]
     assert all(0 <= v <= 0x7FFFFFFF for v in values)
-    try:
-        from kafka.partitioner.default import murmur2 as python_murmur2
-    except ImportError:
-        return
+    # kafka-python is in the test extra: its murmur2 is checked too, never silently left out
+    from kafka.partitioner.default import murmur2 as python_murmur2
+
     assert values == [python_murmur2(key) & 0x7FFFFFFF for key in keys]
 
 
@@ -812,3 +811,15 @@ def test_validating_benchmark_append_writes_a_log_with_assigned_offsets(
     assert [b.base_offset for b in batches] == [i * per_batch for i in range(len(batches))]
     assert all(b.partition_leader_epoch == 0 and b.is_valid() for b in batches)
     assert kafka_java.run_command(["bench-append", str(path), "1024", "1024", "--bogus"])[0] == 64
+
+
+#: The referee: every interop claim in this suite is "equal to kafka-clients 3.9.1".
+KAFKA_CLIENTS_VERSION = "3.9.1"
+
+
+def test_the_referee_is_kafka_clients_3_9_1(kafka_java: KafkaJava) -> None:
+    """The jar on the harness's classpath, and the classes the running JVM loaded, are exactly kafka-clients
+    3.9.1 (a different jar would silently change what "agrees with Kafka" means)."""
+    assert kafka_java.kafka_clients_version == KAFKA_CLIENTS_VERSION
+    assert kafka_java.java_version()["version"] == KAFKA_CLIENTS_VERSION
+    assert "kafka-clients.jar" in kafka_java.classpath

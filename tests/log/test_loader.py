@@ -27,6 +27,7 @@ import pytest
 
 from crash.faults import append_bytes, fast_tmp_dir, initialize_log_dir_with_overflowed_segment
 from crash.verify import assert_valid_partition_dir
+from kafkalog.errors import KafkaStorageError, LogSegmentOffsetOverflowError
 from kafkalog.log import AppendOrigin, Log, LogConfig, MockScheduler, ProducerStateManager
 from kafkalog.log import loader as loader_module
 from kafkalog.log.checkpoint import CLEAN_SHUTDOWN_FILE, EpochEntry, write_clean_shutdown
@@ -1434,3 +1435,27 @@ def test_an_emptied_time_index_of_a_clean_segment_still_gives_its_largest_timest
         assert log.fetch_offset_by_timestamp(-3).timestamp == 1_700_000_000_390  # type: ignore[union-attr]
     finally:
         log.close()
+
+
+@pytest.mark.parametrize("batch", [0, 1, 2])
+def test_damaged_base_offset_is_a_typed_load_failure(tmp_path: Path, batch: int) -> None:
+    """Not a port. One flipped byte in a batch's base offset (an unclean shutdown, so the segment is recovered):
+    the batch's offsets leave the segment's int32 range, which looks like a legacy overflow, but the segment
+    does not overflow, so there is nothing to split. Kafka fails its ``require(hasOverflow)``
+    (IllegalArgumentException); kafkalog raised a bare ``ValueError``; now ``KafkaStorageError``."""
+    directory = tmp_path / "t-0"
+    with Log.open(directory, LogConfig.from_props({})) as log:
+        for i in range(3):
+            log.append([SimpleRecord(b"v%d" % i, key=b"k")])
+    (directory / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
+    segment = directory / "00000000000000000000.log"
+    data = bytearray(segment.read_bytes())
+    position = 0
+    for _ in range(batch):
+        position += 12 + int.from_bytes(data[position + 8 : position + 12], "big")
+    data[position] ^= 0x80  # base offset -2**63 + n
+    segment.write_bytes(bytes(data))
+    with pytest.raises(KafkaStorageError, match="does not overflow") as excinfo:
+        Log.open(directory, LogConfig.from_props({}))
+    assert isinstance(excinfo.value.__cause__, LogSegmentOffsetOverflowError)
+    assert segment.read_bytes() == bytes(data)

@@ -387,6 +387,9 @@ def test_sequence_not_validated_for_group_metadata_topic(tmp_path: Path, mock_ti
     append_entry(
         psm, PRODUCER_ID, EPOCH, NO_SEQUENCE, 100, mock_time.milliseconds(), AppendOrigin.COORDINATOR, True
     )
+    # Both appends were taken without a sequence check (NO_SEQUENCE twice from the coordinator).
+    entry = psm.active_producers()[PRODUCER_ID]
+    assert (entry.producer_epoch, entry.last_data_offset) == (EPOCH, 100)
 
 
 def test_old_epoch_for_control_record(state_manager: ProducerStateManager, mock_time: MockTime) -> None:

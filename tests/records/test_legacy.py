@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import struct
+import zlib
+
 import pytest
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
@@ -93,10 +96,43 @@ def test_legacy_crc_is_crc32() -> None:
 
 
 def test_legacy_truncated_fields() -> None:
+    """A value length past the end fails the record, not the frame (Kafka's ``LegacyRecord.value()``)."""
     data = bytearray(V1)
     data[30:34] = (50).to_bytes(4, "big")  # value length past the end
+    (b,) = MemoryRecords(data).batches()
     with pytest.raises(InvalidRecordError):
-        list(MemoryRecords(data).batches())
+        list(b.record_details())
+
+
+def _with_key_length(key_length: int) -> bytes:
+    """The v1 entry ``V1`` (key 'k', value 'v') with its key length (bytes 26..29) replaced, CRC recomputed."""
+    data = bytearray(V1)
+    data[26:30] = key_length.to_bytes(4, "big", signed=True)
+    data[12:16] = zlib.crc32(data[16:]).to_bytes(4, "big")
+    return bytes(data)
+
+
+@pytest.mark.parametrize("key_length", [-2, 0, 2])
+def test_crc_valid_entry_with_broken_key_length_is_a_valid_batch(key_length: int) -> None:
+    """Kafka's ``ensureValid`` checks the size and the CRC only: such an entry is valid (recovery keeps it);
+    reading its record fails as ``LegacyRecord.value()`` does (the value length lands on the wrong bytes)."""
+    (b,) = MemoryRecords(_with_key_length(key_length)).batches()
+    assert b.is_valid()
+    b.ensure_valid()
+    MemoryRecords(_with_key_length(key_length)).ensure_valid()
+    assert (b.base_offset, b.last_offset, b.max_timestamp, b.record_count()) == (0, 0, 1_700_000_000_000, 1)
+    with pytest.raises(InvalidRecordError, match="past the record"):
+        list(b.record_details())
+
+
+def test_v1_entry_shorter_than_v1_overhead_is_valid_but_unreadable() -> None:
+    """Size 14..21 is enough for Kafka's frame and ``isValid`` (RECORD_OVERHEAD_V0), not for a v1 key length."""
+    body = bytes((1, 0)) + struct.pack(">q", TS)  # magic, attributes, timestamp: no room for the lengths
+    data = struct.pack(">qiI", 7, 4 + len(body), zlib.crc32(body)) + body
+    (b,) = MemoryRecords(data).batches()
+    assert b.is_valid() and (b.last_offset, b.max_timestamp) == (7, TS)
+    with pytest.raises(InvalidRecordError):
+        list(b.record_details())
 
 
 @pytest.mark.parametrize("magic", [0, 1])

@@ -38,6 +38,7 @@ Skipped: testMaxOffset (the Scala-era ``maxOffset`` read parameter no longer exi
 from __future__ import annotations
 
 import random
+import zlib
 from collections import deque
 from pathlib import Path
 
@@ -321,6 +322,22 @@ def test_recovery_fixes_corrupt_index(segments: SegmentFactory) -> None:
     for i in range(100):
         records = _read_records(seg, i, 1, max_position=seg.size, min_one_message=True)
         assert records[0].offset == i
+
+
+def test_recovery_keeps_crc_valid_legacy_entry_with_broken_key_length(segments: SegmentFactory) -> None:
+    """Not a port: Kafka's recovery (``ensureValid``: size and CRC) keeps a v1 entry whose key length is
+    forged (CRC recomputed); so does kafkalog's, although reading that record fails."""
+    seg = segments(0)
+    seg.append(0, 0, 0, v1_records(0, "hello"))
+    forged = bytearray(v1_records(1, "there").buffer)
+    forged[26:30] = (2).to_bytes(4, "big")  # key length 2 where the key is null
+    forged[12:16] = zlib.crc32(forged[16:]).to_bytes(4, "big")
+    seg.append(1, 10, 1, MemoryRecords(bytes(forged)))
+    seg.append(2, 20, 2, v1_records(2, "bee"))
+    size = seg.size
+    assert seg.recover(new_producer_state_manager(segments.dir)) == 0
+    assert seg.size == size
+    assert seg.read_next_offset() == 3
 
 
 def test_recover_transaction_index(segments: SegmentFactory) -> None:

@@ -14,13 +14,14 @@ Kafka's exception types map to: IllegalArgumentException -> ``ValueError``, Inva
 from __future__ import annotations
 
 import random
+import struct
 from bisect import bisect_right
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from kafkalog.errors import InvalidOffsetError
+from kafkalog.errors import CorruptIndexError, InvalidOffsetError
 from kafkalog.storage import OffsetIndex, OffsetPosition
 
 BASE_OFFSET = 45
@@ -180,9 +181,18 @@ def test_sanity_last_offset_equal_to_base_offset(tmp_path: Path) -> None:
     idx = OffsetIndex(tmp_path / "s.index", base, 10 * 8)
     try:
         idx.append(base, 0)
-        idx.sanity_check()
+        idx.sanity_check()  # the boundary: a last offset equal to the base offset is not "less than" it
+        assert (idx.entries, idx.last_offset, idx.lookup(base).position) == (1, base, 0)
     finally:
         idx.close()
+    # One below the boundary: relative offset -1, the last offset is base - 1.
+    (tmp_path / "b.index").write_bytes(struct.pack(">iI", -1, 0))
+    later = OffsetIndex(tmp_path / "b.index", base, 10 * 8)
+    try:
+        with pytest.raises(CorruptIndexError, match="corrupt index"):
+            later.sanity_check()
+    finally:
+        later.close()
 
 
 def test_closed_index_reloads_on_use(index: OffsetIndex) -> None:

@@ -509,7 +509,8 @@ class LogDump:
         return _Step([event, *records], total, len(records))
 
     def _broken_legacy_step(self, buf: memoryview, rel: int, pos: int, total: int, message: str) -> _Step:
-        """A legacy entry whose key/value framing does not parse (``LegacyRecordBatch`` reads it eagerly).
+        """A legacy entry that ``LegacyRecordBatch`` cannot frame (its key/value framing is read lazily, on record
+        iteration, as Kafka reads it; this is for a header the constructor rejects).
 
         Kafka reads the fixed header fields lazily, so an uncompressed entry still gets its batch line: with a bad
         CRC it is a corrupt batch; with a good one it passes a shallow dump and fails deep iteration.
@@ -618,6 +619,9 @@ def _batch_event(batch: RecordBatch, position: int, valid: bool, max_decompresse
     decompress, an unknown codec)."""
     if isinstance(batch, DefaultRecordBatch):
         record_count = batch.count
+    elif valid and isinstance(batch, LegacyRecordBatch):
+        # counted as Kafka's iterator counts: inner entries framed, keys and values not read
+        record_count = batch.record_count(max_decompressed_bytes)
     elif valid:
         record_count = sum(1 for _ in batch.record_details(max_decompressed_bytes))
     elif not batch.is_compressed:

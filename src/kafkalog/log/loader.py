@@ -438,6 +438,19 @@ def _retry_on_offset_overflow(loader: _Loader, fn: str, names: list[str] | None 
             )
             if segment is None:
                 raise
+            next_offset = segment.read_next_offset()
+            if not (
+                next_offset > segment.base_offset
+                and not segment.can_convert_to_relative_offset(next_offset - 1)
+            ):
+                # Kafka's splitOverflowedSegment fails its `require(hasOverflow)` here (IllegalArgumentException):
+                # the segment ends inside its offset range, so the batch out of range is damaged, not a legacy
+                # overflow a split could fix. A typed storage error, like every other unreadable segment.
+                raise KafkaStorageError(
+                    f"{loader.prefix}segment {segment.log.path} holds a batch whose offsets do not fit the "
+                    f"segment ({exc}) but the segment does not overflow (next offset {next_offset}): a damaged "
+                    "base offset"
+                ) from exc
             _log.info("%sCaught segment overflow error: %s. Split segment and retry.", loader.prefix, exc)
             split_overflowed_segment(
                 segment,

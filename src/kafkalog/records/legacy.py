@@ -12,8 +12,13 @@ bit 3 the timestamp type (v1).
 A compressed entry is a *wrapper* whose value is the compressed concatenation of inner entries. The
 wrapper's offset is the absolute offset of the **last** inner record. Inner offsets are absolute in v0,
 and relative ``0 .. n-1`` in v1 (absolute = wrapper offset - last inner offset + inner offset). A v1
-wrapper with LogAppendTime gives every inner record the wrapper's timestamp. Inner entries must not be
+wrapper with LogAppendTime gives every inner v1 record the wrapper's timestamp. Inner entries must not be
 compressed themselves.
+
+Validity is Kafka's: an entry whose size is at least 14 and whose CRC matches is a valid batch (recovery,
+``verify`` and ``ensure_valid`` keep it). Key and value lengths are followed only when records are read, so
+broken key/value framing inside a CRC-valid entry fails the read of its records, never the frame, exactly
+where Kafka's ``LegacyRecord.key()``/``value()`` fail.
 """
 
 from __future__ import annotations
@@ -53,44 +58,66 @@ def record_overhead(magic: int) -> int:
 
 
 class _Entry:
-    """One parsed legacy entry (a plain record or a compressed wrapper)."""
+    """One legacy entry's fixed header (a plain record or a compressed wrapper); key and value on demand.
 
-    __slots__ = ("attributes", "crc", "key", "magic", "offset", "position", "size", "timestamp", "value")
+    Like Kafka's ``LegacyRecord``, only the header is read up front: the key and value lengths are followed
+    when :meth:`fields` is called (record iteration), so an entry whose CRC and size are good is a valid batch
+    even if its key/value framing is broken; that fails the records, not the frame. A magic other than 0 has
+    the v1 layout (``LegacyRecord`` tests ``magic == 0`` only), which matters for inner entries of a wrapper.
+    """
+
+    __slots__ = (
+        "_buf",
+        "_end",
+        "_fields",
+        "_origin",
+        "attributes",
+        "crc",
+        "magic",
+        "offset",
+        "position",
+        "size",
+        "timestamp",
+    )
 
     def __init__(self, buf: memoryview, pos: int, end: int, origin: int) -> None:
         if end - pos < LOG_OVERHEAD + RECORD_OVERHEAD_V0:
             raise InvalidRecordError("legacy record is truncated", position=origin + pos)
         offset, size, crc, magic, attributes = _PREFIX.unpack_from(buf, pos)
-        if magic not in (MAGIC_V0, MAGIC_V1):
-            raise CorruptRecordError(f"invalid magic {magic} in legacy record", position=origin + pos)
-        if size < record_overhead(magic):
+        if size < RECORD_OVERHEAD_V0:
             raise CorruptRecordError(
-                f"legacy record size {size} is smaller than the minimum overhead {record_overhead(magic)}",
+                f"legacy record size {size} is smaller than the minimum overhead {RECORD_OVERHEAD_V0}",
                 position=origin + pos,
             )
         rec_end = pos + LOG_OVERHEAD + size
         if rec_end > end:
             raise InvalidRecordError("legacy record runs past the end of its buffer", position=origin + pos)
-        p = pos + 18
-        timestamp = NO_TIMESTAMP
-        if magic == MAGIC_V1:
-            (timestamp,) = _INT64.unpack_from(buf, p)
-            p += 8
-        key, p = _read_bytes(buf, p, rec_end, origin)
-        value, p = _read_bytes(buf, p, rec_end, origin)
-        # Like Kafka, bytes after the value inside the declared size are ignored.
+        self._buf = buf
+        self._end = rec_end
+        self._origin = origin
+        self._fields: tuple[bytes | None, bytes | None] | None = None
         self.position = pos
         self.offset: int = offset
         self.size: int = size
         self.crc: int = crc
         self.magic: int = magic
         self.attributes: int = attributes
-        self.timestamp: int = timestamp
-        self.key = key
-        self.value = value
+        # size >= 14 leaves room for the 8-byte timestamp after magic and attributes
+        self.timestamp: int = NO_TIMESTAMP if magic == MAGIC_V0 else _INT64.unpack_from(buf, pos + 18)[0]
+
+    def fields(self) -> tuple[bytes | None, bytes | None]:
+        """``(key, value)``; a length past the record raises :class:`InvalidRecordError` (Kafka: on access)."""
+        if self._fields is None:
+            p = self.position + (18 if self.magic == MAGIC_V0 else 26)
+            key, p = _read_bytes(self._buf, p, self._end, self._origin)
+            value, _ = _read_bytes(self._buf, p, self._end, self._origin)
+            # Like Kafka, bytes after the value inside the declared size are ignored.
+            self._fields = (key, value)
+        return self._fields
 
 
 def _read_bytes(buf: memoryview, p: int, end: int, origin: int) -> tuple[bytes | None, int]:
+    """A size-delimited field as Kafka's ``Utils.sizeDelimited`` reads it: any negative size is null."""
     if end - p < 4:
         raise InvalidRecordError("legacy record is truncated", position=origin + p)
     (n,) = _INT32.unpack_from(buf, p)
@@ -119,7 +146,7 @@ class LegacyRecordBatch(RecordBatch):
         self._off = offset
         self.position = position
         self._entry = _Entry(buffer, offset, end, position - offset)
-        self._inner: list[RecordDetail] | None = None
+        self._inner: tuple[int, list[_Entry]] | None = None
 
     @property
     def magic(self) -> int:
@@ -133,8 +160,8 @@ class LegacyRecordBatch(RecordBatch):
     def base_offset(self) -> int:
         if not self.is_compressed:
             return self._entry.offset
-        inner = self._inner_details(DEFAULT_MAX_DECOMPRESSED_BYTES)
-        return inner[0].record.offset if inner else self._entry.offset
+        base, entries = self._inner_entries(DEFAULT_MAX_DECOMPRESSED_BYTES)
+        return base + entries[0].offset
 
     @property
     def size_in_bytes(self) -> int:
@@ -200,8 +227,8 @@ class LegacyRecordBatch(RecordBatch):
 
     @property
     def key(self) -> bytes | None:
-        """The entry's own key (for a wrapper: normally null)."""
-        return self._entry.key
+        """The entry's own key (for a wrapper: normally null); raises if its length runs past the entry."""
+        return self._entry.fields()[0]
 
     def to_bytes(self) -> bytes:
         return bytes(self._buf[self._off : self._off + self.size_in_bytes])
@@ -210,10 +237,8 @@ class LegacyRecordBatch(RecordBatch):
         return zlib.crc32(self._buf[self._off + 16 : self._off + self.size_in_bytes])
 
     def is_valid(self) -> bool:
-        return (
-            self._entry.size >= record_overhead(self._entry.magic)
-            and self.compute_checksum() == self._entry.crc
-        )
+        # Kafka's LegacyRecord.isValid: size >= 14 (checked when the entry was framed) and the CRC
+        return self.compute_checksum() == self._entry.crc
 
     def ensure_valid(self) -> None:
         computed = self.compute_checksum()
@@ -223,25 +248,50 @@ class LegacyRecordBatch(RecordBatch):
                 position=self.position,
             )
 
+    def record_count(self, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> int:
+        """Records in the entry (a wrapper: its inner entries), framed but without reading keys and values.
+
+        Like counting Kafka's ``AbstractLegacyRecordBatch`` iterator: a wrapper that does not decompress or
+        frame raises, an inner record whose key/value lengths are broken does not (reading it does).
+        """
+        if not self.is_compressed:
+            return 1
+        return len(self._inner_entries(max_decompressed_bytes)[1])
+
     def record_details(
         self, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
     ) -> Iterator[RecordDetail]:
         if not self.is_compressed:
             e = self._entry
-            yield RecordDetail(Record(e.offset, e.timestamp, e.key, e.value), NO_SEQUENCE, self.size_in_bytes)
+            key, value = e.fields()
+            yield RecordDetail(Record(e.offset, e.timestamp, key, value), NO_SEQUENCE, self.size_in_bytes)
             return
-        yield from self._inner_details(max_decompressed_bytes)
+        base, entries = self._inner_entries(max_decompressed_bytes)
+        wrapper = self._entry
+        log_append = wrapper.magic == MAGIC_V1 and bool(wrapper.attributes & 0x08)
+        for e in entries:
+            # Kafka gives an inner entry the wrapper's LogAppendTime only when the inner entry is v1 itself.
+            ts = wrapper.timestamp if log_append and e.magic == MAGIC_V1 else e.timestamp
+            key, value = e.fields()
+            yield RecordDetail(Record(base + e.offset, ts, key, value), NO_SEQUENCE, LOG_OVERHEAD + e.size)
 
-    def _inner_details(self, max_decompressed_bytes: int) -> list[RecordDetail]:
+    def _inner_entries(self, max_decompressed_bytes: int) -> tuple[int, list[_Entry]]:
+        """``(offset base, inner entries)`` of a wrapper, framed as Kafka's ``DeepRecordsIterator`` frames them.
+
+        Inner entries are read while at least the 12-byte offset+size prefix is left: a size below 14 is an
+        error, a size past the payload's end (a partial entry) ends the wrapper quietly. An inner entry's magic
+        is not checked against the wrapper's (Kafka's file reader passes ``ensureMatchingMagic = false``).
+        """
         if self._inner is not None:
             return self._inner
         wrapper = self._entry
-        if wrapper.value is None:
+        _, wrapper_value = wrapper.fields()
+        if wrapper_value is None:
             raise InvalidRecordError("compressed legacy wrapper has a null value", position=self.position)
         payload = memoryview(
             decompress(
                 wrapper.attributes & 0x07,
-                wrapper.value,
+                wrapper_value,
                 max_decompressed_bytes,
                 position=self.position,
                 legacy_magic=wrapper.magic,
@@ -249,21 +299,24 @@ class LegacyRecordBatch(RecordBatch):
         )
         entries: list[_Entry] = []
         pos = 0
-        while len(payload) - pos >= LOG_OVERHEAD + RECORD_OVERHEAD_V0:
+        while len(payload) - pos >= LOG_OVERHEAD:
             (inner_size,) = _INT32.unpack_from(payload, pos + 8)
-            if inner_size < 0 or pos + LOG_OVERHEAD + inner_size > len(payload):
+            if inner_size < RECORD_OVERHEAD_V0:
+                raise CorruptRecordError(
+                    f"record size {inner_size} is less than the minimum record overhead ({RECORD_OVERHEAD_V0})",
+                    position=self.position,
+                )
+            if pos + LOG_OVERHEAD + inner_size > len(payload):
                 break  # a partial inner entry ends the wrapper, as in Kafka
             entry = _Entry(payload, pos, len(payload), self.position)
             if entry.attributes & 0x07:
                 raise InvalidRecordError("inner messages must not be compressed", position=self.position)
             entries.append(entry)
             pos += LOG_OVERHEAD + entry.size
-        details: list[RecordDetail] = []
         if not entries:
             raise InvalidRecordError(
                 "found invalid compressed record set with no inner records", position=self.position
             )
-        log_append = wrapper.magic == MAGIC_V1 and bool(wrapper.attributes & 0x08)
         base = 0
         if wrapper.magic == MAGIC_V1:
             # A wrapper offset of 0 (as librdkafka writes) means the inner offsets are used as they are.
@@ -274,10 +327,5 @@ class LegacyRecordBatch(RecordBatch):
                     f"'{wrapper.offset}' is less than the last inner record offset '{entries[-1].offset}'",
                     position=self.position,
                 )
-        for e in entries:
-            ts = wrapper.timestamp if log_append else e.timestamp
-            details.append(
-                RecordDetail(Record(base + e.offset, ts, e.key, e.value), NO_SEQUENCE, LOG_OVERHEAD + e.size)
-            )
-        self._inner = details
-        return details
+        self._inner = (base, entries)
+        return self._inner

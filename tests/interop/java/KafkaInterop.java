@@ -742,9 +742,10 @@ public final class KafkaInterop {
      * final flush (fsync).
      */
     /**
-     * Times FileRecords.append of ~batchBytes batches until totalBytes. With validate, each append first does
-     * what Kafka's leader does to an uncompressed v2 batch before it appends it (LogValidator's
-     * assignOffsetsNonCompressed, with kafka-clients' own classes): ensureValid (CRC), a walk over every record
+     * Times FileRecords.append of ~batchBytes batches until totalBytes. With validate, each append first runs this
+     * harness's own loop, modelled on what Kafka's leader does to an uncompressed v2 batch (LogValidator's
+     * assignOffsetsNonCompressed; LogValidator itself is in Kafka's storage module, not in kafka-clients, so it is
+     * not what runs here), with kafka-clients' own classes: ensureValid (CRC), a walk over every record
      * (DefaultRecord.readFrom checks each record's framing) for the max timestamp, then the offsets, the partition
      * leader epoch and the max timestamp are set in place. Each append then gets its own copy of the batch, made
      * before the timed loop, as a batch received from the network would be (and as kafkalog's benchmark does).
