@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kafkalog.errors import CorruptRecordError
 from kafkalog.records import RecordBatch, read_batch_at
 from kafkalog.records._kernels import (
     F_BASE_OFFSET,
@@ -30,6 +31,7 @@ from kafkalog.records._kernels import (
     F_MAX_TIMESTAMP,
     F_POS,
     F_PRODUCER_ID,
+    F_RECORD_COUNT,
     F_SIZE,
     N_BATCH_FIELDS,
     SCAN_END,
@@ -40,14 +42,14 @@ from kafkalog.records._kernels import (
     scan_batches,
     verify_crcs,
 )
-from kafkalog.records.batch import LOG_OVERHEAD
+from kafkalog.records.batch import LOG_OVERHEAD, MAGIC_V2
 from kafkalog.storage.types import TimestampOffset
 
 if TYPE_CHECKING:
     from kafkalog.storage.segment import LogSegment
     from kafkalog.storage.types import EpochCacheLike, ProducerStateLike
 
-__all__ = ["BULK_CHUNK", "Walk", "bulk_reindex"]
+__all__ = ["BULK_CHUNK", "Walk", "bulk_reindex", "check_batch_offsets"]
 
 #: Bytes read at a time (stays in the CPU caches while it is scanned and CRC-checked).
 BULK_CHUNK = 1 << 20
@@ -61,6 +63,33 @@ class Walk:
     valid_bytes: int
     last_index_entry: int
     previous_last: int
+
+
+def check_batch_offsets(
+    batch: RecordBatch, segment_base: int, previous_last: int, exact_counts: bool, path: object
+) -> None:
+    """The offset checks of a re-index walk on one (CRC-valid) batch: it starts at or above the segment's
+    base offset and after ``previous_last`` (the base offset is outside the CRC), its last offset is not
+    below its first, and with ``exact_counts`` (a topic that is not compacted) a v2 batch holds exactly
+    ``lastOffsetDelta + 1`` records. Raises :class:`CorruptRecordError` at the batch's position."""
+    first = batch.base_offset if batch.magic >= MAGIC_V2 else batch.last_offset
+    last = batch.last_offset
+    if first < segment_base:
+        raise CorruptRecordError(
+            f"batch [{first}, {last}] in segment {path} starts below the segment's base offset {segment_base}",
+            position=batch.position,
+        )
+    if first <= previous_last or last < first:
+        raise CorruptRecordError(
+            f"offsets go backwards in segment {path}: batch [{first}, {last}] after offset {previous_last}",
+            position=batch.position,
+        )
+    if exact_counts and batch.magic >= MAGIC_V2 and batch.count != last - first + 1:
+        raise CorruptRecordError(
+            f"batch [{first}, {last}] in segment {path} holds {batch.count} records, not {last - first + 1} "
+            "(lastOffsetDelta disagrees with the record count on a topic that is not compacted)",
+            position=batch.position,
+        )
 
 
 def _pread_into(fd: int, buffer: bytearray, size: int, position: int) -> int:
@@ -81,6 +110,8 @@ def bulk_reindex(
     on_batch: Callable[[RecordBatch], None] | None,
     producer_state: ProducerStateLike | None,
     epoch_cache: EpochCacheLike | None,
+    *,
+    exact_counts: bool = False,
 ) -> None:
     """The prefix of clean v2 batches, a chunk at a time: framing (``scan_batches``), CRC (``verify_crcs``),
     offset range and order checked on arrays; index entries chosen as the walk chooses them and written
@@ -104,7 +135,9 @@ def bulk_reindex(
             start = 0
             while True:
                 scan = scan_batches(buf, start, table=table)
-                done = _bulk_batches(segment, walk, chunk, buf, scan, on_batch, producer_state, epoch_cache)
+                done = _bulk_batches(
+                    segment, walk, chunk, buf, scan, on_batch, producer_state, epoch_cache, exact_counts
+                )
                 if done < scan.n or scan.code not in (SCAN_MORE, SCAN_PARTIAL, SCAN_END):
                     return  # a batch the walk must look at (or the error it will raise)
                 if scan.code != SCAN_MORE:
@@ -125,6 +158,7 @@ def _bulk_batches(
     on_batch: Callable[[RecordBatch], None] | None,
     producer_state: ProducerStateLike | None,
     epoch_cache: EpochCacheLike | None,
+    exact_counts: bool = False,
 ) -> int:
     """Index (and replay) the leading clean batches of one scan; returns how many were taken."""
     n = scan.n
@@ -137,6 +171,10 @@ def _bulk_batches(
     rel = last - segment.base_offset
     ok = (rel >= 0) & (rel <= _INT32_MAX) & (base > np.concatenate(([walk.previous_last], last[:-1])))
     ok &= last >= base
+    count = t[F_RECORD_COUNT]
+    ok &= (count >= 0) & (count <= t[F_LAST_OFFSET_DELTA] + 1)
+    if exact_counts:
+        ok &= count == t[F_LAST_OFFSET_DELTA] + 1
     k = n if bad_crc < 0 else bad_crc
     if not ok[:k].all():
         k = int(np.argmin(ok[:k]))

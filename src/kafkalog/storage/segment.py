@@ -39,7 +39,7 @@ from kafkalog.errors import (
 )
 from kafkalog.records import MemoryRecords, RecordBatch
 from kafkalog.records.batch import MAGIC_V2
-from kafkalog.storage._reindex import Walk, bulk_reindex
+from kafkalog.storage._reindex import Walk, bulk_reindex, check_batch_offsets
 from kafkalog.storage.file_records import FileRecords
 from kafkalog.storage.files import (
     INDEX_FILE_SUFFIX,
@@ -66,7 +66,7 @@ from kafkalog.storage.types import (
 )
 from kafkalog.time import SYSTEM_TIME, Time
 
-__all__ = ["TO_SEGMENT_END", "LogSegment"]
+__all__ = ["TO_SEGMENT_END", "LogSegment", "check_batch_offsets"]
 
 #: ``max_position`` for :meth:`LogSegment.read` meaning "up to the end of the segment".
 TO_SEGMENT_END = -1
@@ -254,12 +254,15 @@ class LogSegment:
         on_batch: Callable[[RecordBatch], None] | None = None,
         producer_state: ProducerStateLike | None = None,
         epoch_cache: EpochCacheLike | None = None,
+        *,
+        exact_counts: bool = False,
     ) -> int:
         """Reset both indexes and rebuild them from the valid prefix of the ``.log``; returns its length.
 
-        Every batch is checked (CRC, offsets fit the segment, offsets grow from batch to batch: the base
-        offset is outside the CRC, so a damaged one that goes backwards is caught here, while a forward
-        jump looks like a compaction gap); ``on_batch`` (recovery's replay of ``producer_state`` and
+        Every batch is checked (CRC, a record count that fits ``lastOffsetDelta`` -- equal to
+        ``lastOffsetDelta + 1`` with ``exact_counts`` --, offsets fit the segment, offsets grow from batch
+        to batch: the base offset is outside the CRC, so a damaged one that goes backwards or below the
+        segment's base offset is caught here, while a forward jump looks like a compaction gap); ``on_batch`` (recovery's replay of ``producer_state`` and
         ``epoch_cache``) sees each valid batch after it is indexed. The walk stops at the first invalid batch.
 
         Clean v2 batches take a bulk path (:mod:`kafkalog.storage._reindex`); the first batch it does not vouch for,
@@ -271,17 +274,11 @@ class LogSegment:
         self._max_ts_and_offset = UNKNOWN_TIMESTAMP_OFFSET
         walk = Walk(0, 0, self.base_offset - 1)
         try:
-            bulk_reindex(self, walk, on_batch, producer_state, epoch_cache)
+            bulk_reindex(self, walk, on_batch, producer_state, epoch_cache, exact_counts=exact_counts)
             for batch in self.log.batches(walk.valid_bytes):
                 batch.ensure_valid()
+                check_batch_offsets(batch, self.base_offset, walk.previous_last, exact_counts, self.log.path)
                 self.ensure_offset_in_range(batch.last_offset)
-                first = batch.base_offset if batch.magic >= MAGIC_V2 else batch.last_offset
-                if first <= walk.previous_last or batch.last_offset < first:
-                    raise CorruptRecordError(
-                        f"offsets go backwards in segment {self.log.path}: batch [{first}, {batch.last_offset}] "
-                        f"after offset {walk.previous_last}",
-                        position=batch.position,
-                    )
                 walk.previous_last = batch.last_offset
                 self._note_max_timestamp(batch.max_timestamp, batch.last_offset)
                 if walk.valid_bytes - walk.last_index_entry > self.index_interval_bytes:
@@ -514,12 +511,15 @@ class LogSegment:
         self,
         producer_state: ProducerStateLike | None = None,
         leader_epoch_cache: EpochCacheLike | None = None,
+        *,
+        exact_counts: bool = False,
     ) -> int:
         """Validate every batch, rebuild all indexes, cut the invalid tail; return the bytes truncated.
 
         Producer state and the leader epoch cache (when given) are replayed from the magic-2 batches (the
         producer state's map end offset moves past each one, as in Kafka), and aborted transactions are
-        written to the rebuilt transaction index.
+        written to the rebuilt transaction index. ``exact_counts`` (a topic that is not compacted): a v2
+        batch whose record count is not ``lastOffsetDelta + 1`` is invalid (only the cleaner leaves fewer).
         """
         self.txn_index.reset()
 
@@ -537,7 +537,7 @@ class LogSegment:
                     producer_state.complete_txn(completed)
                 producer_state.update_map_end_offset(batch.last_offset + 1)
 
-        valid_bytes = self._reindex(replay, producer_state, leader_epoch_cache)
+        valid_bytes = self._reindex(replay, producer_state, leader_epoch_cache, exact_counts=exact_counts)
         truncated = self.log.size_in_bytes - valid_bytes
         if truncated > 0:
             _log.debug(
