@@ -1,0 +1,515 @@
+"""The plan of ``kafkalog recover``: what a repair will remove or rewrite, worked out before anything changes.
+
+The rule (docs/operations.md §4.4). ``recover`` is an operator's tool, not a broker restart: it loses only the
+damage, never intact data around it.
+
+* Every segment is walked batch by batch with the checks of the loader's recovery (framing, CRC-32C, a record
+  count that fits ``lastOffsetDelta`` -- and equals ``lastOffsetDelta + 1`` on a topic that is not compacted --,
+  offsets at or above the segment's base offset and growing from batch to batch). A batch that fails is
+  **damage**; the walk resynchronises at the next position where a batch passes every check (first the end of
+  the damaged batch's own frame, then every position whose magic byte is 2), so one bad batch costs that batch.
+* ``keep`` (the default): each damaged byte range is removed and everything else stays. Damage at the end of a
+  segment truncates it; damage before intact batches **rewrites** the segment without the damaged bytes (same
+  name, a ``.cleaned`` copy renamed over the ``.log``: a crash leaves the old or the new file); a segment with
+  no valid batch left is deleted. Later segments are kept. The offsets of the damage become a gap, as
+  compaction leaves (consumers skip it).
+* ``truncate`` (``--truncate-after-damage``, Kafka's rule for unflushed data): the first damaged segment is
+  truncated at the damage and every later segment is deleted.
+* ``leader-epoch-checkpoint`` that does not parse, or whose entries are negative or not strictly increasing,
+  is rewritten from the leader epochs in the batches (as segment recovery replays them), truncated to the log
+  start offset. A ``partition.metadata`` that does not parse is rewritten with the topic id of
+  ``kafkalog-topics.json``, or removed when no topic id is known there.
+* A partition that cannot be repaired without a decision (a readable ``partition.metadata`` whose topic id
+  differs from ``kafkalog-topics.json``, an unreadable file) gets an ``error`` and no action; the command then
+  changes nothing at all.
+
+:func:`plan_partition` only reads (no lock needed: ``--dry-run`` prints it); :func:`apply_plan` does exactly
+what the plan lists. Index files of every changed segment are deleted so the load that follows rebuilds them.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, Literal
+
+import numpy as np
+
+from kafkalog.datadir import read_topics
+from kafkalog.errors import CorruptRecordError, InvalidRecordError, KafkaError
+from kafkalog.log.checkpoint import (
+    PARTITION_METADATA_FILE,
+    CheckpointError,
+    EpochEntry,
+    fsync_dir,
+    leader_epoch_checkpoint,
+    read_partition_metadata,
+    topic_id_from_string,
+    topic_id_to_string,
+    write_partition_metadata,
+)
+from kafkalog.log.names import TopicPartition
+from kafkalog.records import RecordBatch, read_batch_at
+from kafkalog.records.batch import LOG_OVERHEAD, MAGIC_V2, RECORD_BATCH_OVERHEAD
+from kafkalog.storage.files import CLEANED_FILE_SUFFIX
+from kafkalog.storage.segment import check_batch_offsets
+
+__all__ = [
+    "Damage",
+    "FileAction",
+    "Mode",
+    "PartitionPlan",
+    "SegmentPlan",
+    "apply_plan",
+    "plan_partition",
+]
+
+Mode = Literal["keep", "truncate"]
+_CHUNK: Final = 1 << 20
+_INT32_MAX: Final = 2**31 - 1
+_INDEX_SUFFIXES: Final = (".index", ".timeindex", ".txnindex")
+_BASE_AND_LENGTH: Final = struct.Struct(">qi")
+
+
+@dataclass(frozen=True)
+class Damage:
+    """One damaged byte range ``[start, end)`` of a segment and the offsets it held (inferred from the valid
+    batches around it: ``last_offset`` None when nothing valid follows in the segment)."""
+
+    start: int
+    end: int
+    first_offset: int
+    last_offset: int | None
+    reason: str
+
+    def to_dict(self) -> dict[str, object]:
+        """The ``--json`` object."""
+        return {
+            "start": self.start,
+            "end": self.end,
+            "bytes": self.end - self.start,
+            "firstOffset": self.first_offset,
+            "lastOffset": self.last_offset,
+            "reason": self.reason,
+        }
+
+
+@dataclass
+class SegmentPlan:
+    """What happens to one ``.log``: ``truncate`` (keep its first ``size_after`` bytes), ``rewrite`` (keep
+    the ``kept`` byte ranges), ``delete``; ``removed`` lists the damage (empty for a segment deleted only
+    because it comes after the damage in ``truncate`` mode)."""
+
+    base_offset: int
+    size_before: int
+    action: Literal["truncate", "rewrite", "delete"]
+    kept: list[tuple[int, int]]
+    removed: list[Damage]
+
+    @property
+    def file(self) -> str:
+        """The ``.log`` file name."""
+        return f"{self.base_offset:020d}.log"
+
+    @property
+    def size_after(self) -> int:
+        """Bytes left in the ``.log``."""
+        return sum(end - start for start, end in self.kept)
+
+    def to_dict(self) -> dict[str, object]:
+        """The ``--json`` object."""
+        return {
+            "file": self.file,
+            "baseOffset": self.base_offset,
+            "action": self.action,
+            "sizeBefore": self.size_before,
+            "sizeAfter": self.size_after,
+            "removed": [d.to_dict() for d in self.removed],
+        }
+
+
+@dataclass
+class FileAction:
+    """A small file rewritten (``content`` given) or removed, and why."""
+
+    name: str
+    action: Literal["rewrite", "remove"]
+    reason: str
+    content: list[EpochEntry] | uuid.UUID | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        """The ``--json`` object."""
+        out: dict[str, object] = {"file": self.name, "action": self.action, "reason": self.reason}
+        if isinstance(self.content, list):
+            out["entries"] = [[e.epoch, e.start_offset] for e in self.content]
+        elif isinstance(self.content, uuid.UUID):
+            out["topicId"] = topic_id_to_string(self.content)
+        return out
+
+
+@dataclass
+class PartitionPlan:
+    """Every action of one partition directory, or the error that stops the whole run."""
+
+    topic_partition: TopicPartition
+    path: Path
+    mode: Mode
+    segments: list[SegmentPlan] = field(default_factory=list)
+    files: list[FileAction] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        """Whether there is nothing to do."""
+        return not self.segments and not self.files
+
+    @property
+    def bytes_removed(self) -> int:
+        """``.log`` bytes the plan removes."""
+        return sum(s.size_before - s.size_after for s in self.segments)
+
+    def to_dict(self) -> dict[str, object]:
+        """The ``--json`` object (``segments``, ``files``, ``error``)."""
+        return {
+            "mode": self.mode,
+            "segments": [s.to_dict() for s in self.segments],
+            "files": [f.to_dict() for f in self.files],
+            "bytesRemoved": self.bytes_removed,
+            "error": self.error,
+        }
+
+    def describe(self) -> list[str]:
+        """One line per action (the text output of both the dry run and the real run)."""
+        lines = []
+        for s in self.segments:
+            for d in s.removed:
+                offsets = f"offsets {d.first_offset}..{'' if d.last_offset is None else d.last_offset}"
+                lines.append(
+                    f"{s.file}: remove bytes {d.start}..{d.end} ({d.end - d.start} B, {offsets}): {d.reason}"
+                )
+            if s.action == "delete":
+                lines.append(f"{s.file}: delete segment ({s.size_before} B)")
+            else:
+                lines.append(f"{s.file}: {s.action} {s.size_before} -> {s.size_after} B")
+        for f in self.files:
+            lines.append(f"{f.name}: {f.action} ({f.reason})")
+        return lines
+
+
+# --------------------------------------------------------------------------------------------------- planning
+
+
+class _Reader:
+    """Positioned reads of one ``.log`` (read-only descriptor)."""
+
+    def __init__(self, path: Path) -> None:
+        self.fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        self.size = os.fstat(self.fd).st_size
+
+    def read(self, position: int, size: int) -> bytes:
+        out = bytearray()
+        while len(out) < size:
+            got = os.pread(self.fd, size - len(out), position + len(out))
+            if not got:
+                break
+            out += got
+        return bytes(out)
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+class _Walk:
+    """The batch walk of one segment with the loader's checks (see the module doc)."""
+
+    def __init__(self, reader: _Reader, base: int, exact_counts: bool, path: Path) -> None:
+        self.r = reader
+        self.base = base
+        self.exact = exact_counts
+        self.path = path
+        self.previous_last = base - 1
+        self.epochs: list[EpochEntry] = []
+
+    def check(self, batch: RecordBatch) -> None:
+        """Raises CorruptRecordError/InvalidRecordError unless ``batch`` passes the recovery checks."""
+        batch.ensure_valid()
+        check_batch_offsets(batch, self.base, self.previous_last, self.exact, self.path)
+
+    def accept(self, batch: RecordBatch) -> None:
+        """Moves past a valid batch (and notes a new leader epoch as segment recovery does)."""
+        self.previous_last = batch.last_offset
+        if batch.magic >= MAGIC_V2 and batch.partition_leader_epoch >= 0:
+            latest = self.epochs[-1].epoch if self.epochs else -1
+            if batch.partition_leader_epoch > latest:
+                self.epochs.append(EpochEntry(batch.partition_leader_epoch, batch.base_offset))
+
+    def batch_at(self, position: int) -> RecordBatch | None:
+        """The whole batch at ``position`` (None at a partial tail); raises on an impossible frame."""
+        head = self.r.read(position, LOG_OVERHEAD + 5)
+        if len(head) < LOG_OVERHEAD + 5:
+            return None
+        _, length = _BASE_AND_LENGTH.unpack_from(head)
+        if length < 0 or position + LOG_OVERHEAD + length > self.r.size:
+            raw = self.r.read(position, min(self.r.size - position, RECORD_BATCH_OVERHEAD))
+        else:
+            raw = self.r.read(position, LOG_OVERHEAD + length)
+        return read_batch_at(memoryview(raw), 0, len(raw), origin=position)
+
+    def valid_at(self, position: int) -> RecordBatch | None:
+        """The batch at ``position`` if it passes every check, else None."""
+        try:
+            batch = self.batch_at(position)
+            if batch is None:
+                return None
+            self.check(batch)
+            if batch.last_offset - self.base > _INT32_MAX:
+                return None
+            return batch
+        except (CorruptRecordError, InvalidRecordError, ValueError):
+            return None
+
+    def resync(self, damaged: int) -> int | None:
+        """The first position after ``damaged`` where a valid batch starts (None: none in the segment)."""
+        head = self.r.read(damaged, LOG_OVERHEAD)
+        if len(head) == LOG_OVERHEAD:
+            length = int(_BASE_AND_LENGTH.unpack_from(head)[1])
+            skip = damaged + LOG_OVERHEAD + length
+            if length >= RECORD_BATCH_OVERHEAD - LOG_OVERHEAD and skip < self.r.size and self.valid_at(skip):
+                return skip
+        position = damaged + 1
+        low = max(self.base, self.previous_last + 1)
+        while position + RECORD_BATCH_OVERHEAD <= self.r.size:
+            chunk = self.r.read(position, _CHUNK + RECORD_BATCH_OVERHEAD)
+            arr = np.frombuffer(chunk, np.uint8)
+            n = len(arr) - RECORD_BATCH_OVERHEAD + 1
+            if n <= 0:
+                break
+            candidates = np.flatnonzero(arr[16 : 16 + n] == MAGIC_V2)
+            for i in candidates.tolist():
+                at = position + i
+                base, length = _BASE_AND_LENGTH.unpack_from(chunk, i)
+                if base < low or length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
+                    continue
+                if at + LOG_OVERHEAD + length > self.r.size:
+                    continue
+                if self.valid_at(at) is not None:
+                    return at
+            position += min(n, _CHUNK)
+        return None
+
+    def run(self) -> tuple[list[tuple[int, int]], list[Damage]]:
+        """Kept byte ranges and damaged ones of the whole segment."""
+        kept: list[tuple[int, int]] = []
+        damages: list[Damage] = []
+        position, kept_start = 0, 0
+        size = self.r.size
+        while position < size:
+            reason: str | None = None
+            batch: RecordBatch | None = None
+            try:
+                batch = self.batch_at(position)
+                if batch is None:
+                    reason = f"partial batch: {size - position} bytes left at the end of the file"
+                else:
+                    self.check(batch)
+            except (CorruptRecordError, InvalidRecordError) as exc:
+                reason = str(exc)
+            if reason is None and batch is not None:
+                self.accept(batch)
+                position += batch.size_in_bytes
+                continue
+            if position > kept_start:
+                kept.append((kept_start, position))
+            after = self.resync(position)
+            nxt = None if after is None else self.valid_at(after)
+            damages.append(
+                Damage(
+                    position,
+                    size if after is None else after,
+                    self.previous_last + 1,
+                    None if nxt is None else nxt.base_offset - 1,
+                    reason or "damaged batch",
+                )
+            )
+            if after is None:
+                return kept, damages
+            position = kept_start = after
+        if position > kept_start:
+            kept.append((kept_start, position))
+        return kept, damages
+
+
+def _log_files(path: Path) -> list[tuple[int, Path]]:
+    out = []
+    for entry in os.scandir(path):
+        name = entry.name
+        if name.endswith(".log") and name[:-4].isdigit() and len(name) == 24 and entry.is_file():
+            out.append((int(name[:-4]), Path(entry.path)))
+    return sorted(out)
+
+
+def _epoch_problem(path: Path) -> str | None:
+    """Why the partition's ``leader-epoch-checkpoint`` must be rebuilt (None: it is sound or absent)."""
+    try:
+        entries = leader_epoch_checkpoint(path).read()
+    except (CheckpointError, OSError, ValueError) as exc:
+        return f"not parseable: {exc}"
+    for i, e in enumerate(entries):
+        if e.epoch < 0 or e.start_offset < 0:
+            return f"negative entry {e!r}"
+        if i and (e.epoch <= entries[i - 1].epoch or e.start_offset <= entries[i - 1].start_offset):
+            return f"entries {entries[i - 1]!r} and {e!r} are not increasing"
+    return None
+
+
+def _truncated_from_start(entries: list[EpochEntry], start: int) -> list[EpochEntry]:
+    """As the loader's ``truncate_from_start``: the last entry at or before ``start`` moves to ``start``."""
+    removed = [e for e in entries if e.start_offset <= start]
+    if not removed:
+        return entries
+    return [EpochEntry(removed[-1].epoch, start), *(e for e in entries if e.start_offset > start)]
+
+
+def plan_partition(
+    tp: TopicPartition,
+    path: Path,
+    *,
+    data_dir: Path | None,
+    compacted: bool,
+    log_start_offset: int,
+    mode: Mode = "keep",
+) -> PartitionPlan:
+    """What :func:`apply_plan` will do to ``path`` (read-only; see the module doc for the rule)."""
+    plan = PartitionPlan(tp, path, mode)
+    try:
+        _plan_metadata(plan, data_dir)
+        if plan.error is not None:
+            return plan
+        epochs: list[EpochEntry] = []
+        stop = False
+        for base, log_path in _log_files(path):
+            reader = _Reader(log_path)
+            try:
+                if stop:  # truncate mode: everything after the first damage goes
+                    plan.segments.append(SegmentPlan(base, reader.size, "delete", [], []))
+                    continue
+                walk = _Walk(reader, base, not compacted, log_path)
+                kept, damages = walk.run()
+                found = walk.epochs
+                if damages and mode == "truncate":
+                    found = [e for e in found if e.start_offset < damages[0].first_offset]
+                for e in found:
+                    if not epochs or e.epoch > epochs[-1].epoch:
+                        epochs.append(e)
+                if not damages:
+                    continue
+                if mode == "truncate":
+                    kept, damages, stop = kept[:1] if kept and kept[0][0] == 0 else [], damages[:1], True
+                if not kept:
+                    action: Literal["truncate", "rewrite", "delete"] = "delete"
+                elif len(kept) == 1 and kept[0][0] == 0:
+                    action = "truncate"
+                else:
+                    action = "rewrite"
+                plan.segments.append(SegmentPlan(base, reader.size, action, kept, damages))
+            finally:
+                reader.close()
+        problem = _epoch_problem(path)
+        if problem is not None:
+            entries = _truncated_from_start(epochs, log_start_offset)
+            plan.files.append(
+                FileAction(
+                    "leader-epoch-checkpoint", "rewrite", f"{problem}; rebuilt from the batches", entries
+                )
+            )
+    except OSError as exc:
+        plan.segments, plan.files = [], []
+        plan.error = f"cannot read {path}: {exc}"
+    return plan
+
+
+def _plan_metadata(plan: PartitionPlan, data_dir: Path | None) -> None:
+    known: uuid.UUID | None = None
+    if data_dir is not None:
+        try:
+            doc = read_topics(data_dir)
+        except (KafkaError, OSError):
+            doc = None
+        meta = None if doc is None else doc.topics.get(plan.topic_partition.topic)
+        if meta is not None and meta.topic_id is not None:
+            known = topic_id_from_string(meta.topic_id)
+    try:
+        stored = read_partition_metadata(plan.path)
+    except (KafkaError, ValueError, UnicodeDecodeError) as exc:
+        if known is not None:
+            reason = f"not parseable ({exc}); topic id {topic_id_to_string(known)} from kafkalog-topics.json"
+            plan.files.append(FileAction(PARTITION_METADATA_FILE, "rewrite", reason, known))
+        else:
+            reason = f"not parseable ({exc}); no topic id known in kafkalog-topics.json"
+            plan.files.append(FileAction(PARTITION_METADATA_FILE, "remove", reason))
+        return
+    if stored is not None and known is not None and stored != known:
+        plan.error = (
+            f"{PARTITION_METADATA_FILE} holds topic id {topic_id_to_string(stored)} but kafkalog-topics.json says "
+            f"{topic_id_to_string(known)} for topic {plan.topic_partition.topic!r}: move the partition directory "
+            "away or fix one of the two (recover does not guess)"
+        )
+
+
+# --------------------------------------------------------------------------------------------------- applying
+
+
+def _remove_indexes(path: Path, base: int) -> None:
+    for suffix in _INDEX_SUFFIXES:
+        (path / f"{base:020d}{suffix}").unlink(missing_ok=True)
+
+
+def _rewrite(log_path: Path, kept: list[tuple[int, int]]) -> None:
+    """A copy of the kept ranges as ``<log>.cleaned``, fsynced, then renamed over the ``.log``."""
+    tmp = log_path.with_name(log_path.name + CLEANED_FILE_SUFFIX)
+    src = os.open(log_path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        with open(tmp, "wb") as out:
+            for start, end in kept:
+                position = start
+                while position < end:
+                    data = os.pread(src, min(_CHUNK, end - position), position)
+                    if not data:
+                        raise OSError(f"{log_path} ended at byte {position} while copying")
+                    out.write(data)
+                    position += len(data)
+            out.flush()
+            os.fsync(out.fileno())
+    finally:
+        os.close(src)
+    os.replace(tmp, log_path)
+
+
+def apply_plan(plan: PartitionPlan) -> None:
+    """Does what ``plan`` lists, in order: segments (truncate / rewrite / delete, with their index files),
+    then the small files. Each step is crash-safe on its own (a rewrite goes through a ``.cleaned`` copy)."""
+    if plan.error is not None:
+        raise KafkaError(plan.error)
+    path = plan.path
+    for s in plan.segments:
+        log_path = path / s.file
+        if s.action == "delete":
+            log_path.unlink(missing_ok=True)
+        elif s.action == "truncate":
+            os.truncate(log_path, s.size_after)
+        else:
+            _rewrite(log_path, s.kept)
+        _remove_indexes(path, s.base_offset)
+    for f in plan.files:
+        target = path / f.name
+        if f.action == "remove":
+            target.unlink(missing_ok=True)
+        elif isinstance(f.content, uuid.UUID):
+            write_partition_metadata(path, f.content)
+        elif isinstance(f.content, list):
+            leader_epoch_checkpoint(path).write(f.content)
+    if plan.segments or plan.files:
+        fsync_dir(path)

@@ -1,0 +1,202 @@
+"""``kafkalog recover`` loses only the damage (issue #19 items 11-12): one bad batch costs that batch, the dry
+run's plan is what the real run does, damaged epoch checkpoints / partition.metadata / base offsets are
+repaired, and a run that cannot repair a partition changes nothing."""
+
+from __future__ import annotations
+
+import shutil
+import struct
+import uuid
+from pathlib import Path
+
+import pytest
+from crc32c import crc32c
+
+from kafkalog.log.checkpoint import (
+    leader_epoch_checkpoint,
+    read_partition_metadata,
+    write_partition_metadata,
+)
+from kafkalog.manager import LogManager
+
+from .helpers import flip_byte, json_lines, run, tree_state
+
+BATCH_RECORDS = 10
+
+
+@pytest.fixture(scope="module")
+def three_segments(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """300 records in 30 batches of 10, 3 segments of 100 records (10 batches of 351 bytes each)."""
+    root = tmp_path_factory.mktemp("repairs") / "data"
+    with LogManager.open(root, background=False) as mgr:
+        mgr.create_topic("t", 1, {"segment.bytes": 10 * 351 + 100})
+        for _ in range(30):
+            mgr.produce("t", [(b"k%d" % j, b"v" * 20) for j in range(BATCH_RECORDS)])
+    logs = sorted((root / "t-0").glob("*.log"))
+    assert [p.name[:20] for p in logs] == [f"{b:020d}" for b in (0, 100, 200)]
+    return root
+
+
+def copy_of(src: Path, tmp_path: Path) -> Path:
+    target = tmp_path / src.name
+    shutil.copytree(src, target)
+    return target
+
+
+def record_offsets(part: Path) -> list[int]:
+    """Every record offset in the partition's ``.log`` files (CRC-checked)."""
+    from kafkalog.storage.file_records import FileRecords
+
+    out: list[int] = []
+    for path in sorted(part.glob("*.log")):
+        records = FileRecords.open(path, mutable=False, file_already_exists=True)
+        for batch in records.batches():
+            batch.ensure_valid()
+            out.extend(r.offset for r in batch)
+        records.close()
+    return out
+
+
+def plan_of(stdout: str) -> dict[str, object]:
+    obj = next(
+        o for o in json_lines(stdout) if o["type"] in ("plan", "partition") and o["partition"] == "t-0"
+    )
+    plan = obj if obj["type"] == "plan" else obj["plan"]
+    assert isinstance(plan, dict)
+    return {k: plan[k] for k in ("mode", "segments", "files", "bytesRemoved", "error")}
+
+
+def test_one_flipped_bit_in_the_oldest_segment_costs_one_batch(three_segments: Path, tmp_path: Path) -> None:
+    root = copy_of(three_segments, tmp_path)
+    part = root / "t-0"
+    oldest = sorted(part.glob("*.log"))[0]
+    data = bytearray(oldest.read_bytes())
+    data[200] ^= 0x01  # one bit in the records of the first batch (offsets 0..9)
+    oldest.write_bytes(bytes(data))
+    before = tree_state(root)
+    dry = run("recover", "--dry-run", "--json", root)
+    assert dry.exit_code == 1
+    assert tree_state(root) == before  # the dry run wrote nothing
+    planned = plan_of(dry.stdout)
+    segments = planned["segments"]
+    assert isinstance(segments, list) and len(segments) == 1
+    assert segments[0]["file"] == oldest.name and segments[0]["action"] == "rewrite"
+    assert segments[0]["removed"] == [
+        {
+            "start": 0,
+            "end": 351,
+            "bytes": 351,
+            "firstOffset": 0,
+            "lastOffset": 9,
+            "reason": segments[0]["removed"][0]["reason"],
+        }
+    ]
+    assert segments[0]["sizeBefore"] - segments[0]["sizeAfter"] == 351
+
+    done = run("recover", "--json", root)
+    assert done.exit_code == 0, done.stderr
+    assert plan_of(done.stdout) == planned  # the dry run's plan is exactly what the real run did
+    obj = next(o for o in json_lines(done.stdout) if o.get("partition") == "t-0")
+    assert obj["truncated"] == [{"baseOffset": 0, "sizeBefore": 3510, "sizeAfter": 3159}]
+    assert obj["segmentsDeleted"] == []
+    assert obj["logEndOffsetAfter"] == 300
+    assert record_offsets(part) == list(range(10, 300))  # 290 of 300 records kept: only the damage is lost
+    assert run("verify", root).exit_code == 0
+
+
+def test_damage_at_a_segment_tail_and_a_lowered_last_offset_delta(
+    three_segments: Path, tmp_path: Path
+) -> None:
+    """A batch whose lastOffsetDelta (CRC recomputed) disagrees with its record count is damage, not a jump
+    of the log end offset by 2**31; a torn tail is truncated; intact later segments stay."""
+    root = copy_of(three_segments, tmp_path)
+    part = root / "t-0"
+    logs = sorted(part.glob("*.log"))
+    data = bytearray(logs[2].read_bytes())
+    at = 351 * 9  # the last batch of the log: offsets 290..299
+    struct.pack_into(">i", data, at + 23, 2**31 - 1)  # lastOffsetDelta
+    struct.pack_into(">I", data, at + 17, crc32c(bytes(data[at + 21 : at + 351])))
+    logs[2].write_bytes(bytes(data))
+    with logs[1].open("ab") as f:
+        f.write(b"\x00" * 30)
+    dry = run("recover", "--dry-run", "--json", root)
+    planned = plan_of(dry.stdout)
+    done = run("recover", "--json", root)
+    assert done.exit_code == 0, done.stderr
+    assert plan_of(done.stdout) == planned
+    obj = next(o for o in json_lines(done.stdout) if o.get("partition") == "t-0")
+    assert obj["logEndOffsetAfter"] == 290  # not 290 + 2**31
+    assert [s["action"] for s in planned["segments"]] == ["truncate", "truncate"]  # type: ignore[union-attr,index]
+    assert record_offsets(part) == list(range(290))
+    assert run("verify", root).exit_code == 0
+
+
+@pytest.mark.parametrize("base", [-5, 3, 50], ids=["negative", "backwards-mid", "below-segment-base"])
+def test_base_offsets_that_go_backwards_or_negative(three_segments: Path, tmp_path: Path, base: int) -> None:
+    root = copy_of(three_segments, tmp_path)
+    part = root / "t-0"
+    middle = sorted(part.glob("*.log"))[1]
+    data = bytearray(middle.read_bytes())
+    at = 0 if base != 3 else 351  # the base offset is outside the CRC
+    struct.pack_into(">q", data, at, base)
+    middle.write_bytes(bytes(data))
+    result = run("recover", "--json", root)
+    assert result.exit_code == 0, result.stdout + result.stderr
+    lost = set(range(100 + at // 351 * 10, 110 + at // 351 * 10))
+    assert record_offsets(part) == [o for o in range(300) if o not in lost]
+    assert run("verify", root).exit_code == 0
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["junk\n", "0\n999999999999\n0 0\n", "0\n3\n5 0\n3 100\n7 200\n", "0\n1\n-4 0\n"],
+    ids=["junk", "huge-count", "non-monotonic", "negative"],
+)
+def test_damaged_leader_epoch_checkpoint_is_rebuilt(
+    three_segments: Path, tmp_path: Path, content: str
+) -> None:
+    root = copy_of(three_segments, tmp_path)
+    part = root / "t-0"
+    good = leader_epoch_checkpoint(part).read()
+    (part / "leader-epoch-checkpoint").write_text(content)
+    assert run("verify", root).exit_code == 1
+    dry = run("recover", "--dry-run", "--json", root)
+    planned = plan_of(dry.stdout)
+    assert [f["file"] for f in planned["files"]] == ["leader-epoch-checkpoint"]  # type: ignore[union-attr,index]
+    done = run("recover", "--json", root)
+    assert done.exit_code == 0, done.stdout + done.stderr
+    assert plan_of(done.stdout) == planned
+    assert leader_epoch_checkpoint(part).read() == good
+    assert run("verify", root).exit_code == 0
+
+
+def test_junk_partition_metadata_is_rewritten(three_segments: Path, tmp_path: Path) -> None:
+    root = copy_of(three_segments, tmp_path)
+    part = root / "t-0"
+    topic_id = read_partition_metadata(part)
+    assert topic_id is not None
+    (part / "partition.metadata").write_bytes(b"\xff garbage")
+    result = run("recover", root)
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert read_partition_metadata(part) == topic_id
+    assert run("verify", root).exit_code == 0
+
+
+def test_a_run_that_cannot_repair_a_partition_changes_nothing(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    with LogManager.open(root, background=False) as mgr:
+        mgr.create_topic("t", 1, {"segment.bytes": 1000})
+        mgr.create_topic("u", 1, {"segment.bytes": 1000})
+        for _ in range(20):
+            mgr.produce("t", [(b"k", b"v" * 40)])
+            mgr.produce("u", [(b"k", b"v" * 40)])
+    flip_byte(sorted((root / "t-0").glob("*.log"))[0], 100)  # repairable
+    write_partition_metadata(root / "u-0", uuid.uuid4())  # a topic id that kafkalog-topics.json contradicts
+    assert (root / ".kafka_cleanshutdown").exists()
+    before = tree_state(root)
+    dry = run("recover", "--dry-run", root)
+    assert dry.exit_code == 1 and "cannot be repaired" in dry.stdout
+    result = run("recover", root)
+    assert result.exit_code == 1
+    assert "u-0: recovery failed" in result.stdout and "Nothing was changed" in result.stdout
+    assert tree_state(root) == before  # not the marker, not the checkpoints, not the repairable partition
