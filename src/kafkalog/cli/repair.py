@@ -232,6 +232,8 @@ class _Walk:
         self.path = path
         self.previous_last = base - 1
         self.epochs: list[EpochEntry] = []
+        self._buf = b""
+        self._start = 0
 
     def check(self, batch: RecordBatch) -> None:
         """Raises CorruptRecordError/InvalidRecordError unless ``batch`` passes the recovery checks."""
@@ -246,17 +248,28 @@ class _Walk:
             if batch.partition_leader_epoch > latest:
                 self.epochs.append(EpochEntry(batch.partition_leader_epoch, batch.base_offset))
 
+    def _window(self, position: int, size: int) -> tuple[memoryview, int]:
+        """The file's bytes from ``position`` (at least ``size`` of them unless the file ends first), read a
+        chunk at a time: the view and the index of ``position`` in it."""
+        end = min(position + size, self.r.size)
+        if not (self._start <= position and end <= self._start + len(self._buf)):
+            self._buf = self.r.read(position, max(_CHUNK, end - position))
+            self._start = position
+        return memoryview(self._buf), position - self._start
+
     def batch_at(self, position: int) -> RecordBatch | None:
         """The whole batch at ``position`` (None at a partial tail); raises on an impossible frame."""
-        head = self.r.read(position, LOG_OVERHEAD + 5)
-        if len(head) < LOG_OVERHEAD + 5:
+        view, off = self._window(position, LOG_OVERHEAD + 5)
+        if len(view) - off < LOG_OVERHEAD + 5:
             return None
-        _, length = _BASE_AND_LENGTH.unpack_from(head)
+        _, length = _BASE_AND_LENGTH.unpack_from(view, off)
         if length < 0 or position + LOG_OVERHEAD + length > self.r.size:
-            raw = self.r.read(position, min(self.r.size - position, RECORD_BATCH_OVERHEAD))
+            view, off = self._window(position, RECORD_BATCH_OVERHEAD)
+            end = min(len(view), off + RECORD_BATCH_OVERHEAD)
         else:
-            raw = self.r.read(position, LOG_OVERHEAD + length)
-        return read_batch_at(memoryview(raw), 0, len(raw), origin=position)
+            view, off = self._window(position, LOG_OVERHEAD + length)
+            end = off + LOG_OVERHEAD + length
+        return read_batch_at(view, off, end, origin=position - off)
 
     def valid_at(self, position: int) -> RecordBatch | None:
         """The batch at ``position`` if it passes every check, else None."""
