@@ -1,28 +1,36 @@
-"""``kafkalog recover DIR|PARTITION_DIR``: run Kafka's log recovery now and report what it changed.
+"""``kafkalog recover DIR|PARTITION_DIR``: repair a data directory or one partition, losing only the damage.
 
-Recovery is the loader's (:mod:`kafkalog.log.loader`): every segment is scanned as after a crash, a torn or
-corrupt tail is truncated at the last valid batch and the segments after it deleted, indexes are rebuilt,
-producer state is replayed, leftover ``.cleaned``/``.swap``/``.deleted`` files are resolved.
+Two steps (the rule is :mod:`kafkalog.cli.repair`'s, documented in docs/operations.md §4.4):
 
-* A **data directory** is opened with :class:`~kafkalog.manager.LogManager` (which takes its ``.lock``: exit
-  75 while a producer or broker holds it) after its ``.kafka_cleanshutdown`` marker is removed, so nothing is
-  trusted as cleanly shut down; by default its ``recovery-point-offset-checkpoint`` is removed too, so every
-  segment is scanned (``--from-recovery-point`` scans only what a broker restart would). Closing the manager
-  writes fresh checkpoints and the clean-shutdown marker.
-* A **partition directory** is opened with :meth:`Log.open <kafkalog.log.Log.open>` from offset 0 without the
-  clean-shutdown marker, under its data directory's ``.lock`` when it is in one (with the topic's config and
-  log start offset from there); a standalone partition directory gets its own marker back when closed.
+1. **Plan**, read-only, under the directory's ``.lock`` (exit 75 while a producer or broker holds it):
+   :func:`plan_target` walks every batch and lists the damaged byte ranges to remove, the segments truncated,
+   rewritten or deleted, and the small files rewritten. If any partition cannot be repaired (``error``), the
+   run stops here and changes nothing (exit 1). ``--dry-run`` prints this plan (no lock) and exits 1 if there
+   is anything to repair.
+2. **Act**: :func:`~kafkalog.cli.repair.apply_plan` per partition, then the loader's recovery
+   (:mod:`kafkalog.log.loader`) rebuilds indexes and producer state and resolves leftover files.
+
+   * A **data directory** is opened with :class:`~kafkalog.manager.LogManager` after its
+     ``.kafka_cleanshutdown`` marker is removed, so nothing is trusted as cleanly shut down; by default its
+     ``recovery-point-offset-checkpoint`` is removed too, so every segment is scanned
+     (``--from-recovery-point`` scans only what a broker restart would). Closing the manager writes fresh
+     checkpoints and the clean-shutdown marker. If a partition still fails to load, the marker and the
+     offset checkpoints are put back as they were.
+   * A **partition directory** is opened with :meth:`Log.open <kafkalog.log.Log.open>` from offset 0 without
+     the clean-shutdown marker, under its data directory's ``.lock`` when it is in one (with the topic's
+     config and log start offset from there); a standalone partition directory gets its own marker back.
 
 Before and after, the directory's files are compared (:func:`~kafkalog.cli.state.diff_dirs`); the report
-lists bytes truncated, segments deleted or created, indexes whose entries changed, files removed, and the log
-end offset before and after. ``--dry-run`` runs ``verify`` instead (read-only, no lock): it lists the faults
-that recovery would repair and exits 1 if there are any.
+lists the plan, bytes truncated, segments deleted or created, indexes whose entries changed, files removed,
+and the log end offset before and after.
 
 ``--json``: ``{"type":"partition","partition","path","logEndOffsetBefore","logEndOffsetAfter","bytesTruncated",
 "truncated":[{"baseOffset","sizeBefore","sizeAfter"}],"segmentsDeleted":[{"baseOffset","sizeBytes"}],
-"segmentsCreated":[...],"indexesRebuilt":[...],"filesRemoved":[...],"error"}`` per partition, then
-``{"type":"summary","partitions","changed","bytesTruncated","segmentsDeleted","indexesRebuilt","failed"}``.
-Exit codes: 0 recovered (whether or not something had to be repaired), 1 a partition could not be loaded.
+"segmentsCreated":[...],"indexesRebuilt":[...],"filesRemoved":[...],"plan":{...},"error"}`` per partition,
+then ``{"type":"summary","partitions","changed","bytesTruncated","segmentsDeleted","indexesRebuilt","failed"}``;
+with ``--dry-run`` one ``{"type":"plan","partition","path",...plan}`` per partition and a summary.
+Exit codes: 0 recovered (whether or not something had to be repaired), 1 a partition could not be repaired
+or loaded (or, with ``--dry-run``, there is something to repair).
 """
 
 from __future__ import annotations
