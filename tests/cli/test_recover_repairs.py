@@ -200,3 +200,19 @@ def test_a_run_that_cannot_repair_a_partition_changes_nothing(tmp_path: Path) ->
     assert result.exit_code == 1
     assert "u-0: recovery failed" in result.stdout and "Nothing was changed" in result.stdout
     assert tree_state(root) == before  # not the marker, not the checkpoints, not the repairable partition
+
+
+def test_a_load_failure_the_plan_cannot_foresee_puts_the_data_dir_files_back(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    with LogManager.open(root, background=False) as mgr:
+        mgr.create_topic("t", 1, {"segment.bytes": 1000})
+        mgr.create_topic("u", 1)
+        for _ in range(20):
+            mgr.produce("t", [(b"k", b"v" * 40)])
+            mgr.produce("u", [(b"k", b"v" * 40)])
+    (root / "u-0" / "00000000000000000500.log.swap").write_bytes(b"\x80" * 300)  # the loader cannot read it
+    files = {p.name: p.read_bytes() for p in root.iterdir() if p.is_file() and p.name != ".lock"}
+    assert ".kafka_cleanshutdown" in files and "recovery-point-offset-checkpoint" in files
+    result = run("recover", root)
+    assert result.exit_code == 1 and "u-0: recovery failed" in result.stdout
+    assert {p.name: p.read_bytes() for p in root.iterdir() if p.is_file() and p.name != ".lock"} == files
