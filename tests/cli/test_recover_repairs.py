@@ -216,3 +216,19 @@ def test_a_load_failure_the_plan_cannot_foresee_puts_the_data_dir_files_back(tmp
     result = run("recover", root)
     assert result.exit_code == 1 and "u-0: recovery failed" in result.stdout
     assert {p.name: p.read_bytes() for p in root.iterdir() if p.is_file() and p.name != ".lock"} == files
+
+
+@pytest.mark.parametrize("whole_dir", [True, False], ids=["data-dir", "partition-dir"])
+def test_a_log_start_offset_past_the_log_end_does_not_delete_every_segment(
+    three_segments: Path, tmp_path: Path, whole_dir: bool
+) -> None:
+    root = copy_of(three_segments, tmp_path)
+    (root / "log-start-offset-checkpoint").write_text("0\n1\nt 0 10000\n")  # junk: past the log end (300)
+    dry = run("recover", "--dry-run", "--json", *([root] if whole_dir else [root / "t-0"]))
+    planned = plan_of(dry.stdout)
+    assert [f["file"] for f in planned["files"]] == ["log-start-offset-checkpoint"]  # type: ignore[union-attr,index]
+    done = run("recover", "--json", root if whole_dir else root / "t-0")
+    assert done.exit_code == 0, done.stdout + done.stderr
+    assert plan_of(done.stdout) == planned
+    assert record_offsets(root / "t-0") == list(range(300))  # not "Deleting all segments"
+    assert run("verify", root).exit_code == 0

@@ -153,9 +153,8 @@ def _recover_partition_dir(target: Target, mode: Mode) -> list[RecoveryResult]:
             return _untouched([plan])
         before, end_before = snapshot_dir(path), _end_offset(path)
         config = partition_config(data_dir, tp.topic)
-        log_start, topic_id = 0, None
+        topic_id = None
         if data_dir is not None:
-            log_start = _log_start_offsets(data_dir).get(tp, 0)
             doc = read_topics(data_dir)
             meta = None if doc is None else doc.topics.get(tp.topic)
             if meta is not None and meta.topic_id is not None:
@@ -165,6 +164,7 @@ def _recover_partition_dir(target: Target, mode: Mode) -> list[RecoveryResult]:
         error, end_after = None, None
         try:
             apply_plan(plan)
+            log_start = _log_start_offsets(data_dir).get(tp, 0)  # after the plan (which may drop the entry)
             marker.unlink(missing_ok=True)
             with status(f"recovering {path} ..."):
                 log = Log.open(

@@ -19,6 +19,8 @@ damage, never intact data around it.
   is rewritten from the leader epochs in the batches (as segment recovery replays them), truncated to the log
   start offset. A ``partition.metadata`` that does not parse is rewritten with the topic id of
   ``kafkalog-topics.json``, or removed when no topic id is known there.
+* A ``log-start-offset-checkpoint`` entry past the log end the plan leaves (the load would delete every
+  segment: "segment files were deleted from the file system") is dropped from the data directory's checkpoint.
 * A partition that cannot be repaired without a decision (a readable ``partition.metadata`` whose topic id
   differs from ``kafkalog-topics.json``, an unreadable file) gets an ``error`` and no action; the command then
   changes nothing at all.
@@ -38,7 +40,7 @@ from typing import Final, Literal
 
 import numpy as np
 
-from kafkalog.datadir import read_topics
+from kafkalog.datadir import LOG_START_OFFSET_CHECKPOINT, read_topics
 from kafkalog.errors import CorruptRecordError, InvalidRecordError, KafkaError
 from kafkalog.log.checkpoint import (
     PARTITION_METADATA_FILE,
@@ -46,6 +48,7 @@ from kafkalog.log.checkpoint import (
     EpochEntry,
     fsync_dir,
     leader_epoch_checkpoint,
+    offset_checkpoint,
     read_partition_metadata,
     topic_id_from_string,
     topic_id_to_string,
@@ -157,6 +160,7 @@ class PartitionPlan:
     topic_partition: TopicPartition
     path: Path
     mode: Mode
+    data_dir: Path | None = None
     segments: list[SegmentPlan] = field(default_factory=list)
     files: list[FileAction] = field(default_factory=list)
     error: str | None = None
@@ -396,13 +400,14 @@ def plan_partition(
     mode: Mode = "keep",
 ) -> PartitionPlan:
     """What :func:`apply_plan` will do to ``path`` (read-only; see the module doc for the rule)."""
-    plan = PartitionPlan(tp, path, mode)
+    plan = PartitionPlan(tp, path, mode, data_dir)
     try:
         _plan_metadata(plan, data_dir)
         if plan.error is not None:
             return plan
         epochs: list[EpochEntry] = []
         stop = False
+        end: int | None = None  # the log end offset after the plan (None: no segment left)
         for base, log_path in _log_files(path):
             reader = _Reader(log_path)
             try:
@@ -418,9 +423,12 @@ def plan_partition(
                     if not epochs or e.epoch > epochs[-1].epoch:
                         epochs.append(e)
                 if not damages:
+                    end = walk.previous_last + 1
                     continue
                 if mode == "truncate":
                     kept, damages, stop = kept[:1] if kept and kept[0][0] == 0 else [], damages[:1], True
+                if kept:
+                    end = damages[0].first_offset if mode == "truncate" else walk.previous_last + 1
                 if not kept:
                     action: Literal["truncate", "rewrite", "delete"] = "delete"
                 elif len(kept) == 1 and kept[0][0] == 0:
@@ -430,6 +438,13 @@ def plan_partition(
                 plan.segments.append(SegmentPlan(base, reader.size, action, kept, damages))
             finally:
                 reader.close()
+        if end is not None and log_start_offset > end and data_dir is not None:
+            reason = (
+                f"entry {log_start_offset} lies past the log end {end}, which would make the load delete every "
+                "segment; dropped (the log starts at its first segment)"
+            )
+            plan.files.append(FileAction(LOG_START_OFFSET_CHECKPOINT, "rewrite", reason))
+            log_start_offset = 0
         problem = _epoch_problem(path)
         if problem is not None:
             entries = _truncated_from_start(epochs, log_start_offset)
@@ -518,7 +533,11 @@ def apply_plan(plan: PartitionPlan) -> None:
         _remove_indexes(path, s.base_offset)
     for f in plan.files:
         target = path / f.name
-        if f.action == "remove":
+        if f.name == LOG_START_OFFSET_CHECKPOINT:  # the data directory's: this partition's entry goes
+            assert plan.data_dir is not None
+            checkpoint = offset_checkpoint(plan.data_dir / LOG_START_OFFSET_CHECKPOINT)
+            checkpoint.write([e for e in checkpoint.read() if e[0] != plan.topic_partition])
+        elif f.action == "remove":
             target.unlink(missing_ok=True)
         elif isinstance(f.content, uuid.UUID):
             write_partition_metadata(path, f.content)
