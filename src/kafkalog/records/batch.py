@@ -431,12 +431,6 @@ class DefaultRecordBatch(RecordBatch):
                 f"record batch is corrupt (stored crc = 0x{self._crc:08x}, computed crc = 0x{computed:08x})",
                 position=self.position,
             )
-        if not 0 <= self._count <= self._last_offset_delta + 1:
-            raise CorruptRecordError(
-                f"record batch is corrupt (record count {self._count} does not fit its offset range: "
-                f"lastOffsetDelta {self._last_offset_delta})",
-                position=self.position,
-            )
 
     # --- records ------------------------------------------------------------------------------------------
     def records_payload(self, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> memoryview:

@@ -70,8 +70,10 @@ def check_batch_offsets(
 ) -> None:
     """The offset checks of a re-index walk on one (CRC-valid) batch: it starts at or above the segment's
     base offset and after ``previous_last`` (the base offset is outside the CRC), its last offset is not
-    below its first, and with ``exact_counts`` (a topic that is not compacted) a v2 batch holds exactly
-    ``lastOffsetDelta + 1`` records. Raises :class:`CorruptRecordError` at the batch's position."""
+    below its first, a v2 batch holds at most ``lastOffsetDelta + 1`` records (the cleaner keeps a batch's last
+    offset when it removes records, so fewer is valid) and, with ``exact_counts`` (a topic that is not
+    compacted), exactly that many. Raises :class:`CorruptRecordError` at the batch's position. (Appends check
+    a client's count in the validator, as Kafka's ``LogValidator``; ``ensure_valid`` stays Kafka's CRC check.)"""
     first = batch.base_offset if batch.magic >= MAGIC_V2 else batch.last_offset
     last = batch.last_offset
     if first < segment_base:
@@ -84,10 +86,14 @@ def check_batch_offsets(
             f"offsets go backwards in segment {path}: batch [{first}, {last}] after offset {previous_last}",
             position=batch.position,
         )
-    if exact_counts and batch.magic >= MAGIC_V2 and batch.count != last - first + 1:
+    count = batch.count if batch.magic >= MAGIC_V2 else None
+    if count is not None and not (
+        0 <= count <= last - first + 1 and (count == last - first + 1 or not exact_counts)
+    ):
         raise CorruptRecordError(
-            f"batch [{first}, {last}] in segment {path} holds {batch.count} records, not {last - first + 1} "
-            "(lastOffsetDelta disagrees with the record count on a topic that is not compacted)",
+            f"batch [{first}, {last}] in segment {path} holds {count} records, which disagrees with its "
+            f"lastOffsetDelta {last - first}"
+            + ("" if count > last - first + 1 else " on a topic that is not compacted"),
             position=batch.position,
         )
 
