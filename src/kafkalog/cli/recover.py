@@ -57,6 +57,7 @@ from kafkalog.cli.state import DirChanges, diff_dirs, open_manager, partition_co
 from kafkalog.datadir import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, DirLock, read_topics
 from kafkalog.errors import KafkaError
 from kafkalog.log.checkpoint import CLEAN_SHUTDOWN_FILE, atomic_write, offset_checkpoint, topic_id_from_string
+from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log
 from kafkalog.log.names import TopicPartition
 from kafkalog.log.readonly import ReadOnlyLog
@@ -115,18 +116,22 @@ def _log_start_offsets(data_dir: Path | None) -> dict[TopicPartition, int]:
 def plan_target(target: Target, *, mode: Mode = "keep") -> list[PartitionPlan]:
     """The repair plan of every partition of ``target`` (read-only; :mod:`kafkalog.cli.repair`)."""
     starts = _log_start_offsets(target.data_dir)
+    try:
+        doc = read_topics(target.data_dir) if target.data_dir is not None else None
+    except KafkaError:
+        doc = None
     plans = []
     for tp, path in target.partitions:
-        try:
-            compacted = partition_config(target.data_dir, tp.topic).compact
-        except KafkaError:
-            compacted = True  # unknown config: the lenient count rule (never calls a compacted batch damage)
+        # Exact record counts only for a topic known not to be compacted: a compacted batch holds fewer records
+        # than offsets, and a topic without an entry (a Kafka data dir) may well be compacted.
+        meta = None if doc is None else doc.topics.get(tp.topic)
+        exact = meta is not None and not LogConfig.from_props(meta.config).compact
         plans.append(
             plan_partition(
                 tp,
                 path,
                 data_dir=target.data_dir,
-                compacted=compacted,
+                exact_counts=exact,
                 log_start_offset=starts.get(tp, 0),
                 mode=mode,
             )

@@ -4,8 +4,10 @@ The rule (docs/operations.md §4.4). ``recover`` is an operator's tool, not a br
 damage, never intact data around it.
 
 * Every segment is walked batch by batch with the checks of the loader's recovery (framing, CRC-32C, a record
-  count that fits ``lastOffsetDelta`` -- and equals ``lastOffsetDelta + 1`` on a topic that is not compacted --,
-  offsets at or above the segment's base offset and growing from batch to batch). A batch that fails is
+  count of at most ``lastOffsetDelta + 1``, offsets at or above the segment's base offset and growing from batch
+  to batch), plus one the loader cannot make: on a topic that ``kafkalog-topics.json`` knows is not compacted
+  (``exact_counts``), a batch holds exactly ``lastOffsetDelta + 1`` records (a forged ``lastOffsetDelta`` with a
+  recomputed CRC would otherwise move the log end offset by up to 2**31). A batch that fails is
   **damage**; the walk resynchronises at the next position where a batch passes every check (first the end of
   the damaged batch's own frame, then every position whose magic byte is 2), so one bad batch costs that batch.
 * ``keep`` (the default): each damaged byte range is removed and everything else stays. Damage at the end of a
@@ -395,7 +397,7 @@ def plan_partition(
     path: Path,
     *,
     data_dir: Path | None,
-    compacted: bool,
+    exact_counts: bool,
     log_start_offset: int,
     mode: Mode = "keep",
 ) -> PartitionPlan:
@@ -414,7 +416,7 @@ def plan_partition(
                 if stop:  # truncate mode: everything after the first damage goes
                     plan.segments.append(SegmentPlan(base, reader.size, "delete", [], []))
                     continue
-                walk = _Walk(reader, base, not compacted, log_path)
+                walk = _Walk(reader, base, exact_counts, log_path)
                 kept, damages = walk.run()
                 found = walk.epochs
                 if damages and mode == "truncate":

@@ -282,7 +282,7 @@ class _Loader:
             reload_from_clean_shutdown=False,
             prefix=self.prefix,
         )
-        truncated = segment.recover(psm, self.epoch_cache, exact_counts=not self.config.compact)
+        truncated = segment.recover(psm, self.epoch_cache)
         # Kafka's segment recovery moves the map end offset past every batch it replays, so this snapshot lands at
         # the end of the recovered segment and the next segment's rebuild starts there instead of re-reading it.
         psm.update_map_end_offset(segment.read_next_offset())

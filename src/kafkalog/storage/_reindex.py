@@ -116,8 +116,6 @@ def bulk_reindex(
     on_batch: Callable[[RecordBatch], None] | None,
     producer_state: ProducerStateLike | None,
     epoch_cache: EpochCacheLike | None,
-    *,
-    exact_counts: bool = False,
 ) -> None:
     """The prefix of clean v2 batches, a chunk at a time: framing (``scan_batches``), CRC (``verify_crcs``),
     offset range and order checked on arrays; index entries chosen as the walk chooses them and written
@@ -141,9 +139,7 @@ def bulk_reindex(
             start = 0
             while True:
                 scan = scan_batches(buf, start, table=table)
-                done = _bulk_batches(
-                    segment, walk, chunk, buf, scan, on_batch, producer_state, epoch_cache, exact_counts
-                )
+                done = _bulk_batches(segment, walk, chunk, buf, scan, on_batch, producer_state, epoch_cache)
                 if done < scan.n or scan.code not in (SCAN_MORE, SCAN_PARTIAL, SCAN_END):
                     return  # a batch the walk must look at (or the error it will raise)
                 if scan.code != SCAN_MORE:
@@ -164,7 +160,6 @@ def _bulk_batches(
     on_batch: Callable[[RecordBatch], None] | None,
     producer_state: ProducerStateLike | None,
     epoch_cache: EpochCacheLike | None,
-    exact_counts: bool = False,
 ) -> int:
     """Index (and replay) the leading clean batches of one scan; returns how many were taken."""
     n = scan.n
@@ -179,8 +174,6 @@ def _bulk_batches(
     ok &= last >= base
     count = t[F_RECORD_COUNT]
     ok &= (count >= 0) & (count <= t[F_LAST_OFFSET_DELTA] + 1)
-    if exact_counts:
-        ok &= count == t[F_LAST_OFFSET_DELTA] + 1
     k = n if bad_crc < 0 else bad_crc
     if not ok[:k].all():
         k = int(np.argmin(ok[:k]))

@@ -254,13 +254,11 @@ class LogSegment:
         on_batch: Callable[[RecordBatch], None] | None = None,
         producer_state: ProducerStateLike | None = None,
         epoch_cache: EpochCacheLike | None = None,
-        *,
-        exact_counts: bool = False,
     ) -> int:
         """Reset both indexes and rebuild them from the valid prefix of the ``.log``; returns its length.
 
-        Every batch is checked (CRC, a record count that fits ``lastOffsetDelta`` -- equal to
-        ``lastOffsetDelta + 1`` with ``exact_counts`` --, offsets fit the segment, offsets grow from batch
+        Every batch is checked (CRC, a record count of at most ``lastOffsetDelta + 1`` -- fewer is what the
+        cleaner leaves, so a topic's config is not trusted to rule it out here --, offsets fit the segment, offsets grow from batch
         to batch: the base offset is outside the CRC, so a damaged one that goes backwards or below the
         segment's base offset is caught here, while a forward jump looks like a compaction gap); ``on_batch`` (recovery's replay of ``producer_state`` and
         ``epoch_cache``) sees each valid batch after it is indexed. The walk stops at the first invalid batch.
@@ -274,10 +272,10 @@ class LogSegment:
         self._max_ts_and_offset = UNKNOWN_TIMESTAMP_OFFSET
         walk = Walk(0, 0, self.base_offset - 1)
         try:
-            bulk_reindex(self, walk, on_batch, producer_state, epoch_cache, exact_counts=exact_counts)
+            bulk_reindex(self, walk, on_batch, producer_state, epoch_cache)
             for batch in self.log.batches(walk.valid_bytes):
                 batch.ensure_valid()
-                check_batch_offsets(batch, self.base_offset, walk.previous_last, exact_counts, self.log.path)
+                check_batch_offsets(batch, self.base_offset, walk.previous_last, False, self.log.path)
                 self.ensure_offset_in_range(batch.last_offset)
                 walk.previous_last = batch.last_offset
                 self._note_max_timestamp(batch.max_timestamp, batch.last_offset)
@@ -511,15 +509,12 @@ class LogSegment:
         self,
         producer_state: ProducerStateLike | None = None,
         leader_epoch_cache: EpochCacheLike | None = None,
-        *,
-        exact_counts: bool = False,
     ) -> int:
         """Validate every batch, rebuild all indexes, cut the invalid tail; return the bytes truncated.
 
         Producer state and the leader epoch cache (when given) are replayed from the magic-2 batches (the
         producer state's map end offset moves past each one, as in Kafka), and aborted transactions are
-        written to the rebuilt transaction index. ``exact_counts`` (a topic that is not compacted): a v2
-        batch whose record count is not ``lastOffsetDelta + 1`` is invalid (only the cleaner leaves fewer).
+        written to the rebuilt transaction index.
         """
         self.txn_index.reset()
 
@@ -537,7 +532,7 @@ class LogSegment:
                     producer_state.complete_txn(completed)
                 producer_state.update_map_end_offset(batch.last_offset + 1)
 
-        valid_bytes = self._reindex(replay, producer_state, leader_epoch_cache, exact_counts=exact_counts)
+        valid_bytes = self._reindex(replay, producer_state, leader_epoch_cache)
         truncated = self.log.size_in_bytes - valid_bytes
         if truncated > 0:
             _log.debug(
