@@ -63,7 +63,7 @@ def plan_of(stdout: str) -> dict[str, object]:
     )
     plan = obj if obj["type"] == "plan" else obj["plan"]
     assert isinstance(plan, dict)
-    return {k: plan[k] for k in ("mode", "segments", "files", "bytesRemoved", "error")}
+    return {k: plan[k] for k in ("mode", "segments", "leaderEpochs", "files", "bytesRemoved", "error")}
 
 
 def test_one_flipped_bit_in_the_oldest_segment_costs_one_batch(three_segments: Path, tmp_path: Path) -> None:
@@ -231,4 +231,27 @@ def test_a_log_start_offset_past_the_log_end_does_not_delete_every_segment(
     assert done.exit_code == 0, done.stdout + done.stderr
     assert plan_of(done.stdout) == planned
     assert record_offsets(root / "t-0") == list(range(300))  # not "Deleting all segments"
+    assert run("verify", root).exit_code == 0
+
+
+def test_a_leader_epoch_that_goes_back_is_set_to_the_later_batches_epoch(
+    three_segments: Path, tmp_path: Path
+) -> None:
+    """The partition leader epoch is outside the CRC: one damaged header must not become an epoch the cache
+    believes in from that offset on (recovery used to turn one verify fault into one per later batch)."""
+    root = copy_of(three_segments, tmp_path)
+    part = root / "t-0"
+    middle = sorted(part.glob("*.log"))[1]
+    data = bytearray(middle.read_bytes())
+    struct.pack_into(">i", data, 3 * 351 + 12, 5)  # offsets 130..139 say epoch 5, every later batch 0
+    middle.write_bytes(bytes(data))
+    dry = run("recover", "--dry-run", "--json", root)
+    planned = plan_of(dry.stdout)
+    assert planned["segments"] == []
+    done = run("recover", "--json", root)
+    assert done.exit_code == 0, done.stdout + done.stderr
+    assert plan_of(done.stdout) == planned
+    assert middle.read_bytes() == (three_segments / "t-0" / middle.name).read_bytes()  # only that field, back
+    assert leader_epoch_checkpoint(part).read() == leader_epoch_checkpoint(three_segments / "t-0").read()
+    assert record_offsets(part) == list(range(300))
     assert run("verify", root).exit_code == 0

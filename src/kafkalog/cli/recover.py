@@ -279,6 +279,10 @@ def _describe(c: DirChanges) -> list[str]:
     return lines
 
 
+def _changed(r: RecoveryResult) -> bool:
+    return r.changes.changed or (r.plan is not None and not r.plan.empty and r.error is None)
+
+
 def _print_results(results: list[RecoveryResult], json_output: bool) -> None:
     if json_output:
         for r in results:
@@ -288,7 +292,7 @@ def _print_results(results: list[RecoveryResult], json_output: bool) -> None:
                 {
                     "type": "summary",
                     "partitions": len(results),
-                    "changed": sum(1 for r in results if r.changes.changed),
+                    "changed": sum(1 for r in results if _changed(r)),
                     "bytesTruncated": sum(r.changes.bytes_truncated for r in results),
                     "segmentsDeleted": sum(len(r.changes.deleted) for r in results),
                     "indexesRebuilt": sum(len(r.changes.indexes_rebuilt) for r in results),
@@ -304,13 +308,13 @@ def _print_results(results: list[RecoveryResult], json_output: bool) -> None:
             console.print(f"{label}: [bold red]recovery failed[/]: {escape(r.error)}")
             continue
         ends = f"log end offset {r.end_before if r.end_before is not None else '-'} -> {r.end_after}"
-        if not r.changes.changed and (r.plan is None or r.plan.empty):
+        if not _changed(r):
             console.print(f"{label}: [green]nothing to repair[/] ({ends})")
             continue
         console.print(f"{label}: [yellow]repaired[/] ({ends}, {r.changes.bytes_truncated} bytes truncated)")
         for line in [*(r.plan.describe() if r.plan is not None else []), *_describe(r.changes)]:
             console.print(f"  {escape(line)}")
-    changed = sum(1 for r in results if r.changes.changed)
+    changed = sum(1 for r in results if _changed(r))
     failed = sum(1 for r in results if r.error)
     console.print(
         f"Recovered {len(results) - failed} of {len(results)} partitions: {changed} repaired, "

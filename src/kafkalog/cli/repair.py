@@ -17,9 +17,10 @@ damage, never intact data around it.
   compaction leaves (consumers skip it).
 * ``truncate`` (``--truncate-after-damage``, Kafka's rule for unflushed data): the first damaged segment is
   truncated at the damage and every later segment is deleted.
-* ``leader-epoch-checkpoint`` that does not parse, or whose entries are negative or not strictly increasing,
-  is rewritten from the leader epochs in the batches (as segment recovery replays them), truncated to the log
-  start offset. A ``partition.metadata`` that does not parse is rewritten with the topic id of
+* A batch whose partition leader epoch (outside the CRC) is above a later batch's -- no leader writes that --
+  gets the smallest epoch found after it (only that header field changes). ``leader-epoch-checkpoint`` that
+  does not parse, or whose entries are negative or not strictly increasing, or after such a fix, is rewritten
+  from the leader epochs in the batches (as segment recovery replays them), truncated to the log start offset. A ``partition.metadata`` that does not parse is rewritten with the topic id of
   ``kafkalog-topics.json``, or removed when no topic id is known there.
 * A ``log-start-offset-checkpoint`` entry past the log end the plan leaves (the load would delete every
   segment: "segment files were deleted from the file system") is dropped from the data directory's checkpoint.
@@ -33,9 +34,11 @@ what the plan lists. Index files of every changed segment are deleted so the loa
 
 from __future__ import annotations
 
+import bisect
 import os
 import struct
 import uuid
+from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal
@@ -64,6 +67,7 @@ from kafkalog.storage.segment import check_batch_offsets
 
 __all__ = [
     "Damage",
+    "EpochFix",
     "FileAction",
     "Mode",
     "PartitionPlan",
@@ -77,6 +81,8 @@ _CHUNK: Final = 1 << 20
 _INT32_MAX: Final = 2**31 - 1
 _INDEX_SUFFIXES: Final = (".index", ".timeindex", ".txnindex")
 _BASE_AND_LENGTH: Final = struct.Struct(">qi")
+#: Byte position of ``partitionLeaderEpoch`` in a v2 batch (after baseOffset and batchLength; outside the CRC).
+_EPOCH_FIELD: Final = 12
 
 
 @dataclass(frozen=True)
@@ -164,13 +170,14 @@ class PartitionPlan:
     mode: Mode
     data_dir: Path | None = None
     segments: list[SegmentPlan] = field(default_factory=list)
+    epoch_fixes: list[EpochFix] = field(default_factory=list)
     files: list[FileAction] = field(default_factory=list)
     error: str | None = None
 
     @property
     def empty(self) -> bool:
         """Whether there is nothing to do."""
-        return not self.segments and not self.files
+        return not self.segments and not self.files and not self.epoch_fixes
 
     @property
     def bytes_removed(self) -> int:
@@ -182,6 +189,7 @@ class PartitionPlan:
         return {
             "mode": self.mode,
             "segments": [s.to_dict() for s in self.segments],
+            "leaderEpochs": [f.to_dict() for f in self.epoch_fixes],
             "files": [f.to_dict() for f in self.files],
             "bytesRemoved": self.bytes_removed,
             "error": self.error,
@@ -200,6 +208,12 @@ class PartitionPlan:
                 lines.append(f"{s.file}: delete segment ({s.size_before} B)")
             else:
                 lines.append(f"{s.file}: {s.action} {s.size_before} -> {s.size_after} B")
+        for e in self.epoch_fixes:
+            lines.append(
+                f"{e.base_offset:020d}.log: set the leader epoch of {len(e.positions)} batches (offsets "
+                f"{e.first_offset}..{e.last_offset}) from {e.from_epoch} to {e.to_epoch}: later batches carry "
+                f"epoch {e.to_epoch} (epochs never go back)"
+            )
         for f in self.files:
             lines.append(f"{f.name}: {f.action} ({f.reason})")
         return lines
@@ -228,6 +242,55 @@ class _Reader:
         os.close(self.fd)
 
 
+@dataclass
+class _Run:
+    """Consecutive v2 batches of one segment with the same partition leader epoch: positions and offsets."""
+
+    epoch: int
+    positions: array[int] = field(default_factory=lambda: array("q"))
+    bases: array[int] = field(default_factory=lambda: array("q"))
+    lasts: array[int] = field(default_factory=lambda: array("q"))
+
+    def before(self, position: int) -> _Run:
+        """The batches of this run that start before ``position``."""
+        n = bisect.bisect_left(self.positions, position)
+        return _Run(self.epoch, self.positions[:n], self.bases[:n], self.lasts[:n])
+
+
+@dataclass
+class EpochFix:
+    """Batches whose partition leader epoch (a header field outside the CRC) is set to ``to_epoch``: they carry
+    an epoch above a later batch's, which no leader writes (positions are in the ``.log`` after the plan)."""
+
+    base_offset: int
+    positions: list[int]
+    from_epoch: int
+    to_epoch: int
+    first_offset: int
+    last_offset: int
+
+    def to_dict(self) -> dict[str, object]:
+        """The ``--json`` object."""
+        return {
+            "file": f"{self.base_offset:020d}.log",
+            "batches": len(self.positions),
+            "firstOffset": self.first_offset,
+            "lastOffset": self.last_offset,
+            "fromEpoch": self.from_epoch,
+            "toEpoch": self.to_epoch,
+        }
+
+
+def _moved(position: int, kept: list[tuple[int, int]]) -> int:
+    """Where the byte at ``position`` (inside a kept range) lands once only the kept ranges are left."""
+    done = 0
+    for start, end in kept:
+        if start <= position < end:
+            return done + position - start
+        done += end - start
+    raise ValueError(f"position {position} is not kept")
+
+
 class _Walk:
     """The batch walk of one segment with the loader's checks (see the module doc)."""
 
@@ -237,7 +300,7 @@ class _Walk:
         self.exact = exact_counts
         self.path = path
         self.previous_last = base - 1
-        self.epochs: list[EpochEntry] = []
+        self.runs: list[_Run] = []
         self._buf = b""
         self._start = 0
 
@@ -247,12 +310,16 @@ class _Walk:
         check_batch_offsets(batch, self.base, self.previous_last, self.exact, self.path)
 
     def accept(self, batch: RecordBatch) -> None:
-        """Moves past a valid batch (and notes a new leader epoch as segment recovery does)."""
+        """Moves past a valid batch (and notes its leader epoch in the runs of equal epochs)."""
         self.previous_last = batch.last_offset
-        if batch.magic >= MAGIC_V2 and batch.partition_leader_epoch >= 0:
-            latest = self.epochs[-1].epoch if self.epochs else -1
-            if batch.partition_leader_epoch > latest:
-                self.epochs.append(EpochEntry(batch.partition_leader_epoch, batch.base_offset))
+        if batch.magic >= MAGIC_V2:
+            ple = batch.partition_leader_epoch
+            if not self.runs or self.runs[-1].epoch != ple:
+                self.runs.append(_Run(ple))
+            run = self.runs[-1]
+            run.positions.append(batch.position)
+            run.bases.append(batch.base_offset)
+            run.lasts.append(batch.last_offset)
 
     def _window(self, position: int, size: int) -> tuple[memoryview, int]:
         """The file's bytes from ``position`` (at least ``size`` of them unless the file ends first), read a
@@ -407,7 +474,7 @@ def plan_partition(
         _plan_metadata(plan, data_dir)
         if plan.error is not None:
             return plan
-        epochs: list[EpochEntry] = []
+        runs: list[tuple[int, _Run]] = []  # (segment base offset, run) in log order, kept batches only
         stop = False
         end: int | None = None  # the log end offset after the plan (None: no segment left)
         for base, log_path in _log_files(path):
@@ -418,12 +485,10 @@ def plan_partition(
                     continue
                 walk = _Walk(reader, base, exact_counts, log_path)
                 kept, damages = walk.run()
-                found = walk.epochs
+                found = walk.runs
                 if damages and mode == "truncate":
-                    found = [e for e in found if e.start_offset < damages[0].first_offset]
-                for e in found:
-                    if not epochs or e.epoch > epochs[-1].epoch:
-                        epochs.append(e)
+                    found = [r.before(damages[0].start) for r in found]
+                runs.extend((base, r) for r in found if len(r.positions))
                 if not damages:
                     end = walk.previous_last + 1
                     continue
@@ -447,7 +512,10 @@ def plan_partition(
             )
             plan.files.append(FileAction(LOG_START_OFFSET_CHECKPOINT, "rewrite", reason))
             log_start_offset = 0
+        epochs = _plan_epoch_fixes(plan, runs)
         problem = _epoch_problem(path)
+        if problem is None and plan.epoch_fixes:
+            problem = "batches with a leader epoch above a later batch's were set back"
         if problem is not None:
             entries = _truncated_from_start(epochs, log_start_offset)
             plan.files.append(
@@ -459,6 +527,33 @@ def plan_partition(
         plan.segments, plan.files = [], []
         plan.error = f"cannot read {path}: {exc}"
     return plan
+
+
+def _plan_epoch_fixes(plan: PartitionPlan, runs: list[tuple[int, _Run]]) -> list[EpochEntry]:
+    """Adds the leader-epoch fixes to ``plan`` (a run whose epoch is above a later run's takes the smallest
+    epoch after it; batches without an epoch, -1, are left alone) and returns the epoch entries the batches
+    then give, as segment recovery replays them."""
+    kept = {s.base_offset: s.kept for s in plan.segments}
+    target: dict[int, int] = {}
+    low: int | None = None
+    for i in range(len(runs) - 1, -1, -1):
+        epoch = runs[i][1].epoch
+        if epoch < 0:
+            continue
+        if low is not None and epoch > low:
+            target[i] = low
+        else:
+            low = epoch
+    entries: list[EpochEntry] = []
+    for i, (base, run) in enumerate(runs):
+        epoch = target.get(i, run.epoch)
+        if i in target:
+            ranges = kept.get(base)
+            positions = [p if ranges is None else _moved(p, ranges) for p in run.positions]
+            plan.epoch_fixes.append(EpochFix(base, positions, run.epoch, epoch, run.bases[0], run.lasts[-1]))
+        if epoch >= 0 and (not entries or epoch > entries[-1].epoch):
+            entries.append(EpochEntry(epoch, run.bases[0]))
+    return entries
 
 
 def _plan_metadata(plan: PartitionPlan, data_dir: Path | None) -> None:
@@ -533,6 +628,15 @@ def apply_plan(plan: PartitionPlan) -> None:
         else:
             _rewrite(log_path, s.kept)
         _remove_indexes(path, s.base_offset)
+    for e in plan.epoch_fixes:
+        fd = os.open(path / f"{e.base_offset:020d}.log", os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            epoch = struct.pack(">i", e.to_epoch)
+            for position in e.positions:
+                os.pwrite(fd, epoch, position + _EPOCH_FIELD)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     for f in plan.files:
         target = path / f.name
         if f.name == LOG_START_OFFSET_CHECKPOINT:  # the data directory's: this partition's entry goes
