@@ -8,10 +8,12 @@ import shutil
 import struct
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from crc32c import crc32c
 
+from kafkalog.errors import KafkaStorageError
 from kafkalog.log.checkpoint import (
     leader_epoch_checkpoint,
     read_partition_metadata,
@@ -202,7 +204,9 @@ def test_a_run_that_cannot_repair_a_partition_changes_nothing(tmp_path: Path) ->
     assert tree_state(root) == before  # not the marker, not the checkpoints, not the repairable partition
 
 
-def test_a_load_failure_the_plan_cannot_foresee_puts_the_data_dir_files_back(tmp_path: Path) -> None:
+def test_a_load_failure_the_plan_cannot_foresee_puts_the_data_dir_files_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     root = tmp_path / "data"
     with LogManager.open(root, background=False) as mgr:
         mgr.create_topic("t", 1, {"segment.bytes": 1000})
@@ -210,12 +214,40 @@ def test_a_load_failure_the_plan_cannot_foresee_puts_the_data_dir_files_back(tmp
         for _ in range(20):
             mgr.produce("t", [(b"k", b"v" * 40)])
             mgr.produce("u", [(b"k", b"v" * 40)])
-    (root / "u-0" / "00000000000000000500.log.swap").write_bytes(b"\x80" * 300)  # the loader cannot read it
+    load_one = LogManager._load_one
+
+    def failing(self: LogManager, d: Any, path: Path, tp: Any, offsets: Any) -> None:
+        if path.name == "u-0":
+            raise KafkaStorageError("injected: the disk under u-0 failed")
+        load_one(self, d, path, tp, offsets)
+
+    monkeypatch.setattr(LogManager, "_load_one", failing)
     files = {p.name: p.read_bytes() for p in root.iterdir() if p.is_file() and p.name != ".lock"}
     assert ".kafka_cleanshutdown" in files and "recovery-point-offset-checkpoint" in files
     result = run("recover", root)
     assert result.exit_code == 1 and "u-0: recovery failed" in result.stdout
     assert {p.name: p.read_bytes() for p in root.iterdir() if p.is_file() and p.name != ".lock"} == files
+
+
+def test_a_damaged_swap_file_is_repaired_not_a_load_failure(three_segments: Path, tmp_path: Path) -> None:
+    """An interrupted swap whose ``.swap`` has a torn tail (and one that is all junk) no longer fails the load."""
+    root = copy_of(three_segments, tmp_path)
+    part = root / "t-0"
+    last = sorted(part.glob("*.log"))[2]
+    (part / (last.name + ".swap")).write_bytes(last.read_bytes() + b"\x80" * 100)  # a copy with a junk tail
+    (part / "00000000000000009000.log.swap").write_bytes(b"\x80" * 300)  # nothing valid
+    dry = run("recover", "--dry-run", "--json", root)
+    planned = plan_of(dry.stdout)
+    assert sorted((s["file"], s["action"]) for s in planned["segments"]) == [  # type: ignore[union-attr]
+        ("00000000000000000200.log.swap", "truncate"),
+        ("00000000000000009000.log.swap", "delete"),
+    ]
+    done = run("recover", "--json", root)
+    assert done.exit_code == 0, done.stdout + done.stderr
+    assert plan_of(done.stdout) == planned
+    assert not list(part.glob("*.swap"))
+    assert record_offsets(part) == list(range(300))
+    assert run("verify", root).exit_code == 0
 
 
 @pytest.mark.parametrize("whole_dir", [True, False], ids=["data-dir", "partition-dir"])

@@ -22,6 +22,8 @@ damage, never intact data around it.
   does not parse, or whose entries are negative or not strictly increasing, or after such a fix, is rewritten
   from the leader epochs in the batches (as segment recovery replays them), truncated to the log start offset. A ``partition.metadata`` that does not parse is rewritten with the topic id of
   ``kafkalog-topics.json``, or removed when no topic id is known there.
+* The ``.log.swap`` of an interrupted swap is walked the same way (the load reads it to complete the swap and
+  fails on a bad batch): its damage is removed, the whole file when nothing in it is valid.
 * A ``log-start-offset-checkpoint`` entry past the log end the plan leaves (the load would delete every
   segment: "segment files were deleted from the file system") is dropped from the data directory's checkpoint.
 * A partition that cannot be repaired without a decision (a readable ``partition.metadata`` whose topic id
@@ -62,7 +64,7 @@ from kafkalog.log.checkpoint import (
 from kafkalog.log.names import TopicPartition
 from kafkalog.records import RecordBatch, read_batch_at
 from kafkalog.records.batch import LOG_OVERHEAD, MAGIC_V2, RECORD_BATCH_OVERHEAD
-from kafkalog.storage.files import CLEANED_FILE_SUFFIX
+from kafkalog.storage.files import CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX
 from kafkalog.storage.segment import check_batch_offsets
 
 __all__ = [
@@ -119,11 +121,13 @@ class SegmentPlan:
     action: Literal["truncate", "rewrite", "delete"]
     kept: list[tuple[int, int]]
     removed: list[Damage]
+    suffix: str = ""
+    """``.swap`` for the new segment of an interrupted swap (the load completes the swap with what is kept)."""
 
     @property
     def file(self) -> str:
         """The ``.log`` file name."""
-        return f"{self.base_offset:020d}.log"
+        return f"{self.base_offset:020d}.log{self.suffix}"
 
     @property
     def size_after(self) -> int:
@@ -428,13 +432,35 @@ class _Walk:
         return kept, damages
 
 
-def _log_files(path: Path) -> list[tuple[int, Path]]:
+def _log_files(path: Path, suffix: str = "") -> list[tuple[int, Path]]:
+    """The ``<20 digits>.log<suffix>`` files of ``path`` by base offset."""
     out = []
+    tail = ".log" + suffix
     for entry in os.scandir(path):
         name = entry.name
-        if name.endswith(".log") and name[:-4].isdigit() and len(name) == 24 and entry.is_file():
-            out.append((int(name[:-4]), Path(entry.path)))
+        stem = name[: -len(tail)]
+        if name.endswith(tail) and len(stem) == 20 and stem.isdigit() and entry.is_file():
+            out.append((int(stem), Path(entry.path)))
     return sorted(out)
+
+
+def _plan_swaps(plan: PartitionPlan, exact_counts: bool) -> None:
+    """Damage in the ``.log.swap`` of an interrupted swap (the load reads it to complete the swap, and fails on
+    a bad batch): removed as in a segment, the whole file when nothing in it is valid."""
+    for base, log_path in _log_files(plan.path, SWAP_FILE_SUFFIX):
+        reader = _Reader(log_path)
+        try:
+            kept, damages = _Walk(reader, base, exact_counts, log_path).run()
+            if not damages:
+                continue
+            action: Literal["truncate", "rewrite", "delete"] = "rewrite"
+            if not kept:
+                action = "delete"
+            elif len(kept) == 1 and kept[0][0] == 0:
+                action = "truncate"
+            plan.segments.append(SegmentPlan(base, reader.size, action, kept, damages, SWAP_FILE_SUFFIX))
+        finally:
+            reader.close()
 
 
 def _epoch_problem(path: Path) -> str | None:
@@ -505,6 +531,7 @@ def plan_partition(
                 plan.segments.append(SegmentPlan(base, reader.size, action, kept, damages))
             finally:
                 reader.close()
+        _plan_swaps(plan, exact_counts)
         if end is not None and log_start_offset > end and data_dir is not None:
             reason = (
                 f"entry {log_start_offset} lies past the log end {end}, which would make the load delete every "
@@ -587,9 +614,9 @@ def _plan_metadata(plan: PartitionPlan, data_dir: Path | None) -> None:
 # --------------------------------------------------------------------------------------------------- applying
 
 
-def _remove_indexes(path: Path, base: int) -> None:
+def _remove_indexes(path: Path, base: int, swap: str = "") -> None:
     for suffix in _INDEX_SUFFIXES:
-        (path / f"{base:020d}{suffix}").unlink(missing_ok=True)
+        (path / f"{base:020d}{suffix}{swap}").unlink(missing_ok=True)
 
 
 def _rewrite(log_path: Path, kept: list[tuple[int, int]]) -> None:
@@ -627,7 +654,7 @@ def apply_plan(plan: PartitionPlan) -> None:
             os.truncate(log_path, s.size_after)
         else:
             _rewrite(log_path, s.kept)
-        _remove_indexes(path, s.base_offset)
+        _remove_indexes(path, s.base_offset, s.suffix)
     for e in plan.epoch_fixes:
         fd = os.open(path / f"{e.base_offset:020d}.log", os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
         try:
