@@ -287,3 +287,19 @@ def test_a_leader_epoch_that_goes_back_is_set_to_the_later_batches_epoch(
     assert leader_epoch_checkpoint(part).read() == leader_epoch_checkpoint(three_segments / "t-0").read()
     assert record_offsets(part) == list(range(300))
     assert run("verify", root).exit_code == 0
+
+
+def test_a_junk_topics_file_stops_the_run_before_anything_changes(
+    three_segments: Path, tmp_path: Path
+) -> None:
+    """The load cannot run without kafkalog-topics.json's configs; recover used to remove the marker and the
+    recovery-point checkpoint first, then fail (and its dry run said there was nothing to do)."""
+    root = copy_of(three_segments, tmp_path)
+    flip_byte(sorted((root / "t-0").glob("*.log"))[0], 200)
+    (root / "kafkalog-topics.json").write_text("junk{")
+    before = tree_state(root)
+    dry = run("recover", "--dry-run", root)
+    assert dry.exit_code == 1 and "cannot be repaired" in dry.stdout
+    result = run("recover", root)
+    assert result.exit_code == 1 and "kafkalog-topics.json" in result.stdout
+    assert tree_state(root) == before

@@ -116,10 +116,15 @@ def _log_start_offsets(data_dir: Path | None) -> dict[TopicPartition, int]:
 def plan_target(target: Target, *, mode: Mode = "keep") -> list[PartitionPlan]:
     """The repair plan of every partition of ``target`` (read-only; :mod:`kafkalog.cli.repair`)."""
     starts = _log_start_offsets(target.data_dir)
+    topics_error = None
     try:
         doc = read_topics(target.data_dir) if target.data_dir is not None else None
-    except KafkaError:
+    except (KafkaError, OSError) as exc:
         doc = None
+        topics_error = (
+            f"{exc}: fix or move kafkalog-topics.json by hand (it holds the topics' configs and ids, which "
+            "recover does not guess; the load would fail)"
+        )
     plans = []
     for tp, path in target.partitions:
         # Exact record counts only for a topic known not to be compacted: a compacted batch holds fewer records
@@ -136,6 +141,9 @@ def plan_target(target: Target, *, mode: Mode = "keep") -> list[PartitionPlan]:
                 mode=mode,
             )
         )
+    if topics_error is not None:
+        for plan in plans:
+            plan.segments, plan.epoch_fixes, plan.files, plan.error = [], [], [], topics_error
     return plans
 
 
@@ -214,9 +222,13 @@ def _recover_data_dir(target: Target, from_recovery_point: bool, mode: Mode) -> 
             (data_dir / RECOVERY_POINT_CHECKPOINT).unlink(missing_ok=True)
     finally:
         lock.release()
-    with status(f"recovering {data_dir} ..."), open_manager(data_dir) as mgr:
-        failures = {f.path.resolve(): f.error for f in mgr.load_failures}
-        ends = {tp: log.log_end_offset for tp, log in mgr.all_logs().items()}
+    try:
+        with status(f"recovering {data_dir} ..."), open_manager(data_dir) as mgr:
+            failures = {f.path.resolve(): f.error for f in mgr.load_failures}
+            ends = {tp: log.log_end_offset for tp, log in mgr.all_logs().items()}
+    except BaseException:
+        _restore(data_dir, saved)
+        raise
     by_tp = {p.topic_partition: p for p in plans}
     results = []
     for tp, (path, before, end_before) in befores.items():
