@@ -20,15 +20,17 @@ damage, never intact data around it.
 * A batch whose partition leader epoch (outside the CRC) is above a later batch's -- no leader writes that --
   gets the smallest epoch found after it (only that header field changes). ``leader-epoch-checkpoint`` that
   does not parse, or whose entries are negative or not strictly increasing, or after such a fix, is rewritten
-  from the leader epochs in the batches (as segment recovery replays them), truncated to the log start offset. A ``partition.metadata`` that does not parse is rewritten with the topic id of
-  ``kafkalog-topics.json``, or removed when no topic id is known there.
+  from the leader epochs in the batches (as segment recovery replays them), truncated to the log start offset.
+* A ``partition.metadata`` that does not parse is rewritten with the topic id of ``kafkalog-topics.json``, or
+  removed when no topic id is known there.
 * The ``.log.swap`` of an interrupted swap is walked the same way (the load reads it to complete the swap and
   fails on a bad batch): its damage is removed, the whole file when nothing in it is valid.
 * A ``log-start-offset-checkpoint`` entry past the log end the plan leaves (the load would delete every
   segment: "segment files were deleted from the file system") is dropped from the data directory's checkpoint.
 * A partition that cannot be repaired without a decision (a readable ``partition.metadata`` whose topic id
-  differs from ``kafkalog-topics.json``, an unreadable file) gets an ``error`` and no action; the command then
-  changes nothing at all.
+  differs from ``kafkalog-topics.json``, an unreadable file; a ``kafkalog-topics.json`` that does not parse, set
+  by :func:`kafkalog.cli.recover.plan_target`) gets an ``error`` and no action; the command then changes
+  nothing at all.
 
 :func:`plan_partition` only reads (no lock needed: ``--dry-run`` prints it); :func:`apply_plan` does exactly
 what the plan lists. Index files of every changed segment are deleted so the load that follows rebuilds them.
