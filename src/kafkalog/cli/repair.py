@@ -10,6 +10,8 @@ damage, never intact data around it.
   recomputed CRC would otherwise move the log end offset by up to 2**31). A batch that fails is
   **damage**; the walk resynchronises at the next position where a batch passes every check (first the end of
   the damaged batch's own frame, then every position whose magic byte is 2), so one bad batch costs that batch.
+  A batch ending at or past the next segment's base offset is damage; when batches go backwards only because
+  the batch before them lies wholly above them, that batch (its base offset jumped up) is the damage.
 * ``keep`` (the default): each damaged byte range is removed and everything else stays. Damage at the end of a
   segment truncates it; damage before intact batches **rewrites** the segment without the damaged bytes (same
   name, a ``.cleaned`` copy renamed over the ``.log``: a crash leaves the old or the new file); a segment with
@@ -300,23 +302,43 @@ def _moved(position: int, kept: list[tuple[int, int]]) -> int:
 class _Walk:
     """The batch walk of one segment with the loader's checks (see the module doc)."""
 
-    def __init__(self, reader: _Reader, base: int, exact_counts: bool, path: Path) -> None:
+    def __init__(
+        self, reader: _Reader, base: int, exact_counts: bool, path: Path, limit: int | None = None
+    ) -> None:
         self.r = reader
         self.base = base
         self.exact = exact_counts
         self.path = path
+        self.limit = limit
         self.previous_last = base - 1
         self.runs: list[_Run] = []
+        #: The batch accepted last since the start or the last damage: position, size, base, last offset, and
+        #: the previous last offset before it (so a batch whose base offset jumped up can be taken back).
+        self.prev: tuple[int, int, int, int, int] | None = None
         self._buf = b""
         self._start = 0
 
     def check(self, batch: RecordBatch) -> None:
-        """Raises CorruptRecordError/InvalidRecordError unless ``batch`` passes the recovery checks."""
+        """Raises CorruptRecordError/InvalidRecordError unless ``batch`` passes the recovery checks (and ends
+        before the next segment's base offset, ``limit``)."""
         batch.ensure_valid()
         check_batch_offsets(batch, self.base, self.previous_last, self.exact, self.path)
+        if self.limit is not None and batch.last_offset >= self.limit:
+            raise CorruptRecordError(
+                f"batch [{batch.base_offset}, {batch.last_offset}] runs into the next segment, which starts at "
+                f"offset {self.limit}",
+                position=batch.position,
+            )
 
     def accept(self, batch: RecordBatch) -> None:
         """Moves past a valid batch (and notes its leader epoch in the runs of equal epochs)."""
+        self.prev = (
+            batch.position,
+            batch.size_in_bytes,
+            batch.base_offset,
+            batch.last_offset,
+            self.previous_last,
+        )
         self.previous_last = batch.last_offset
         if batch.magic >= MAGIC_V2:
             ple = batch.partition_leader_epoch
@@ -392,6 +414,31 @@ class _Walk:
             position += min(n, _CHUNK)
         return None
 
+    def take_back(self, batch: RecordBatch) -> Damage | None:
+        """When ``batch`` goes backwards only because the batch before it lies wholly above it and it fits
+        after the one before that, the earlier batch is the damaged one (its base offset, outside the CRC, jumped
+        up): it is taken back and returned as damage, and ``batch`` is accepted. Else None (nothing changes)."""
+        if self.prev is None or batch.magic < MAGIC_V2:
+            return None
+        position, size, base, last, before = self.prev
+        if not (base > batch.last_offset and batch.base_offset > before):
+            return None
+        self.previous_last = before
+        try:
+            self.check(batch)
+        except (CorruptRecordError, InvalidRecordError):
+            self.previous_last = last
+            return None
+        run = self.runs[-1]
+        for column in (run.positions, run.bases, run.lasts):
+            column.pop()
+        if not run.positions:
+            self.runs.pop()
+        reason = f"batch [{base}, {last}] lies above the batches after it: its base offset (outside the CRC) is damaged"
+        damage = Damage(position, position + size, before + 1, batch.base_offset - 1, reason)
+        self.accept(batch)
+        return damage
+
     def run(self) -> tuple[list[tuple[int, int]], list[Damage]]:
         """Kept byte ranges and damaged ones of the whole segment."""
         kept: list[tuple[int, int]] = []
@@ -413,6 +460,15 @@ class _Walk:
                 self.accept(batch)
                 position += batch.size_in_bytes
                 continue
+            taken = None if batch is None else self.take_back(batch)
+            if taken is not None and batch is not None:
+                if taken.start > kept_start:
+                    kept.append((kept_start, taken.start))
+                damages.append(taken)
+                kept_start = taken.end
+                position += batch.size_in_bytes
+                continue
+            self.prev = None
             if position > kept_start:
                 kept.append((kept_start, position))
             after = self.resync(position)
@@ -505,13 +561,15 @@ def plan_partition(
         runs: list[tuple[int, _Run]] = []  # (segment base offset, run) in log order, kept batches only
         stop = False
         end: int | None = None  # the log end offset after the plan (None: no segment left)
-        for base, log_path in _log_files(path):
+        files = _log_files(path)
+        for i, (base, log_path) in enumerate(files):
+            limit = files[i + 1][0] if i + 1 < len(files) else None
             reader = _Reader(log_path)
             try:
                 if stop:  # truncate mode: everything after the first damage goes
                     plan.segments.append(SegmentPlan(base, reader.size, "delete", [], []))
                     continue
-                walk = _Walk(reader, base, exact_counts, log_path)
+                walk = _Walk(reader, base, exact_counts, log_path, limit)
                 kept, damages = walk.run()
                 found = walk.runs
                 if damages and mode == "truncate":
