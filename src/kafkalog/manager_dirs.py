@@ -12,8 +12,10 @@ Invariants owned here:
   dir offline through the manager's dir-failure handler.
 * **A bad partition does not stop the others.** The dir's partition directories are opened on
   ``num.recovery.threads.per.data.dir`` threads; one that fails is reported as a :class:`LoadFailure` and
-  marks the dir as not loaded fully (so it gets no clean-shutdown marker on close, KAFKA-15375). A directory
-  whose name is not a partition's (``lost+found``), or whose partition number is not below ``max.partitions``
+  marks the dir as not loaded fully (so it gets no clean-shutdown marker on close, KAFKA-15375) and keeps
+  its entries in the offset checkpoints as they were read (a rewrite does not drop its log start offset or
+  recovery point: once the partition loads again it starts where it stopped). A directory whose name is not
+  a partition's (``lost+found``), or whose partition number is not below ``max.partitions``
   (``t-2000000000`` would make its topic's count two billion), is left alone and reported as ignored;
   ``-stray`` directories are skipped.
 """
@@ -89,6 +91,8 @@ class LogDirState:
     online: bool = True
     loaded_fully: bool = True
     logs: dict[TopicPartition, Log] = field(default_factory=dict)
+    #: Checkpoint entries (by checkpoint name) of the partitions that failed to load, kept as they were read.
+    failed_entries: dict[str, dict[TopicPartition, int]] = field(default_factory=dict)
 
     @classmethod
     def lock_all(cls, paths: list[Path]) -> list[LogDirState]:
@@ -147,8 +151,19 @@ class LogDirState:
                 except Exception as exc:
                     self.loaded_fully = False
                     result.failures.append((tp, LoadFailure(path, exc)))
+                    self._keep_entries(tp, offsets)
                     _log.error("Error while loading log dir %s: skipping %s: %s", self.path, path.name, exc)
         return result
+
+    def _keep_entries(self, tp: TopicPartition, offsets: DirOffsets) -> None:
+        read = {
+            RECOVERY_POINT_CHECKPOINT: offsets.recovery_points,
+            LOG_START_OFFSET_CHECKPOINT: offsets.log_start_offsets,
+            REPLICATION_OFFSET_CHECKPOINT: offsets.high_watermarks,
+        }
+        for name, values in read.items():
+            if tp in values:
+                self.failed_entries.setdefault(name, {})[tp] = values[tp]
 
     def _read_checkpoint(self, name: str) -> dict[TopicPartition, int]:
         try:
@@ -165,11 +180,14 @@ class LogDirState:
         if not self.online:
             return
         value = CHECKPOINTS[name]
-        entries = []
-        for tp, log in sorted(self.logs.items()):
+        values: dict[TopicPartition, int] = {}
+        for tp, log in self.logs.items():
             v = value(log)
             if v is not None:
-                entries.append((tp, v))
+                values[tp] = v
+        for tp, v in self.failed_entries.get(name, {}).items():
+            values.setdefault(tp, v)
+        entries = sorted(values.items())
         try:
             offset_checkpoint(self.path / name).write(entries)
         except OSError as exc:

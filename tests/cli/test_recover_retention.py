@@ -56,10 +56,42 @@ def test_torn_tail_and_corrupt_segment_are_repaired(data: Path, tmp_path: Path) 
     logs = sorted(part.glob("*.log"))
     assert len(logs) >= 3
     size_before = {p.name: p.stat().st_size for p in logs}
-    flip_byte(logs[1], 150)  # a bad CRC in the second segment: it is cut there, later segments go
+    flip_byte(logs[1], 150)  # a bad CRC in the second segment: only that batch goes, later segments stay
     with logs[-1].open("ab") as f:
         f.write(b"\x00" * 40)
     result = run("recover", "--json", root)
+    assert result.exit_code == 0, result.stderr
+    obj = partition_result(result.stdout, "orders-0")
+    truncated = obj["truncated"]
+    assert isinstance(truncated, list)
+    assert [t["baseOffset"] for t in truncated] == [int(logs[1].name[:20]), int(logs[-1].name[:20])]
+    assert 0 < size_before[logs[1].name] - truncated[0]["sizeAfter"] < 200  # one batch
+    assert obj["segmentsDeleted"] == []
+    assert logs[-1].stat().st_size == size_before[logs[-1].name]  # the zero tail is gone
+    assert obj["bytesTruncated"] == sum(size_before.values()) + 40 - sum(
+        p.stat().st_size for p in part.glob("*.log")
+    )
+    assert obj["logEndOffsetAfter"] == obj["logEndOffsetBefore"]
+    plan = obj["plan"]
+    assert isinstance(plan, dict)
+    assert [(s["file"], s["action"]) for s in plan["segments"]] == [
+        (logs[1].name, "rewrite"),
+        (logs[-1].name, "truncate"),
+    ]
+    assert partition_result(result.stdout, "orders-1")["bytesTruncated"] == 0
+    summary = json_lines(result.stdout)[-1]
+    assert summary["type"] == "summary" and summary["changed"] == 1 and summary["failed"] == 0
+    assert run("verify", root).exit_code == 0
+    assert (root / ".kafka_cleanshutdown").exists()
+
+
+def test_truncate_after_damage_is_kafkas_rule(data: Path, tmp_path: Path) -> None:
+    root = copy_of(data, tmp_path)
+    part = root / "orders-0"
+    logs = sorted(part.glob("*.log"))
+    size_before = {p.name: p.stat().st_size for p in logs}
+    flip_byte(logs[1], 150)  # asked for: cut there, later segments go
+    result = run("recover", "--json", "--truncate-after-damage", root)
     assert result.exit_code == 0, result.stderr
     obj = partition_result(result.stdout, "orders-0")
     truncated = obj["truncated"]
@@ -68,24 +100,17 @@ def test_torn_tail_and_corrupt_segment_are_repaired(data: Path, tmp_path: Path) 
     deleted = obj["segmentsDeleted"]
     assert isinstance(deleted, list)
     assert [d["baseOffset"] for d in deleted] == [int(p.name[:20]) for p in logs[2:]]
-    assert obj["bytesTruncated"] == sum(size_before.values()) + 40 - sum(
-        p.stat().st_size for p in part.glob("*.log")
-    )
     assert isinstance(obj["logEndOffsetAfter"], int) and obj["logEndOffsetAfter"] < obj["logEndOffsetBefore"]  # type: ignore[operator]
-    assert partition_result(result.stdout, "orders-1")["bytesTruncated"] == 0
-    summary = json_lines(result.stdout)[-1]
-    assert summary["type"] == "summary" and summary["changed"] == 1 and summary["failed"] == 0
     assert run("verify", root).exit_code == 0
-    assert (root / ".kafka_cleanshutdown").exists()
 
 
-def test_dry_run_only_verifies(data: Path, tmp_path: Path) -> None:
+def test_dry_run_prints_the_plan_and_changes_nothing(data: Path, tmp_path: Path) -> None:
     root = copy_of(data, tmp_path)
     flip_byte(sorted((root / "orders-1").glob("*.log"))[0], 100)
     before = tree_state(root)
     result = run("recover", "--dry-run", root)
     assert result.exit_code == 1
-    assert "FAULT" in result.stdout and "would repair" in result.stdout
+    assert "would repair" in result.stdout and "rewrite" in result.stdout
     assert tree_state(root) == before
     clean = copy_of(data, tmp_path / "clean")
     assert run("recover", "--dry-run", clean).exit_code == 0

@@ -1459,3 +1459,68 @@ def test_damaged_base_offset_is_a_typed_load_failure(tmp_path: Path, batch: int)
         Log.open(directory, LogConfig.from_props({}))
     assert isinstance(excinfo.value.__cause__, LogSegmentOffsetOverflowError)
     assert segment.read_bytes() == bytes(data)
+
+
+# --- kafkalog: damaged base offsets and lastOffsetDelta (issue #19) -----------------------------------------
+
+
+def _forge(
+    path: Path, position: int, *, base: int | None = None, last_offset_delta: int | None = None
+) -> None:
+    """Rewrite the header of the batch at ``position`` (recomputing its CRC when a CRC-covered field changes)."""
+    import struct
+
+    from crc32c import crc32c
+
+    data = bytearray(path.read_bytes())
+    if base is not None:
+        struct.pack_into(">q", data, position, base)  # outside the CRC
+    if last_offset_delta is not None:
+        size = struct.unpack_from(">i", data, position + 8)[0] + 12
+        struct.pack_into(">i", data, position + 23, last_offset_delta)
+        struct.pack_into(">I", data, position + 17, crc32c(bytes(data[position + 21 : position + size])))
+    path.write_bytes(bytes(data))
+
+
+def _three_batches(directory: Path, config: dict[str, Any] | None = None) -> tuple[Path, int]:
+    """Three batches of 10 records in one segment; returns the ``.log`` and the batch size."""
+    with Log.open(directory, config or {}) as log:
+        for b in range(3):
+            log.append([SimpleRecord(b"v%d" % i, b"k%02d" % (b * 10 + i)) for i in range(10)])
+    seg = directory / "00000000000000000000.log"
+    return seg, seg.stat().st_size // 3
+
+
+@pytest.mark.parametrize("delta", [3, -1], ids=["lowered", "negative"])
+def test_a_batch_with_more_records_than_its_offset_range_is_damage(tmp_path: Path, delta: int) -> None:
+    seg, size = _three_batches(tmp_path / "t-0")
+    _forge(seg, 2 * size, last_offset_delta=delta)  # CRC recomputed: only the count tells
+    with Log.open(tmp_path / "t-0", last_shutdown_clean=False) as log:
+        assert log.log_end_offset == 20  # the forged batch is cut
+    assert seg.stat().st_size == 2 * size
+
+
+@pytest.mark.parametrize("policy", ["compact", "delete"])
+def test_a_batch_with_fewer_records_than_its_offset_range_is_kept(tmp_path: Path, policy: str) -> None:
+    """The cleaner keeps a batch's last offset when it removes records, and a topic's policy can change (or be
+    unknown, in a Kafka data dir): crash recovery keeps such a batch whatever the config says (``kafkalog
+    recover`` is stricter where ``kafkalog-topics.json`` knows the topic is not compacted)."""
+    seg, size = _three_batches(tmp_path / "t-0", {"cleanup.policy": policy})
+    _forge(seg, 2 * size, last_offset_delta=14)
+    with Log.open(tmp_path / "t-0", {"cleanup.policy": policy}, last_shutdown_clean=False) as log:
+        assert log.log_end_offset == 35
+    assert seg.stat().st_size == 3 * size
+
+
+@pytest.mark.parametrize("base", [-7, 5], ids=["negative", "backwards"])
+def test_a_base_offset_below_the_segment_or_going_backwards_is_truncated(tmp_path: Path, base: int) -> None:
+    directory = tmp_path / "t-0"
+    with Log.open(directory, {"segment.bytes": 700}) as log:
+        for _ in range(6):
+            log.append([SimpleRecord(b"v%d" % i, b"k%d" % i) for i in range(10)])
+    second = sorted(directory.glob("*.log"))[1]
+    size = second.stat().st_size // 2
+    _forge(second, size, base=base)  # outside the CRC: once a failed "split" of the whole partition
+    with Log.open(directory, {"segment.bytes": 700}, last_shutdown_clean=False) as log:
+        assert log.log_end_offset == int(second.name[:20]) + 10
+    assert_valid_partition_dir(directory)

@@ -490,6 +490,34 @@ def test_a_partition_that_fails_to_load_is_skipped_and_reported(
     assert (tmp_path / "bad-0" / "partition.metadata").read_text() == "garbage"
 
 
+def test_a_partition_that_fails_to_load_keeps_its_checkpoint_entries(
+    tmp_path: Path, mock_time: MockTime, scheduler: MockScheduler
+) -> None:
+    with open_manager(tmp_path, mock_time, scheduler) as mgr:
+        mgr.create_topic("good", 1, {"segment.bytes": 200})
+        mgr.create_topic("bad", 1, {"segment.bytes": 200})
+        for _ in range(10):
+            mgr.produce("good", [(None, b"g" * 50)], partition=0)
+            mgr.produce("bad", [(None, b"b" * 50)], partition=0)
+        mgr.get_log("bad", 0).maybe_increment_log_start_offset(4, "test")  # not deleted yet: an entry
+    names = (
+        "recovery-point-offset-checkpoint",
+        "log-start-offset-checkpoint",
+        "replication-offset-checkpoint",
+    )
+    before = {n: dict(offset_checkpoint(tmp_path / n).read()) for n in names}
+    bad = TopicPartition("bad", 0)
+    assert all(bad in before[n] for n in names) and before["log-start-offset-checkpoint"][bad] == 4
+    (tmp_path / "bad-0" / "partition.metadata").write_text("garbage")
+    with open_manager(tmp_path, mock_time, MockScheduler(mock_time)) as mgr:
+        assert [f.path.name for f in mgr.load_failures] == ["bad-0"]
+        mgr.produce("good", [(None, b"more")], partition=0)
+    after = {n: dict(offset_checkpoint(tmp_path / n).read()) for n in names}
+    for n in names:  # the failed partition's entries are what they were; the others moved on
+        assert after[n][bad] == before[n][bad]
+    assert after["recovery-point-offset-checkpoint"][TopicPartition("good", 0)] == 11
+
+
 def test_stray_directories_do_not_make_every_restart_unclean(
     tmp_path: Path, mock_time: MockTime, scheduler: MockScheduler
 ) -> None:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kafkalog.errors import CorruptRecordError
 from kafkalog.records import RecordBatch, read_batch_at
 from kafkalog.records._kernels import (
     F_BASE_OFFSET,
@@ -30,6 +31,7 @@ from kafkalog.records._kernels import (
     F_MAX_TIMESTAMP,
     F_POS,
     F_PRODUCER_ID,
+    F_RECORD_COUNT,
     F_SIZE,
     N_BATCH_FIELDS,
     SCAN_END,
@@ -40,14 +42,14 @@ from kafkalog.records._kernels import (
     scan_batches,
     verify_crcs,
 )
-from kafkalog.records.batch import LOG_OVERHEAD
+from kafkalog.records.batch import LOG_OVERHEAD, MAGIC_V2
 from kafkalog.storage.types import TimestampOffset
 
 if TYPE_CHECKING:
     from kafkalog.storage.segment import LogSegment
     from kafkalog.storage.types import EpochCacheLike, ProducerStateLike
 
-__all__ = ["BULK_CHUNK", "Walk", "bulk_reindex"]
+__all__ = ["BULK_CHUNK", "Walk", "bulk_reindex", "check_batch_offsets"]
 
 #: Bytes read at a time (stays in the CPU caches while it is scanned and CRC-checked).
 BULK_CHUNK = 1 << 20
@@ -61,6 +63,39 @@ class Walk:
     valid_bytes: int
     last_index_entry: int
     previous_last: int
+
+
+def check_batch_offsets(
+    batch: RecordBatch, segment_base: int, previous_last: int, exact_counts: bool, path: object
+) -> None:
+    """The offset checks of a re-index walk on one (CRC-valid) batch: it starts at or above the segment's
+    base offset and after ``previous_last`` (the base offset is outside the CRC), its last offset is not
+    below its first, a v2 batch holds at most ``lastOffsetDelta + 1`` records (the cleaner keeps a batch's last
+    offset when it removes records, so fewer is valid) and, with ``exact_counts`` (a topic that is not
+    compacted), exactly that many. Raises :class:`CorruptRecordError` at the batch's position. (Appends check
+    a client's count in the validator, as Kafka's ``LogValidator``; ``ensure_valid`` stays Kafka's CRC check.)"""
+    first = batch.base_offset if batch.magic >= MAGIC_V2 else batch.last_offset
+    last = batch.last_offset
+    if first < segment_base:
+        raise CorruptRecordError(
+            f"batch [{first}, {last}] in segment {path} starts below the segment's base offset {segment_base}",
+            position=batch.position,
+        )
+    if first <= previous_last or last < first:
+        raise CorruptRecordError(
+            f"offsets go backwards in segment {path}: batch [{first}, {last}] after offset {previous_last}",
+            position=batch.position,
+        )
+    count = batch.count if batch.magic >= MAGIC_V2 else None
+    if count is not None and not (
+        0 <= count <= last - first + 1 and (count == last - first + 1 or not exact_counts)
+    ):
+        raise CorruptRecordError(
+            f"batch [{first}, {last}] in segment {path} holds {count} records, which disagrees with its "
+            f"lastOffsetDelta {last - first}"
+            + ("" if count > last - first + 1 else " on a topic that is not compacted"),
+            position=batch.position,
+        )
 
 
 def _pread_into(fd: int, buffer: bytearray, size: int, position: int) -> int:
@@ -137,6 +172,8 @@ def _bulk_batches(
     rel = last - segment.base_offset
     ok = (rel >= 0) & (rel <= _INT32_MAX) & (base > np.concatenate(([walk.previous_last], last[:-1])))
     ok &= last >= base
+    count = t[F_RECORD_COUNT]
+    ok &= (count >= 0) & (count <= t[F_LAST_OFFSET_DELTA] + 1)
     k = n if bad_crc < 0 else bad_crc
     if not ok[:k].all():
         k = int(np.argmin(ok[:k]))

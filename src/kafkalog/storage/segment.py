@@ -39,7 +39,7 @@ from kafkalog.errors import (
 )
 from kafkalog.records import MemoryRecords, RecordBatch
 from kafkalog.records.batch import MAGIC_V2
-from kafkalog.storage._reindex import Walk, bulk_reindex
+from kafkalog.storage._reindex import Walk, bulk_reindex, check_batch_offsets
 from kafkalog.storage.file_records import FileRecords
 from kafkalog.storage.files import (
     INDEX_FILE_SUFFIX,
@@ -66,7 +66,7 @@ from kafkalog.storage.types import (
 )
 from kafkalog.time import SYSTEM_TIME, Time
 
-__all__ = ["TO_SEGMENT_END", "LogSegment"]
+__all__ = ["TO_SEGMENT_END", "LogSegment", "check_batch_offsets"]
 
 #: ``max_position`` for :meth:`LogSegment.read` meaning "up to the end of the segment".
 TO_SEGMENT_END = -1
@@ -257,9 +257,10 @@ class LogSegment:
     ) -> int:
         """Reset both indexes and rebuild them from the valid prefix of the ``.log``; returns its length.
 
-        Every batch is checked (CRC, offsets fit the segment, offsets grow from batch to batch: the base
-        offset is outside the CRC, so a damaged one that goes backwards is caught here, while a forward
-        jump looks like a compaction gap); ``on_batch`` (recovery's replay of ``producer_state`` and
+        Every batch is checked (CRC, a record count of at most ``lastOffsetDelta + 1`` -- fewer is what the
+        cleaner leaves, so a topic's config is not trusted to rule it out here --, offsets fit the segment, offsets grow from batch
+        to batch: the base offset is outside the CRC, so a damaged one that goes backwards or below the
+        segment's base offset is caught here, while a forward jump looks like a compaction gap); ``on_batch`` (recovery's replay of ``producer_state`` and
         ``epoch_cache``) sees each valid batch after it is indexed. The walk stops at the first invalid batch.
 
         Clean v2 batches take a bulk path (:mod:`kafkalog.storage._reindex`); the first batch it does not vouch for,
@@ -274,14 +275,8 @@ class LogSegment:
             bulk_reindex(self, walk, on_batch, producer_state, epoch_cache)
             for batch in self.log.batches(walk.valid_bytes):
                 batch.ensure_valid()
+                check_batch_offsets(batch, self.base_offset, walk.previous_last, False, self.log.path)
                 self.ensure_offset_in_range(batch.last_offset)
-                first = batch.base_offset if batch.magic >= MAGIC_V2 else batch.last_offset
-                if first <= walk.previous_last or batch.last_offset < first:
-                    raise CorruptRecordError(
-                        f"offsets go backwards in segment {self.log.path}: batch [{first}, {batch.last_offset}] "
-                        f"after offset {walk.previous_last}",
-                        position=batch.position,
-                    )
                 walk.previous_last = batch.last_offset
                 self._note_max_timestamp(batch.max_timestamp, batch.last_offset)
                 if walk.valid_bytes - walk.last_index_entry > self.index_interval_bytes:
