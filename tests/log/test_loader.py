@@ -1437,13 +1437,9 @@ def test_an_emptied_time_index_of_a_clean_segment_still_gives_its_largest_timest
         log.close()
 
 
-@pytest.mark.parametrize("batch", [0, 1, 2])
-def test_damaged_base_offset_is_a_typed_load_failure(tmp_path: Path, batch: int) -> None:
-    """Not a port. One flipped byte in a batch's base offset (an unclean shutdown, so the segment is recovered):
-    the batch's offsets leave the segment's int32 range, which looks like a legacy overflow, but the segment
-    does not overflow, so there is nothing to split. Kafka fails its ``require(hasOverflow)``
-    (IllegalArgumentException); kafkalog raised a bare ``ValueError``; now ``KafkaStorageError``."""
-    directory = tmp_path / "t-0"
+def _flip_base_offset(directory: Path, batch: int, byte: int, mask: int) -> tuple[Path, bytes]:
+    """Three one-record batches after an unclean shutdown, with one byte of batch ``batch``'s base offset
+    flipped (the base offset is outside the CRC); returns the segment and its damaged bytes."""
     with Log.open(directory, LogConfig.from_props({})) as log:
         for i in range(3):
             log.append([SimpleRecord(b"v%d" % i, key=b"k")])
@@ -1453,12 +1449,35 @@ def test_damaged_base_offset_is_a_typed_load_failure(tmp_path: Path, batch: int)
     position = 0
     for _ in range(batch):
         position += 12 + int.from_bytes(data[position + 8 : position + 12], "big")
-    data[position] ^= 0x80  # base offset -2**63 + n
+    data[position + byte] ^= mask
     segment.write_bytes(bytes(data))
+    return segment, bytes(data)
+
+
+@pytest.mark.parametrize("batch", [0, 1])  # a last batch moved up by 2**32 is split off, as Kafka does
+def test_damaged_base_offset_past_the_int32_range_is_a_typed_load_failure(tmp_path: Path, batch: int) -> None:
+    """Not a port. One flipped bit raises a batch's base offset by 2**32: its offsets leave the segment's int32
+    range, which looks like a legacy overflow, but the segment does not overflow, so there is nothing to split.
+    Kafka fails its ``require(hasOverflow)`` (IllegalArgumentException); kafkalog raised a bare ``ValueError``;
+    now ``KafkaStorageError``, and nothing changes on disk (``kafkalog recover`` removes that one batch)."""
+    directory = tmp_path / "t-0"
+    segment, data = _flip_base_offset(directory, batch, 3, 0x01)  # base offset + 2**32
     with pytest.raises(KafkaStorageError, match="does not overflow") as excinfo:
         Log.open(directory, LogConfig.from_props({}))
     assert isinstance(excinfo.value.__cause__, LogSegmentOffsetOverflowError)
-    assert segment.read_bytes() == bytes(data)
+    assert segment.read_bytes() == data
+
+
+@pytest.mark.parametrize("batch", [0, 1, 2])
+def test_damaged_base_offset_below_the_segment_is_truncated(tmp_path: Path, batch: int) -> None:
+    """Not a port. One flipped sign bit makes a batch's base offset ``-2**63 + n``, below the segment's base
+    offset: crash recovery treats it as it treats offsets that go backwards (damage outside the CRC) and
+    truncates the segment at that batch; it raised a bare ``ValueError`` before."""
+    directory = tmp_path / "t-0"
+    _flip_base_offset(directory, batch, 0, 0x80)
+    with Log.open(directory, LogConfig.from_props({})) as log:
+        assert log.log_end_offset == batch
+    assert_valid_partition_dir(directory)
 
 
 # --- kafkalog: damaged base offsets and lastOffsetDelta (issue #19) -----------------------------------------
