@@ -31,6 +31,7 @@ from kafkalog.log.names import TopicPartition
 from kafkalog.manager import LogManager
 from kafkalog.server.config import ServerConfig
 from kafkalog.server.dispatch import Registry
+from kafkalog.server.memory_pool import MemoryPool
 from kafkalog.server.notify import PartitionWaiters
 from kafkalog.server.producer_ids import ProducerIdManager
 
@@ -80,6 +81,9 @@ class Broker:
         self.port = config.port
         self.waiters = PartitionWaiters(loop)
         self.executor = ThreadPoolExecutor(config.io_threads, thread_name_prefix="kafkalog-server-io-")
+        #: queued.max.request.bytes: the declared sizes of the requests the connections hold.
+        limit = config.queued_max_request_bytes
+        self.memory_pool = MemoryPool(limit if limit > 0 else None)
         self.producer_ids = ProducerIdManager(manager.log_dirs[0], _seen_producer_ids(manager))
         self.cluster_id = _cluster_id(manager)
         self._topic_ids: dict[uuid.UUID, str] = {}

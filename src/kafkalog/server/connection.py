@@ -17,7 +17,12 @@ What closes the connection (Kafka closes it too; nothing reaches a log):
 
 Reading (:class:`Connection` is an :class:`asyncio.BufferedProtocol`, so the kernel copies straight into our
 buffers): small frames are copied out of one reused receive buffer (several pipelined requests per ``recv``);
-a frame above :data:`DIRECT_FRAME_BYTES` gets a buffer of its own that the socket receives into directly.
+a frame above :data:`DIRECT_FRAME_BYTES` gets a buffer of its own that the socket receives into directly,
+allocated as the body arrives (:data:`FRAME_START_BYTES`, then doubled up to the declared size), so a size
+prefix alone costs no more than that first buffer. Each frame's declared size is reserved in the broker's
+:class:`~kafkalog.server.memory_pool.MemoryPool` (``queued.max.request.bytes``) from its size prefix until
+its request is answered; while the pool is full the connection stops reading (the frame's bytes stay in the
+kernel) and goes on, oldest first, when reservations are released.
 Either way every frame handed to :func:`handle_frame` is a ``bytearray`` of its own, referenced by nothing
 once its request is handled, and nothing reads from or writes to the receive buffer through it (so no view
 of a frame can see reused bytes or pin the receive buffer). The connection hands frames over as *owned*
@@ -28,6 +33,9 @@ the receive buffer's 64 KiB). While a request is handled the connection keeps re
 read-ahead: at most :data:`READ_AHEAD_BYTES` or :data:`READ_AHEAD_FRAMES` complete requests queued, plus one
 being received), then pauses reading until the handler catches up; the requests are still handled strictly
 one after the other.
+
+:meth:`Connection.idle_for` is what ``connections.max.idle.ms`` measures: the time since the last bytes
+received or request answered, 0 while a request is handled or the connection waits for the pool.
 
 A connection that has a request received but is not handling one counts in
 :attr:`Broker.ready_connections <kafkalog.server.broker.Broker.ready_connections>`: its request waits for the
@@ -67,6 +75,7 @@ from kafkalog.server.protocol import (
 
 __all__ = [
     "DIRECT_FRAME_BYTES",
+    "FRAME_START_BYTES",
     "KEEP_OUT_BYTES",
     "READ_AHEAD_BYTES",
     "READ_AHEAD_FRAMES",
@@ -85,6 +94,9 @@ DIRECT_FRAME_BYTES: Final = 32 * 1024
 #: Read-ahead bounds: complete requests queued behind the one being handled before reading pauses.
 READ_AHEAD_BYTES: Final = 4 * 1024 * 1024
 READ_AHEAD_FRAMES: Final = 64
+#: A direct frame's first buffer (then doubled as its bytes arrive, up to its declared size): a size prefix
+#: alone never makes the server allocate the frame it announces.
+FRAME_START_BYTES: Final = 64 * 1024
 #: A response buffer that grew beyond this (a huge fetch) is not kept for the next response.
 KEEP_OUT_BYTES: Final = 8 * 1024 * 1024
 
@@ -166,9 +178,17 @@ class Connection(asyncio.BufferedProtocol):
         self._view = memoryview(self._buf)
         self._start = 0  # unparsed bytes of the receive buffer: [_start, _end)
         self._end = 0
-        self._frame: bytearray | None = None  # a large frame being received directly
-        self._frame_view: memoryview | None = None
+        self._frame: bytearray | None = None  # a large frame being received directly (grows as it arrives)
+        self._frame_size = 0  # its declared size
         self._filled = 0
+        #: queued.max.request.bytes: the declared sizes of this connection's frames, reserved in the broker's
+        #: pool from their size prefix until they are answered (see :mod:`kafkalog.server.memory_pool`).
+        self._pool = broker.memory_pool
+        self._reserved = 0
+        self._head_reserved = False  # the frame at the receive buffer's start has its reservation
+        self._memory_blocked = False  # waiting for the pool: reading paused
+        #: The event loop's time of the last bytes received or request answered (connections.max.idle.ms).
+        self.last_active = 0.0
         #: Complete frames not handled yet; None marks the end (EOF, lost, refused size): nothing follows.
         self._frames: collections.deque[Frame | None] = collections.deque()
         self._queued = 0
@@ -187,11 +207,16 @@ class Connection(asyncio.BufferedProtocol):
         self._transport = transport
         peer = transport.get_extra_info("peername")
         self.client = (str(peer[0]), int(peer[1])) if isinstance(peer, tuple) else ("", 0)
-        self.task = asyncio.get_running_loop().create_task(self.run())
+        loop = asyncio.get_running_loop()
+        self.last_active = loop.time()
+        self.task = loop.create_task(self.run())
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._frame_view is not None:
-            return self._frame_view[self._filled :]
+        frame = self._frame
+        if frame is not None:
+            if self._filled == len(frame):
+                frame = self._grow_frame()
+            return memoryview(frame)[self._filled :]
         if self._end == len(self._buf):  # only a partial frame is left, at its end: move it to the front
             self._compact()
         return self._view[self._end :]
@@ -199,11 +224,12 @@ class Connection(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         if self._ended:
             return
+        self.last_active = self.broker.loop.time()
         if self._frame is not None:
             self._filled += nbytes
-            if self._filled == len(self._frame):
+            if self._filled == self._frame_size:
                 frame = self._frame
-                self._frame = self._frame_view = None
+                self._frame = None
                 self._push(frame)
         else:
             self._end += nbytes
@@ -243,15 +269,20 @@ class Connection(asyncio.BufferedProtocol):
                 _log.warning("Closing connection from %s:%s: %s", self.client[0], self.client[1], exc)
                 self._end_frames()
                 return
+            if not self._reserve(size):
+                break  # no room in queued.max.request.bytes: reading paused until there is
             available = end - start - 4
             if available >= size:
+                self._head_reserved = False
                 self._push(bytearray(view[start + 4 : start + 4 + size]))  # a copy: see the module doc
                 start += 4 + size
                 continue
             if size > DIRECT_FRAME_BYTES:
-                frame = bytearray(size)
+                # Allocated as the body arrives (_grow_frame), never from the size prefix alone.
+                self._head_reserved = False
+                frame = bytearray(min(size, max(available, FRAME_START_BYTES)))
                 frame[:available] = view[start + 4 : end]
-                self._frame, self._frame_view, self._filled = frame, memoryview(frame), available
+                self._frame, self._frame_size, self._filled = frame, size, available
                 start = end
             break
         if start == end:
@@ -259,6 +290,48 @@ class Connection(asyncio.BufferedProtocol):
         self._start, self._end = start, end
         if start and self._frame is None and len(self._buf) - start < DIRECT_FRAME_BYTES + 4:
             self._compact()
+
+    def _grow_frame(self) -> bytearray:
+        """Double the direct frame's buffer (up to its declared size) once the bytes received filled it."""
+        frame = self._frame
+        assert frame is not None
+        grown = min(self._frame_size, max(2 * len(frame), FRAME_START_BYTES))
+        try:
+            frame.extend(bytes(grown - len(frame)))  # large blocks: realloc moves pages, no copy
+        except BufferError:  # a view of it is still alive (cannot resize): copy into a new buffer
+            bigger = bytearray(grown)
+            bigger[: len(frame)] = frame
+            self._frame = frame = bigger
+        return frame
+
+    def _reserve(self, size: int) -> bool:
+        """Reserve the declared size of the frame at the receive buffer's start in the broker's pool (once);
+        False when the pool is full: reading pauses and :meth:`_memory_available` continues."""
+        if self._head_reserved:
+            return True
+        if not self._pool.try_allocate(size):
+            self._memory_blocked = True
+            self._pause_reading()
+            self._pool.wait(id(self), self._memory_available)
+            return False
+        self._reserved += size
+        self._head_reserved = True
+        return True
+
+    def _release(self, size: int) -> None:
+        size = min(size, self._reserved)
+        if size:
+            self._reserved -= size
+            self._pool.release(size)
+
+    def _memory_available(self) -> None:
+        """The pool has room again: parse what waited and read on."""
+        self._memory_blocked = False
+        if self._ended or self.closing:
+            return
+        self._parse()
+        self._maybe_pause_reading()
+        self._maybe_resume_reading()
 
     def _compact(self) -> None:
         start, end = self._start, self._end
@@ -286,12 +359,27 @@ class Connection(asyncio.BufferedProtocol):
             return
         self._ended = True
         self._frames.append(None)
-        self._frame = self._frame_view = None
+        self._frame = None
+        self._pause_reading()
+        self._wake_reader()
+
+    def _pause_reading(self) -> None:
         if self._transport is not None and not self._lost and not self._reading_paused:
             with contextlib.suppress(Exception):
                 self._transport.pause_reading()
             self._reading_paused = True
-        self._wake_reader()
+
+    def _maybe_resume_reading(self) -> None:
+        if (
+            self._reading_paused
+            and not self._ended
+            and not self._memory_blocked
+            and self._queued < READ_AHEAD_BYTES
+            and len(self._frames) < READ_AHEAD_FRAMES
+            and self._transport is not None
+        ):
+            self._reading_paused = False
+            self._transport.resume_reading()
 
     def _wake_reader(self) -> None:
         waiter = self._frame_waiter
@@ -299,11 +387,15 @@ class Connection(asyncio.BufferedProtocol):
             waiter.set_result(None)
 
     def _maybe_pause_reading(self) -> None:
-        if self._reading_paused or self._transport is None:
-            return
         if self._queued >= READ_AHEAD_BYTES or len(self._frames) >= READ_AHEAD_FRAMES:
-            self._transport.pause_reading()
-            self._reading_paused = True
+            self._pause_reading()
+
+    def idle_for(self, now: float) -> float:
+        """Seconds since this connection last received bytes or answered a request, at the loop's ``now``;
+        0 while a request is handled or the connection waits for queued.max.request.bytes (connections.max.idle.ms)."""
+        if self.busy or self._memory_blocked or self.task is None:
+            return 0.0
+        return max(0.0, now - self.last_active)
 
     async def _next_frame(self) -> Frame | None:
         """The next request frame, in arrival order; None when no more will come."""
@@ -319,15 +411,7 @@ class Connection(asyncio.BufferedProtocol):
         self._frames.popleft()
         self._queued -= len(frame)
         self._set_ready()
-        if (
-            self._reading_paused
-            and not self._ended
-            and self._queued < READ_AHEAD_BYTES
-            and len(self._frames) < READ_AHEAD_FRAMES
-            and self._transport is not None
-        ):
-            self._reading_paused = False
-            self._transport.resume_reading()
+        self._maybe_resume_reading()
         return frame
 
     def _response_buffer(self) -> EncodeBuffer:
@@ -362,14 +446,17 @@ class Connection(asyncio.BufferedProtocol):
                 self.busy = True
                 self._set_ready()
                 try:
+                    size = len(frame)
                     data, close = await handle_frame(
                         self.broker, frame, self.client, self._response_buffer(), owned=True
                     )
                     del frame
+                    self._release(size)
                     if data is not None:
                         await self._write(data)
                 finally:
                     self.busy = False
+                    self.last_active = self.broker.loop.time()
                     self._set_ready()
                 if close:
                     return
@@ -387,6 +474,10 @@ class Connection(asyncio.BufferedProtocol):
         self.closing = True
         self._frames.clear()
         self._queued = 0
+        self._pool.cancel(id(self))
+        self._memory_blocked = False
+        self._head_reserved = False
+        self._release(self._reserved)
         self._set_ready()
         self._ended = False
         self._end_frames()

@@ -1,0 +1,350 @@
+"""What one client can make the server spend (issue #19, items 2 and 3): memory for a size prefix alone,
+bytes of requests held at once (``queued.max.request.bytes``), connections (``max.connections``,
+``max.connections.per.ip``), idle sockets (``connections.max.idle.ms``), and the log lines of failing accepts;
+and, in a process with a low descriptor limit, that running out of descriptors never takes the dir offline."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import resource
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import tracemalloc
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kafka.protocol.admin import CreateTopicsRequest
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
+
+from kafkalog.manager import LogManager
+from kafkalog.records import MemoryRecords, SimpleRecord
+from kafkalog.server import KafkaServer, ServerConfig, default_registry
+from kafkalog.server import server as server_module
+from kafkalog.server.broker import Broker
+from kafkalog.server.connection import FRAME_START_BYTES, Connection
+
+from .helpers import RawClient
+
+T = ProduceRequest.TopicProduceData
+
+
+def _produce_frame(topic: str, records: bytes, correlation_id: int = 1) -> bytes:
+    part = T.PartitionProduceData(index=0, records=records)
+    request = ProduceRequest[9](
+        transactional_id=None, acks=1, timeout_ms=1000, topic_data=[T(name=topic, partition_data=[part])]
+    )
+    request.API_VERSION = 9
+    request.with_header(correlation_id=correlation_id, client_id="limits-test")
+    return bytes(request.encode(header=True, framed=True))
+
+
+def _api_versions_frame(correlation_id: int = 7) -> bytes:
+    request = ApiVersionsRequest[0]()
+    request.API_VERSION = 0
+    request.with_header(correlation_id=correlation_id, client_id="limits-test")
+    return bytes(request.encode(header=True, framed=True))
+
+
+def _big_batch(nbytes: int) -> bytes:
+    return MemoryRecords.build(
+        [SimpleRecord(bytes([i % 251]) * 1000) for i in range(nbytes // 1000)]
+    ).to_bytes()
+
+
+def _answered(client: RawClient, timeout: float) -> bytes | None:
+    """The next response frame if one arrives within ``timeout`` seconds, else None."""
+    client.sock.settimeout(timeout)
+    try:
+        return client.recv_frame()
+    except TimeoutError:
+        return None
+    finally:
+        client.sock.settimeout(10.0)
+
+
+class _Transport(asyncio.Transport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.paused = False
+
+    def get_extra_info(self, name: str, default: object = None) -> object:
+        return ("127.0.0.1", 1) if name == "peername" else default
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        pass
+
+    def is_closing(self) -> bool:
+        return False
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def pause_reading(self) -> None:
+        self.paused = True
+
+    def resume_reading(self) -> None:
+        self.paused = False
+
+    def close(self) -> None:
+        pass
+
+
+def _feed(conn: Connection, data: bytes) -> None:
+    while data:
+        buf = conn.get_buffer(len(data))
+        n = min(len(buf), len(data))
+        buf[:n] = data[:n]
+        conn.buffer_updated(n)
+        data = data[n:]
+
+
+# --- item 2: frame allocation and queued.max.request.bytes ---------------------------------------------------
+
+
+def test_a_size_prefix_alone_allocates_no_frame(tmp_path: Path) -> None:
+    """Five connections announcing 100 MiB frames and sending nothing more hold only their first buffers
+    (the server used to allocate and zero the whole frame: +500 MiB); a body is allocated as it arrives."""
+
+    async def main(manager: LogManager) -> None:
+        broker = Broker(manager, ServerConfig(), default_registry(), asyncio.get_running_loop())
+        connections = [Connection(broker) for _ in range(5)]
+        try:
+            for conn in connections:
+                conn.connection_made(_Transport())
+            tracemalloc.start()
+            try:
+                for conn in connections:
+                    _feed(conn, struct.pack(">i", 100 * 1024 * 1024 - 1))
+                prefixes, _ = tracemalloc.get_traced_memory()
+                _feed(connections[0], b"\0" * (300 * 1024))  # part of one body: grows with it
+                partial, _ = tracemalloc.get_traced_memory()
+            finally:
+                tracemalloc.stop()
+            assert prefixes < 5 * FRAME_START_BYTES + (1 << 20)
+            assert 300 * 1024 <= partial - prefixes < 2 * 300 * 1024 + (1 << 20)
+            assert broker.memory_pool.used == 5 * (100 * 1024 * 1024 - 1)  # reserved by declared size
+        finally:
+            for conn in connections:
+                conn.close()
+            await asyncio.gather(*(c.task for c in connections if c.task is not None))
+            assert broker.memory_pool.used == 0
+            broker.close()
+
+    with LogManager.open(tmp_path / "data", background=False) as manager:
+        asyncio.run(main(manager))
+
+
+def test_a_large_frame_arriving_in_pieces_is_served(server: KafkaServer) -> None:
+    assert server.manager is not None
+    server.manager.create_topic("big", 1)
+    records = _big_batch(900_000)
+    data = _produce_frame("big", records)
+    with RawClient(server.port) as client:
+        client.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for start in range(0, len(data), 50_000):
+            client.send_raw(data[start : start + 50_000])
+        response = ProduceResponse.decode(client.recv_frame(), version=9, header=True)
+    assert response.responses[0].partition_responses[0].error_code == 0
+    log = server.manager.get_log("big", 0)
+    assert log.log_end_offset == 900
+    fetched = log.read(0, 1 << 21)
+    values = [r.value for r in fetched.records.records()]
+    assert values == [r.value for r in MemoryRecords(records).records()]
+
+
+def test_queued_max_request_bytes_holds_other_connections_until_requests_are_answered(data_dir: Path) -> None:
+    """With the pool taken by one half-received request, another connection's request waits unread; it is
+    answered once the first request is complete and answered (and a request larger than the whole pool
+    is still served: Kafka's over-commit)."""
+    with KafkaServer(data_dir, port=0, config={"queued.max.request.bytes": "65536"}) as server:
+        assert server.manager is not None
+        server.manager.create_topic("q", 1)
+        data = _produce_frame("q", _big_batch(200_000))  # three times the pool
+        with RawClient(server.port) as holder, RawClient(server.port) as other:
+            holder.send_raw(data[:100_000])
+            time.sleep(0.1)  # the holder's prefix reaches the server first
+            other.send_raw(_api_versions_frame())
+            assert _answered(other, 0.5) is None  # waits for the pool, unread
+            holder.send_raw(data[100_000:])
+            answer = holder.recv_frame()
+            assert answer is not None
+            frame = _answered(other, 10.0)
+            assert frame is not None
+            assert ApiVersionsResponse.decode(frame, version=0, header=True).error_code == 0
+        assert server.manager.get_log("q", 0).log_end_offset == 200
+
+
+# --- item 3: connections ----------------------------------------------------------------------------------
+
+
+def _served(client: RawClient) -> bool:
+    client.send_raw(_api_versions_frame())
+    return _answered(client, 10.0) is not None
+
+
+def test_connections_above_max_connections_wait_for_a_slot(data_dir: Path) -> None:
+    """As Kafka's acceptor: at max.connections the server accepts no more (clients wait in the listen
+    backlog) until a connection closes."""
+    with KafkaServer(data_dir, port=0, config={"max.connections": "3"}) as server:
+        clients = [RawClient(server.port) for _ in range(3)]
+        try:
+            assert all(_served(c) for c in clients)
+            with RawClient(server.port) as waiting:
+                waiting.send_raw(_api_versions_frame())
+                assert _answered(waiting, 0.5) is None
+                clients.pop().close()
+                assert _answered(waiting, 10.0) is not None
+        finally:
+            for c in clients:
+                c.close()
+
+
+def test_connections_above_max_connections_per_ip_are_closed_at_once(data_dir: Path) -> None:
+    with KafkaServer(data_dir, port=0, config={"max.connections.per.ip": "3"}) as server:
+        clients = [RawClient(server.port) for _ in range(3)]
+        try:
+            assert all(_served(c) for c in clients)
+            with RawClient(server.port) as refused:
+                assert refused.closed(timeout=10.0)
+            clients.pop().close()
+            deadline = time.monotonic() + 10
+            while True:  # the server sees the close asynchronously: a new connection is served then
+                with RawClient(server.port) as again:
+                    if not again.closed(timeout=0.2):
+                        assert _served(again)
+                        break
+                assert time.monotonic() < deadline
+        finally:
+            for c in clients:
+                c.close()
+
+
+def test_max_connections_stays_below_the_descriptor_limit() -> None:
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    from kafkalog.server.server import effective_max_connections
+
+    assert effective_max_connections(ServerConfig(max_connections=10**9)) <= max(1, soft // 2)
+    assert effective_max_connections(ServerConfig(max_connections=3)) == min(3, max(1, soft // 2))
+
+
+def test_idle_connections_are_closed(data_dir: Path) -> None:
+    with KafkaServer(data_dir, port=0, config={"connections.max.idle.ms": "300"}) as server:
+        with RawClient(server.port) as idle, RawClient(server.port) as active:
+            started = time.monotonic()
+            while time.monotonic() - started < 0.9:  # one request every 100 ms: never idle for 300 ms
+                assert _served(active)
+                time.sleep(0.1)
+            assert idle.closed(timeout=10.0)
+            assert _served(active)
+        with RawClient(server.port) as prefix_only:  # a request that never completes is idle too
+            prefix_only.send_raw(struct.pack(">i", 1000) + b"\0" * 10)
+            assert prefix_only.closed(timeout=10.0)
+
+
+def test_failing_accepts_back_off_and_are_logged_at_most_once_per_interval(
+    data_dir: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``accept()`` failing with EMFILE: the server backs off and retries, one log line per interval (not
+    one per retry: 21 MB of log in a minute before), and serves the client once descriptors are free."""
+    failing = threading.Event()
+    failing.set()
+    real_accept = socket.socket.accept
+
+    def accept(self: socket.socket) -> tuple[socket.socket, object]:
+        if failing.is_set():
+            raise OSError(errno.EMFILE, "Too many open files")
+        return real_accept(self)
+
+    monkeypatch.setattr(server_module, "ACCEPT_RETRY_S", 0.005)
+    monkeypatch.setattr(socket.socket, "accept", accept)
+    with (
+        caplog.at_level(logging.WARNING),
+        KafkaServer(data_dir, port=0) as server,
+        RawClient(server.port) as client,
+    ):
+        client.send_raw(_api_versions_frame())
+        assert _answered(client, 0.5) is None
+        failing.clear()
+        assert _answered(client, 10.0) is not None
+    lines = [r for r in caplog.records if "Accepting a connection failed" in r.getMessage()]
+    assert len(lines) == 1
+    assert lines[0].exc_info is None
+
+
+_LOW_FD_SERVER = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_NOFILE, (int(sys.argv[2]), int(sys.argv[2])))
+from kafkalog.cli import main
+sys.argv = ["kafkalog", "serve", sys.argv[1], "--listen", "127.0.0.1:0"]
+main()
+"""
+
+
+@pytest.fixture
+def low_fd_server(tmp_path: Path) -> Iterator[tuple[int, subprocess.Popen[str]]]:
+    data = tmp_path / "data"
+    process = subprocess.Popen(
+        [sys.executable, "-c", _LOW_FD_SERVER, str(data), "160"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        while line and "listening on" not in line:  # e.g. the warning that max.connections was lowered
+            line = process.stdout.readline()
+        assert "listening on" in line, line
+        yield int(line.rsplit(":", 1)[1]), process
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+def _create_topic(client: RawClient, name: str) -> int:
+    C = CreateTopicsRequest.CreatableTopic
+    request = CreateTopicsRequest[5](
+        topics=[C(name=name, num_partitions=4, replication_factor=1, assignments=[], configs=[])],
+        timeout_ms=5000,
+        validate_only=False,
+    )
+    return int(client.call(request, 5).topics[0].error_code)
+
+
+def test_descriptor_exhaustion_by_clients_leaves_the_server_and_its_dir_serving(
+    low_fd_server: tuple[int, subprocess.Popen[str]],
+) -> None:
+    """A process with 160 descriptors and 150 idle client sockets: beyond max.connections (80 here) they wait
+    in the listen backlog, so the log still gets descriptors: a topic is created and produced to meanwhile,
+    and after they leave (before: the sockets took every descriptor, the topic's files failed with EMFILE and
+    the dir went offline for good)."""
+    port, _ = low_fd_server
+    with RawClient(port) as probe:
+        assert _served(probe)
+        sockets = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(150)]
+        try:
+            with RawClient(port) as late:  # over max.connections: waits in the backlog, unanswered
+                late.send_raw(_api_versions_frame())
+                assert _answered(late, 0.5) is None
+            assert _create_topic(probe, "after") == 0
+            assert _produce(probe, "after") == 0
+        finally:
+            for s in sockets:
+                s.close()
+        assert _produce(probe, "after") == 0
+
+
+def _produce(client: RawClient, topic: str) -> int:
+    part = T.PartitionProduceData(index=1, records=_big_batch(5_000))
+    request = ProduceRequest[9](
+        transactional_id=None, acks=1, timeout_ms=1000, topic_data=[T(name=topic, partition_data=[part])]
+    )
+    return int(client.call(request, 9).responses[0].partition_responses[0].error_code)
