@@ -145,12 +145,13 @@ class Broker:
             with contextlib.suppress(KafkaError):
                 if self.manager.topic_id(name) == topic_id:
                     return name
-        self._topic_ids = {}
+        ids: dict[uuid.UUID, str] = {}  # built aside, then swapped in: I/O threads call this too
         for topic in self.manager.topics():
             tid = self.manager.topic_id(topic)
             if tid is not None:
-                self._topic_ids[tid] = topic
-        return self._topic_ids.get(topic_id)
+                ids[tid] = topic
+        self._topic_ids = ids
+        return ids.get(topic_id)
 
     def notify(self, tp: TopicPartition) -> None:
         """Wake fetches waiting on ``tp`` (call on the loop thread after changing its log)."""
