@@ -60,6 +60,7 @@ from kafkalog.errors import (
     KafkaError,
     KafkaStorageError,
     LogDirNotAvailableError,
+    ResourceExhaustedError,
     UnknownTopicOrPartitionError,
     is_resource_exhaustion,
 )
@@ -462,15 +463,23 @@ class LogManager:
         if failed is not None:  # never hide data that failed to load behind a new empty log
             raise KafkaStorageError(f"partition {tp} failed to load from {failed.path}: {failed.error}")
         d = self._next_dir()
-        log = Log.open(
-            d.path / log_dir_name(tp),
-            self._topics.config_for(tp.topic),
-            scheduler=self.scheduler,
-            time=self.time,
-            last_shutdown_clean=True,
-            topic_id=self._topics.topic_uuid(tp.topic),
-            on_dir_failure=self._handle_dir_failure,
-        )
+        try:
+            log = Log.open(
+                d.path / log_dir_name(tp),
+                self._topics.config_for(tp.topic),
+                scheduler=self.scheduler,
+                time=self.time,
+                last_shutdown_clean=True,
+                topic_id=self._topics.topic_uuid(tp.topic),
+                on_dir_failure=self._handle_dir_failure,
+            )
+        except OSError as exc:
+            if not is_resource_exhaustion(exc) or isinstance(exc, KafkaStorageError):
+                raise
+            # retriable: the next get_log opens what was created (an empty partition directory loads as such)
+            raise ResourceExhaustedError(
+                f"error while creating the log of {tp} in {d.path}: {exc}", exc.errno
+            ) from exc
         log.hw_follows_leo = self.hw_follows_leo
         d.logs[tp] = log
         return log

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from kafkalog.datadir import read_topics
 from kafkalog.errors import KafkaStorageError, ResourceExhaustedError
 from kafkalog.log import FetchIsolation, MockScheduler
 from kafkalog.manager import LogManager
@@ -126,3 +127,24 @@ def test_a_read_that_cannot_open_a_segment_is_retriable_not_out_of_range(
         assert manager.offline_dirs == []
         exhaustion.on = False
         assert _values(manager) == expected
+
+
+def test_a_topic_created_without_descriptors_is_usable_once_they_are_free(
+    tmp_path: Path, exhaustion: _Exhaustion
+) -> None:
+    """The topic is registered but neither its topics file nor its partitions could be opened: a typed,
+    retriable error; the partitions open on first use and the checkpoint task writes the topics file."""
+    with _manager(tmp_path / "data") as manager:
+        exhaustion.on = True
+        with pytest.raises(ResourceExhaustedError):
+            manager.create_topic("t", 2, {"retention.ms": 12345})
+        assert manager.offline_dirs == []
+        exhaustion.on = False
+        manager.get_log("t", 1).append([SimpleRecord(b"late")])
+        manager.checkpoint_recovery_points()
+        document = read_topics(tmp_path / "data")
+        assert document is not None and "t" in document.topics
+    with _manager(tmp_path / "data") as manager:
+        assert manager.topic_config("t").retention_ms == 12345
+        assert _values(manager) == []
+        assert manager.get_log("t", 1).log_end_offset == 1
