@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from kafka.protocol.admin import CreateTopicsRequest
+from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
@@ -248,6 +249,46 @@ def test_idle_connections_are_closed(data_dir: Path) -> None:
         with RawClient(server.port) as prefix_only:  # a request that never completes is idle too
             prefix_only.send_raw(struct.pack(">i", 1000) + b"\0" * 10)
             assert prefix_only.closed(timeout=10.0)
+
+
+def test_a_client_that_stops_reading_responses_is_closed_when_idle(data_dir: Path) -> None:
+    """Kafka's selector counts a send that makes no progress as idle: a client pipelining fetches of MiBs
+    and reading nothing is closed after connections.max.idle.ms, and its buffered responses freed (it held
+    the connection and a response's memory for good)."""
+    with KafkaServer(data_dir, port=0, config={"connections.max.idle.ms": "300"}) as server:
+        assert server.manager is not None
+        server.manager.create_topic("r", 1)
+        log = server.manager.get_log("r", 0)
+        for i in range(5):
+            log.append([SimpleRecord(bytes([i]) * 900_000)])
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", server.port))
+        try:
+            FT = FetchRequest.FetchTopic
+            for correlation_id in range(1, 4):
+                part = FT.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=8 << 20)
+                request = FetchRequest[12](
+                    replica_id=-1,
+                    max_wait_ms=0,
+                    min_bytes=0,
+                    max_bytes=8 << 20,
+                    isolation_level=0,
+                    session_id=0,
+                    session_epoch=-1,
+                    topics=[FT(topic="r", partitions=[part])],
+                    forgotten_topics_data=[],
+                    rack_id="",
+                )
+                request.API_VERSION = 12
+                request.with_header(correlation_id=correlation_id, client_id="limits-test")
+                sock.sendall(bytes(request.encode(header=True, framed=True)))
+            deadline = time.monotonic() + 10
+            while server.connection_count and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert server.connection_count == 0
+        finally:
+            sock.close()
 
 
 def test_failing_accepts_back_off_and_are_logged_at_most_once_per_interval(

@@ -278,9 +278,11 @@ class Connection(asyncio.BufferedProtocol):
 
     def pause_writing(self) -> None:
         self._writing_paused = True
+        self.last_active = self.broker.loop.time()
 
     def resume_writing(self) -> None:
         self._writing_paused = False
+        self.last_active = self.broker.loop.time()
         waiter, self._drain_waiter = self._drain_waiter, None
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
@@ -425,9 +427,13 @@ class Connection(asyncio.BufferedProtocol):
             self._pause_reading()
 
     def idle_for(self, now: float) -> float:
-        """Seconds since this connection last received bytes or answered a request, at the loop's ``now``;
-        0 while a request is handled or the connection waits for queued.max.request.bytes (connections.max.idle.ms)."""
-        if self.busy or self._memory_blocked or self.task is None:
+        """Seconds since this connection last made progress, at the loop's ``now`` (connections.max.idle.ms):
+        bytes received, a request answered, or its response's bytes taken by a client that had stopped
+        reading (a response the client never reads counts as idle, as Kafka's selector counts it); 0 while
+        a request is handled or the connection waits for queued.max.request.bytes."""
+        if self.task is None:
+            return 0.0
+        if not self._writing_paused and (self.busy or self._memory_blocked):
             return 0.0
         return max(0.0, now - self.last_active)
 
@@ -502,6 +508,13 @@ class Connection(asyncio.BufferedProtocol):
             self.close()
             if self._on_done is not None:
                 self._on_done(self)
+
+    def abort(self) -> None:
+        """Close the socket at once, dropping what the client did not read (an idle connection)."""
+        self.close()
+        if self._transport is not None:
+            with contextlib.suppress(Exception):
+                self._transport.abort()
 
     def close(self) -> None:
         """Close the socket (idempotent); responses already written are still sent."""

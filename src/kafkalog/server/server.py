@@ -308,7 +308,7 @@ class AsyncKafkaServer:
                         connection.client[1],
                         self.config.connections_max_idle_ms,
                     )
-                    connection.close()
+                    connection.abort()
 
     @property
     def connection_count(self) -> int:
@@ -497,6 +497,12 @@ class KafkaServer:
     def bootstrap(self) -> str:
         """``HOST:PORT`` for a client's ``bootstrap.servers``."""
         return f"{self.host}:{self.port}"
+
+    @property
+    def connection_count(self) -> int:
+        """Open client connections (0 when stopped)."""
+        server = self._server
+        return server.connection_count if server is not None else 0
 
     @property
     def running(self) -> bool:
