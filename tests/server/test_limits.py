@@ -291,6 +291,43 @@ def test_a_client_that_stops_reading_responses_is_closed_when_idle(data_dir: Pat
             sock.close()
 
 
+def test_a_quiet_connection_gives_back_its_grown_response_buffer(server: KafkaServer) -> None:
+    """A 4.5 MB fetch response grew the connection's reused response buffer; once the connection is quiet
+    for a second the buffer is dropped (1000 quiet connections kept up to 8 MiB each)."""
+    assert server.manager is not None
+    server.manager.create_topic("m", 1)
+    log = server.manager.get_log("m", 0)
+    for i in range(5):
+        log.append([SimpleRecord(bytes([i]) * 900_000)])
+    FT = FetchRequest.FetchTopic
+    part = FT.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=8 << 20)
+    request = FetchRequest[12](
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=0,
+        max_bytes=8 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[FT(topic="m", partitions=[part])],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
+    tracemalloc.start()
+    try:
+        with RawClient(server.port) as client:
+            response = client.call(request, 12)
+            assert len(response.responses[0].partitions[0].records) > 4_000_000
+            del response
+            held, _ = tracemalloc.get_traced_memory()
+            deadline = time.monotonic() + 10
+            while tracemalloc.get_traced_memory()[0] > held - 3_000_000 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert tracemalloc.get_traced_memory()[0] <= held - 3_000_000
+    finally:
+        tracemalloc.stop()
+
+
 def test_failing_accepts_back_off_and_are_logged_at_most_once_per_interval(
     data_dir: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:

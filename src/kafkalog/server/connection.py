@@ -82,6 +82,7 @@ __all__ = [
     "READ_AHEAD_BYTES",
     "READ_AHEAD_FRAMES",
     "READ_BUFFER_BYTES",
+    "TRIM_IDLE_S",
     "Connection",
     "handle_frame",
 ]
@@ -106,6 +107,8 @@ HEAVY_REQUEST_BYTES: Final = 1024 * 1024
 _PRODUCE_KEY: Final = 0
 #: A response buffer that grew beyond this (a huge fetch) is not kept for the next response.
 KEEP_OUT_BYTES: Final = 8 * 1024 * 1024
+#: A connection idle this long gives back a response buffer that grew (see :meth:`Connection.trim`).
+TRIM_IDLE_S: Final = 1.0
 
 _SIZE: Final = struct.Struct(">i")
 
@@ -426,6 +429,14 @@ class Connection(asyncio.BufferedProtocol):
         if self._queued >= READ_AHEAD_BYTES or len(self._frames) >= READ_AHEAD_FRAMES:
             self._pause_reading()
 
+    def trim(self, now: float) -> None:
+        """Drop a grown response buffer once the connection has been idle for :data:`TRIM_IDLE_S` (an open
+        but quiet connection keeps 64 KiB, not the up to :data:`KEEP_OUT_BYTES` of its largest response)."""
+        if len(self._out.buf) > READ_BUFFER_BYTES and self.idle_for(now) >= TRIM_IDLE_S:
+            transport = self._transport
+            if transport is None or transport.get_write_buffer_size() == 0:
+                self._out = EncodeBuffer()
+
     def idle_for(self, now: float) -> float:
         """Seconds since this connection last made progress, at the loop's ``now`` (connections.max.idle.ms):
         bytes received, a request answered, or its response's bytes taken by a client that had stopped
@@ -494,6 +505,7 @@ class Connection(asyncio.BufferedProtocol):
                     self._release(size)
                     if data is not None:
                         await self._write(data)
+                        data = None  # a view of the response buffer: it must not outlive the write (trim)
                 finally:
                     self.busy = False
                     self.last_active = self.broker.loop.time()

@@ -292,7 +292,8 @@ class AsyncKafkaServer:
             self._update_accepting()
 
     async def _close_idle_connections(self) -> None:
-        """Close connections idle for connections.max.idle.ms (no bytes received, no request in flight)."""
+        """Close connections idle for connections.max.idle.ms (no bytes received, no request in flight), and
+        trim the response buffers of quiet ones (:meth:`Connection.trim`)."""
         idle_s = self.config.connections_max_idle_ms / 1000
         interval = min(max(idle_s / 4, 0.01), IDLE_CHECK_MAX_S)
         loop = asyncio.get_running_loop()
@@ -300,6 +301,7 @@ class AsyncKafkaServer:
             await asyncio.sleep(interval)
             now = loop.time()
             for connection in list(self._connections):
+                connection.trim(now)
                 if not connection.closing and connection.idle_for(now) >= idle_s:
                     self.idle_closed_connections += 1
                     _log.info(
