@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka.protocol.admin import DeleteRecordsRequest
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 
 from kafkalog.records import MemoryRecords, SimpleRecord
@@ -134,3 +135,25 @@ def test_a_large_request_is_decoded_and_encoded_off_the_event_loop(
     assert [len(t.partitions) for t in response.responses] == [1]
     assert threads["decode"] and all(n.startswith("kafkalog-server-io-") for n in threads["decode"])
     assert threads["encode"] and all(n.startswith("kafkalog-server-io-") for n in threads["encode"])
+
+
+def test_delete_records_answers_a_repeated_partition_once_with_its_last_offset(server: KafkaServer) -> None:
+    """Kafka keys DeleteRecords by partition: the last offset named wins, one result per partition."""
+    _fill(server, "d", 2, 5, 10)
+    DT = DeleteRecordsRequest.DeleteRecordsTopic
+    DP = DT.DeleteRecordsPartition
+    request = DeleteRecordsRequest[2](
+        topics=[
+            DT(name="d", partitions=[DP(partition_index=0, offset=1), DP(partition_index=1, offset=3)]),
+            DT(name="d", partitions=[DP(partition_index=0, offset=2)] * 300),
+        ],
+        timeout_ms=1000,
+    )
+    with RawClient(server.port) as client:
+        response = client.call(request, 2)
+    got = [
+        (t.name, p.partition_index, p.error_code, p.low_watermark)
+        for t in response.topics
+        for p in t.partitions
+    ]
+    assert got == [("d", 0, 0, 2), ("d", 1, 0, 3)]
