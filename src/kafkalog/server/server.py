@@ -272,10 +272,13 @@ class AsyncKafkaServer:
     async def _serve_socket(self, connection: Connection, sock: socket.socket) -> None:
         try:
             await asyncio.get_running_loop().connect_accepted_socket(lambda: connection, sock)
-        except Exception as exc:
-            _log.info("Could not serve an accepted connection: %s", exc)
+        except BaseException as exc:  # including a shutdown that cancels it: the slot and socket are freed
+            if not isinstance(exc, asyncio.CancelledError):
+                _log.info("Could not serve an accepted connection: %s", exc)
             sock.close()
             self._connection_done(connection)
+            if not isinstance(exc, Exception):
+                raise
 
     def _retry_accept(self) -> None:
         self._accept_retry = None
