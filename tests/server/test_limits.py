@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
+import os
 import resource
 import socket
 import struct
@@ -18,6 +19,7 @@ import time
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kafka.protocol.admin import CreateTopicsRequest
@@ -27,7 +29,7 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from kafkalog.manager import LogManager
 from kafkalog.records import MemoryRecords, SimpleRecord
-from kafkalog.server import KafkaServer, ServerConfig, default_registry
+from kafkalog.server import ErrorCode, KafkaServer, ServerConfig, default_registry
 from kafkalog.server import server as server_module
 from kafkalog.server.broker import Broker
 from kafkalog.server.connection import FRAME_START_BYTES, Connection
@@ -356,6 +358,42 @@ def test_failing_accepts_back_off_and_are_logged_at_most_once_per_interval(
     lines = [r for r in caplog.records if "Accepting a connection failed" in r.getMessage()]
     assert len(lines) == 1
     assert lines[0].exc_info is None
+
+
+def test_a_produce_that_runs_out_of_descriptors_is_retriable_and_the_dir_stays_online(
+    server: KafkaServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The append needs a new segment and ``os.open`` fails with EMFILE: KAFKA_STORAGE_ERROR (clients retry
+    it), the log dir stays online, and the retried produce succeeds once descriptors are free (before: the dir
+    went offline for good and every later produce failed)."""
+    assert server.manager is not None
+    server.manager.create_topic("e", 1, {"segment.bytes": 4096})
+    root = str(server.manager.log_dirs[0])
+    exhausted = threading.Event()
+    real_open = os.open
+
+    def os_open(path: Any, *args: Any, **kwargs: Any) -> int:
+        if exhausted.is_set() and os.fspath(path).startswith(root):
+            raise OSError(errno.EMFILE, "Too many open files", os.fspath(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", os_open)
+    with RawClient(server.port) as client:
+        assert _produce_to(client, "e", _big_batch(3_000)) == 0
+        exhausted.set()
+        assert _produce_to(client, "e", _big_batch(3_000)) == ErrorCode.KAFKA_STORAGE_ERROR  # must roll
+        assert server.manager.offline_dirs == []
+        exhausted.clear()
+        assert _produce_to(client, "e", _big_batch(3_000)) == 0
+    assert server.manager.get_log("e", 0).log_end_offset == 6
+
+
+def _produce_to(client: RawClient, topic: str, records: bytes) -> int:
+    part = T.PartitionProduceData(index=0, records=records)
+    request = ProduceRequest[9](
+        transactional_id=None, acks=1, timeout_ms=1000, topic_data=[T(name=topic, partition_data=[part])]
+    )
+    return int(client.call(request, 9).responses[0].partition_responses[0].error_code)
 
 
 _LOW_FD_SERVER = """
