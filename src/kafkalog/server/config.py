@@ -77,12 +77,14 @@ class ServerConfig:
     #: connection stops reading until requests are answered (one request may overshoot: Kafka's pool).
     #: -1: unbounded (Kafka's default; not this server's).
     queued_max_request_bytes: int = 512 * 1024 * 1024
-    #: Open client connections; more are accepted and closed at once. The effective limit is also kept
-    #: below half the process's descriptor limit (``RLIMIT_NOFILE``), the rest being for the logs' files.
+    #: Open client connections; at the limit the server stops accepting (clients wait in the listen backlog,
+    #: as with Kafka's acceptor). The effective limit is also kept below half the process's descriptor
+    #: limit (``RLIMIT_NOFILE``), the rest being for the logs' files.
     max_connections: int = 1_000
     #: Open client connections from one IP address; more from it are accepted and closed at once.
     max_connections_per_ip: int = 1_000
-    #: A connection that received no bytes and had no request in flight for this long is closed.
+    #: A connection without progress for this long is closed: no bytes received and no request in flight,
+    #: or a response its client stopped reading.
     connections_max_idle_ms: int = 600_000
     #: Most record bytes of one Fetch response (a request's own ``max_bytes`` applies below it); the first
     #: partition with data still returns one whole batch if it is larger (Kafka's progress guarantee).
