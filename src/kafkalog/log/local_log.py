@@ -17,8 +17,8 @@ the log's directory offline (later operations fail fast), except an error of a r
 deleted meanwhile (retention, truncation, cleaning): that is only a ``KafkaStorageError``, which ``Log.read``
 reports as :class:`~kafkalog.errors.OffsetOutOfRangeError`; and running out of descriptors or memory
 (EMFILE, ENFILE, ENOMEM: not a disk fault), which is a retriable
-:class:`~kafkalog.errors.ResourceExhaustedError` that leaves the directory online. A roll opens the new
-segment before it touches the old one, so a roll that fails to open it changes nothing. Reads take no lock.
+:class:`~kafkalog.errors.ResourceExhaustedError` that leaves the directory online (a roll that cannot open
+its new segment leaves the old one active, trimmed, so the next append rolls again). Reads take no lock.
 """
 
 from __future__ import annotations
@@ -362,17 +362,12 @@ class LocalLog:
                         path,
                     )
                     path.unlink()
-            # The new segment is opened first: if that fails (EMFILE...), the old one is still the active one,
-            # unchanged, and the roll can be retried.
-            new_segment = open_segment(self.dir, new_offset, self.config, self.time)
+            # Kafka's order: the old segment is trimmed (no preallocated tail is ever left behind the last
+            # segment) before the new one is opened. If opening fails (EMFILE...), the old segment stays the
+            # active one with full indexes, so the next append rolls again.
             if active is not None:
-                try:
-                    active.on_become_inactive_segment()
-                except BaseException:
-                    with contextlib.suppress(OSError):
-                        new_segment.close()
-                        new_segment.delete_if_exists()
-                    raise
+                active.on_become_inactive_segment()
+            new_segment = open_segment(self.dir, new_offset, self.config, self.time)
             self.segments.add(new_segment)
             self.update_log_end_offset(self.log_end_offset)
             _log.info(
