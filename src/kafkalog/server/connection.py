@@ -18,11 +18,12 @@ What closes the connection (Kafka closes it too; nothing reaches a log):
 Reading (:class:`Connection` is an :class:`asyncio.BufferedProtocol`, so the kernel copies straight into our
 buffers): small frames are copied out of one reused receive buffer (several pipelined requests per ``recv``);
 a frame above :data:`DIRECT_FRAME_BYTES` gets a buffer of its own that the socket receives into directly,
-allocated as the body arrives (at most :data:`FRAME_START_BYTES` at first, then doubled up to the declared
-size), so a size prefix alone costs no more than that first buffer. Each frame's declared size is reserved in the broker's
-:class:`~kafkalog.server.memory_pool.MemoryPool` (``queued.max.request.bytes``) from its size prefix until
-its request is answered; while the pool is full the connection stops reading (the frame's bytes stay in the
-kernel) and goes on, oldest first, when reservations are released.
+allocated as the body arrives (:data:`FRAME_START_BYTES` at first, then doubled up to the declared size), so
+a size prefix alone costs no more than that first buffer. Every frame buffer is reserved in the broker's
+:class:`~kafkalog.server.memory_pool.MemoryPool` (``queued.max.request.bytes``) as it is allocated or grown,
+until its request is answered; while the pool is full the connection stops reading (the bytes stay in the
+kernel) and goes on, oldest first, when reservations are released (or when every request being received
+waits: see the pool's progress rule).
 Either way every frame handed to :func:`handle_frame` is a ``bytearray`` of its own, referenced by nothing
 once its request is handled, and nothing reads from or writes to the receive buffer through it (so no view
 of a frame can see reused bytes or pin the receive buffer). The connection hands frames over as *owned*
@@ -97,11 +98,10 @@ DIRECT_FRAME_BYTES: Final = 32 * 1024
 #: Read-ahead bounds: complete requests queued behind the one being handled before reading pauses.
 READ_AHEAD_BYTES: Final = 4 * 1024 * 1024
 READ_AHEAD_FRAMES: Final = 64
-#: A direct frame's first buffer at most (then doubled as its bytes arrive, up to its declared size): a size
-#: prefix alone never makes the server allocate more than this; frames up to it (most produce requests) are
-#: allocated once, at their size.
-FRAME_START_BYTES: Final = 1024 * 1024
-_ZEROS: Final = bytes(FRAME_START_BYTES)
+#: A direct frame's first buffer, unless more of it already arrived (then doubled as its bytes arrive, up to
+#: its declared size): a size prefix alone never makes the server allocate or reserve more than this.
+FRAME_START_BYTES: Final = 64 * 1024
+_ZEROS: Final = bytes(1024 * 1024)
 #: Requests larger than this are decoded and their responses encoded on the I/O threads (see handle_frame).
 HEAVY_REQUEST_BYTES: Final = 1024 * 1024
 _PRODUCE_KEY: Final = 0
@@ -213,12 +213,14 @@ class Connection(asyncio.BufferedProtocol):
         self._frame: bytearray | None = None  # a large frame being received directly (grows as it arrives)
         self._frame_size = 0  # its declared size
         self._filled = 0
-        #: queued.max.request.bytes: the declared sizes of this connection's frames, reserved in the broker's
-        #: pool from their size prefix until they are answered (see :mod:`kafkalog.server.memory_pool`).
+        #: queued.max.request.bytes: this connection's frame buffers, reserved in the broker's pool as they are
+        #: allocated (or grown) until their requests are answered (see :mod:`kafkalog.server.memory_pool`).
         self._pool = broker.memory_pool
         self._reserved = 0
-        self._head_reserved = False  # the frame at the receive buffer's start has its reservation
         self._memory_blocked = False  # waiting for the pool: reading paused
+        self._wait_need = 0  # what it waits for
+        self._granted = False  # the pool granted it beyond its limit (already counted in _reserved)
+        self._growth_ready = False  # the direct frame's next growth is reserved
         #: The event loop's time of the last bytes received or request answered (connections.max.idle.ms).
         self.last_active = 0.0
         #: Complete frames not handled yet; None marks the end (EOF, lost, refused size): nothing follows.
@@ -248,7 +250,7 @@ class Connection(asyncio.BufferedProtocol):
         if frame is not None:
             if self._filled == len(frame):
                 frame = self._grow_frame()
-            return memoryview(frame)[self._filled :]
+            return memoryview(frame)[self._filled :]  # asyncio drops it before the next call: resizable then
         if self._end == len(self._buf):  # only a partial frame is left, at its end: move it to the front
             self._compact()
         return self._view[self._end :]
@@ -257,12 +259,20 @@ class Connection(asyncio.BufferedProtocol):
         if self._ended:
             return
         self.last_active = self.broker.loop.time()
-        if self._frame is not None:
+        frame = self._frame
+        if frame is not None:
             self._filled += nbytes
             if self._filled == self._frame_size:
-                frame = self._frame
                 self._frame = None
+                self._pool.stop_receiving(id(self))
                 self._push(frame)
+            elif self._filled == len(frame):  # full: reserve the next growth (made in get_buffer)
+                need = min(self._frame_size, 2 * len(frame)) - len(frame)
+                if self._pool.try_allocate(need):
+                    self._reserved += need
+                    self._growth_ready = True
+                else:
+                    self._block(need)
         else:
             self._end += nbytes
             self._parse()
@@ -303,20 +313,22 @@ class Connection(asyncio.BufferedProtocol):
                 _log.warning("Closing connection from %s:%s: %s", self.client[0], self.client[1], exc)
                 self._end_frames()
                 return
-            if not self._reserve(size):
-                break  # no room in queued.max.request.bytes: reading paused until there is
             available = end - start - 4
             if available >= size:
-                self._head_reserved = False
+                if not self._reserve(size):
+                    break  # no room in queued.max.request.bytes: reading paused until there is
                 self._push(bytearray(view[start + 4 : start + 4 + size]))  # a copy: see the module doc
                 start += 4 + size
                 continue
             if size > DIRECT_FRAME_BYTES:
                 # Allocated as the body arrives (_grow_frame), never from the size prefix alone.
-                self._head_reserved = False
-                frame = bytearray(min(size, max(available, FRAME_START_BYTES)))
+                capacity = min(size, max(available, FRAME_START_BYTES))
+                if not self._reserve(capacity):
+                    break
+                frame = bytearray(capacity)
                 frame[:available] = view[start + 4 : end]
                 self._frame, self._frame_size, self._filled = frame, size, available
+                self._pool.start_receiving(id(self))
                 start = end
             break
         if start == end:
@@ -333,6 +345,10 @@ class Connection(asyncio.BufferedProtocol):
         frame = self._frame
         assert frame is not None
         grown = min(self._frame_size, 2 * len(frame))
+        if not self._growth_ready:  # not reserved by buffer_updated (cannot happen): count it anyway
+            self._pool.used += grown - len(frame)
+            self._reserved += grown - len(frame)
+        self._growth_ready = False
         try:
             while len(frame) < grown:
                 step = min(grown - len(frame), len(_ZEROS))
@@ -343,19 +359,27 @@ class Connection(asyncio.BufferedProtocol):
             self._frame = frame = bigger
         return frame
 
-    def _reserve(self, size: int) -> bool:
-        """Reserve the declared size of the frame at the receive buffer's start in the broker's pool (once);
-        False when the pool is full: reading pauses and :meth:`_memory_available` continues."""
-        if self._head_reserved:
+    def _reserve(self, nbytes: int) -> bool:
+        """Reserve a new frame's buffer in the broker's pool; False when the pool is full: reading pauses
+        and :meth:`_memory_available` parses on."""
+        if self._pool.try_allocate(nbytes):
+            self._reserved += nbytes
             return True
-        if not self._pool.try_allocate(size):
-            self._memory_blocked = True
-            self._pause_reading()
-            self._pool.wait(id(self), self._memory_available)
-            return False
-        self._reserved += size
-        self._head_reserved = True
-        return True
+        self._block(nbytes)
+        return False
+
+    def _block(self, nbytes: int) -> None:
+        self._memory_blocked = True
+        self._wait_need = nbytes
+        self._pause_reading()
+        self._pool.wait(id(self), nbytes, self._on_memory)
+
+    def _on_memory(self, granted: bool) -> None:
+        """The pool's call (maybe from inside another connection): note a grant now, go on from the loop."""
+        if granted:
+            self._reserved += self._wait_need
+            self._granted = True
+        self.broker.loop.call_soon(self._memory_available)
 
     def _release(self, size: int) -> None:
         size = min(size, self._reserved)
@@ -364,12 +388,21 @@ class Connection(asyncio.BufferedProtocol):
             self._pool.release(size)
 
     def _memory_available(self) -> None:
-        """The pool has room again: parse what waited and read on."""
+        """Room in the pool (or a grant): grow the frame being received, or parse what waited; read on."""
         self._memory_blocked = False
         if self._ended or self.closing:
             return
-        self._parse()
-        self._maybe_pause_reading()
+        if self._frame is not None:  # waited to grow the frame being received
+            if not self._granted:
+                if not self._pool.try_allocate(self._wait_need):
+                    self._block(self._wait_need)
+                    return
+                self._reserved += self._wait_need
+            self._granted = False
+            self._growth_ready = True
+        else:
+            self._parse()
+            self._maybe_pause_reading()
         self._maybe_resume_reading()
 
     def _compact(self) -> None:
@@ -398,7 +431,8 @@ class Connection(asyncio.BufferedProtocol):
             return
         self._ended = True
         self._frames.append(None)
-        self._frame = None
+        self._frame = None  # its reservation is released by close()
+        self._pool.stop_receiving(id(self))
         self._pause_reading()
         self._wake_reader()
 
@@ -535,7 +569,6 @@ class Connection(asyncio.BufferedProtocol):
         self._queued = 0
         self._pool.cancel(id(self))
         self._memory_blocked = False
-        self._head_reserved = False
         self._release(self._reserved)
         self._set_ready()
         self._ended = False
