@@ -25,6 +25,7 @@ TransactionCoordinatorFencedError       TransactionCoordinatorFencedException
 UnsupportedForMessageFormatError        UnsupportedForMessageFormatException
 UnsupportedCompressionTypeError         UnsupportedCompressionTypeException
 KafkaStorageError                       KafkaStorageException (I/O error; log dir offline)
+ResourceExhaustedError                  (kafkalog) EMFILE/ENFILE/ENOMEM: retriable, the log dir stays online
 InconsistentTopicIdError                InconsistentTopicIdException
 InvalidOffsetError                      InvalidOffsetException
 InvalidTopicError                       InvalidTopicException
@@ -48,6 +49,8 @@ LogDirNotAvailableError                 LogDirNotFoundException / KafkaStorageEx
 """
 
 from __future__ import annotations
+
+import errno as _errno
 
 __all__ = [
     "CorruptIndexError",
@@ -78,12 +81,14 @@ __all__ = [
     "RecordDecompressionError",
     "RecordTooLargeError",
     "RecordValidationError",
+    "ResourceExhaustedError",
     "TopicExistsError",
     "TransactionCoordinatorFencedError",
     "UnexpectedAppendOffsetError",
     "UnknownTopicOrPartitionError",
     "UnsupportedCompressionTypeError",
     "UnsupportedForMessageFormatError",
+    "is_resource_exhaustion",
 ]
 
 
@@ -217,6 +222,28 @@ class TransactionCoordinatorFencedError(KafkaError):
 
 class KafkaStorageError(KafkaError, OSError):
     """An I/O error in a log directory; the directory is taken offline."""
+
+
+#: The errnos of a process or system out of descriptors or memory: not a fault of the disk.
+RESOURCE_EXHAUSTION_ERRNOS = frozenset({_errno.EMFILE, _errno.ENFILE, _errno.ENOMEM})
+
+
+def is_resource_exhaustion(exc: BaseException) -> bool:
+    """Whether ``exc`` is an ``OSError`` for running out of descriptors or memory (EMFILE, ENFILE, ENOMEM)."""
+    return isinstance(exc, OSError) and exc.errno in RESOURCE_EXHAUSTION_ERRNOS
+
+
+class ResourceExhaustedError(KafkaStorageError):
+    """A file operation failed for want of descriptors or memory (EMFILE, ENFILE, ENOMEM).
+
+    Retriable: nothing is wrong with the disk, so the log directory stays **online** and the operation may
+    be retried once descriptors are free (Kafka, which has no such class, takes the dir offline). It is a
+    :class:`KafkaStorageError` so that callers handling storage errors handle it too (the server answers it
+    with KAFKA_STORAGE_ERROR, which every Kafka client retries); ``errno`` is the cause's."""
+
+    def __init__(self, message: str, cause_errno: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = cause_errno
 
 
 class CorruptIndexError(KafkaError):

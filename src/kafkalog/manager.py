@@ -67,7 +67,9 @@ from kafkalog.errors import (
     KafkaError,
     KafkaStorageError,
     LogDirNotAvailableError,
+    ResourceExhaustedError,
     UnknownTopicOrPartitionError,
+    is_resource_exhaustion,
 )
 from kafkalog.log.cleaner_manager import CleanerConfig
 from kafkalog.log.cleaner_service import LogCleaner
@@ -132,6 +134,8 @@ class LogManager:
         self._null_key: dict[str, NullKeyPartitioner] = {}
         self._tasks: list[ScheduledTask] = []
         self.load_failures: list[LoadFailure] = []
+        #: The last write of the topics file ran out of descriptors or memory: the checkpoint task retries it.
+        self._topics_unwritten = False
         self.ignored_dirs: list[Path] = []
         self._failed: dict[TopicPartition, LoadFailure] = {}
         self._closed = False
@@ -300,7 +304,12 @@ class LogManager:
         return None
 
     def _handle_dir_failure(self, log_dir: Path, message: str, cause: BaseException) -> None:
-        """Kafka's LogDirFailureChannel: take the whole log dir offline, once, with the cause logged."""
+        """Kafka's LogDirFailureChannel: take the whole log dir offline, once, with the cause logged. Running
+        out of descriptors or memory (EMFILE, ENFILE, ENOMEM) is no disk fault: logged, the dir stays online
+        (what failed, a checkpoint or the topics file, is written again later)."""
+        if is_resource_exhaustion(cause):
+            _log.warning("%s in %s: %s (retriable; the log dir stays online)", message, log_dir, cause)
+            return
         d = self._dir_of(log_dir)
         if d is None:
             _log.error("%s: %s", message, cause)
@@ -564,15 +573,23 @@ class LogManager:
         return self._open_new_log(self._next_dir(), tp)
 
     def _open_new_log(self, d: LogDirState, tp: TopicPartition) -> Log:
-        log = Log.open(
-            d.path / log_dir_name(tp),
-            self._topics.config_for(tp.topic),
-            scheduler=self.scheduler,
-            time=self.time,
-            last_shutdown_clean=True,
-            topic_id=self._topics.topic_uuid(tp.topic),
-            on_dir_failure=self._handle_dir_failure,
-        )
+        try:
+            log = Log.open(
+                d.path / log_dir_name(tp),
+                self._topics.config_for(tp.topic),
+                scheduler=self.scheduler,
+                time=self.time,
+                last_shutdown_clean=True,
+                topic_id=self._topics.topic_uuid(tp.topic),
+                on_dir_failure=self._handle_dir_failure,
+            )
+        except OSError as exc:
+            if not is_resource_exhaustion(exc) or isinstance(exc, KafkaStorageError):
+                raise
+            # retriable: the next get_log opens what was created (an empty partition directory loads as such)
+            raise ResourceExhaustedError(
+                f"error while creating the log of {tp} in {d.path}: {exc}", exc.errno
+            ) from exc
         log.hw_follows_leo = self.hw_follows_leo
         d.logs[tp] = log
         return log
@@ -709,7 +726,12 @@ class LogManager:
         d.write_checkpoints(self._handle_dir_failure)
 
     def checkpoint_recovery_points(self) -> None:
-        """Write ``recovery-point-offset-checkpoint`` in every online dir."""
+        """Write ``recovery-point-offset-checkpoint`` in every online dir (and the topics file, if its last
+        write ran out of descriptors)."""
+        if self._topics_unwritten:
+            with self._lock:
+                if self._topics_unwritten:
+                    self._write_topics()
         for d in self._dirs:
             d.write_checkpoint(RECOVERY_POINT_CHECKPOINT, self._handle_dir_failure)
 
@@ -731,12 +753,15 @@ class LogManager:
 
     def _write_topics(self) -> None:
         document = self._topics.next_generation(self.hw_follows_leo)
+        self._topics_unwritten = False
         for d in self._dirs:
             if not d.online:
                 continue
             try:
                 write_topics(d.path, document)
             except OSError as exc:
+                if is_resource_exhaustion(exc):  # written again by the next checkpoint task
+                    self._topics_unwritten = True
                 self._handle_dir_failure(d.path, "error while writing topic metadata", exc)
 
     # --- lifecycle ----------------------------------------------------------------------------------------

@@ -15,7 +15,10 @@ log end offset's metadata always points into the active segment. This class is n
 ``Log`` serialises writers. Every I/O error becomes :class:`~kafkalog.errors.KafkaStorageError` and takes
 the log's directory offline (later operations fail fast), except an error of a read whose segment was
 deleted meanwhile (retention, truncation, cleaning): that is only a ``KafkaStorageError``, which ``Log.read``
-reports as :class:`~kafkalog.errors.OffsetOutOfRangeError`. Reads take no lock.
+reports as :class:`~kafkalog.errors.OffsetOutOfRangeError`; and running out of descriptors or memory
+(EMFILE, ENFILE, ENOMEM: not a disk fault), which is a retriable
+:class:`~kafkalog.errors.ResourceExhaustedError` that leaves the directory online (a roll that cannot open
+its new segment leaves the old one active, trimmed, so the next append rolls again). Reads take no lock.
 """
 
 from __future__ import annotations
@@ -27,7 +30,13 @@ import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from kafkalog.errors import KafkaError, KafkaStorageError, OffsetOutOfRangeError
+from kafkalog.errors import (
+    KafkaError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    ResourceExhaustedError,
+    is_resource_exhaustion,
+)
 from kafkalog.log.checkpoint import fsync_dir
 from kafkalog.log.config import LogConfig
 from kafkalog.log.names import TopicPartition
@@ -176,6 +185,7 @@ class LocalLog:
         # Kafka's ``isMemoryMappedBufferClosed``: set by close_handlers and delete_all_segments (not by close).
         self.buffers_closed = False
         self.offline = False
+        self._exhausted_logged_ms = -(10**18)
         self.log_prefix = f"[LocalLog partition={topic_partition}, dir={self.dir.parent}] "
 
     # --- I/O error handling -------------------------------------------------------------------------------
@@ -195,7 +205,14 @@ class LocalLog:
         return KafkaStorageError(f"the log dir {self.dir.parent} is offline due to a previous IO exception")
 
     def _io_failed(self, message: str, exc: OSError) -> KafkaStorageError:
-        """Take the directory offline after ``exc``; returns the error to raise."""
+        """Take the directory offline after ``exc``; returns the error to raise. Running out of descriptors or
+        memory is no disk fault: a retriable :class:`ResourceExhaustedError`, the directory stays online."""
+        if is_resource_exhaustion(exc):
+            now = self.time.milliseconds()
+            if now - self._exhausted_logged_ms >= 10_000:  # at most one line per 10 s per partition
+                self._exhausted_logged_ms = now
+                _log.warning("%s%s: %s (retriable; the log dir stays online)", self.log_prefix, message, exc)
+            return ResourceExhaustedError(f"{message}: {exc}", exc.errno)
         self.offline = True
         if self._on_dir_failure is not None:
             self._on_dir_failure(self.dir.parent, message, exc)
@@ -345,6 +362,9 @@ class LocalLog:
                         path,
                     )
                     path.unlink()
+            # Kafka's order: the old segment is trimmed (no preallocated tail is ever left behind the last
+            # segment) before the new one is opened. If opening fails (EMFILE...), the old segment stays the
+            # active one with full indexes, so the next append rolls again.
             if active is not None:
                 active.on_become_inactive_segment()
             new_segment = open_segment(self.dir, new_offset, self.config, self.time)

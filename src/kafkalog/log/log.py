@@ -34,6 +34,7 @@ from kafkalog.errors import (
     KafkaError,
     KafkaStorageError,
     OffsetOutOfRangeError,
+    ResourceExhaustedError,
 )
 from kafkalog.log import append as append_path
 from kafkalog.log import retention, truncation
@@ -595,8 +596,8 @@ class Log:
                 isolation is _TXN_COMMITTED,
                 in_memory=True,
             )
-        except KafkaStorageError:
-            if self.local_log.offline:
+        except KafkaStorageError as exc:
+            if self.local_log.offline or isinstance(exc, ResourceExhaustedError):
                 raise
             # The segment was deleted under us (retention or truncation): report the range instead.
             raise OffsetOutOfRangeError(

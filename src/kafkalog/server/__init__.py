@@ -20,7 +20,8 @@ request at a time per connection, what closes a connection), :mod:`~kafkalog.ser
 registry), :mod:`~kafkalog.server.context` (:class:`RequestContext`), :mod:`~kafkalog.server.broker` (state
 shared by handlers), :mod:`~kafkalog.server.errors` (the exception -> Kafka error code table),
 :mod:`~kafkalog.server.notify` (fetch long-poll wake-ups), :mod:`~kafkalog.server.producer_ids`,
-:mod:`~kafkalog.server.config` (:class:`ServerConfig`), :mod:`~kafkalog.server.server` (lifecycle),
+:mod:`~kafkalog.server.config` (:class:`ServerConfig`), :mod:`~kafkalog.server.memory_pool`
+(``queued.max.request.bytes``), :mod:`~kafkalog.server.server` (lifecycle, accepting, connection limits),
 :mod:`kafkalog.server.apis` (one module per API family), and the coordinators: :mod:`kafkalog.server.groups`
 (classic consumer groups, ``__consumer_offsets``; ``loader`` reads it back at startup), :mod:`kafkalog.server.txn` (transactions,
 ``__transaction_state``), with :mod:`~kafkalog.server.internal_topics` (names, ``hash % n`` partitioning,

@@ -31,6 +31,7 @@ from kafkalog.log.names import TopicPartition
 from kafkalog.manager import LogManager
 from kafkalog.server.config import ServerConfig
 from kafkalog.server.dispatch import Registry
+from kafkalog.server.memory_pool import MemoryPool
 from kafkalog.server.notify import PartitionWaiters
 from kafkalog.server.producer_ids import ProducerIdManager
 
@@ -80,6 +81,9 @@ class Broker:
         self.port = config.port
         self.waiters = PartitionWaiters(loop)
         self.executor = ThreadPoolExecutor(config.io_threads, thread_name_prefix="kafkalog-server-io-")
+        #: queued.max.request.bytes: the declared sizes of the requests the connections hold.
+        limit = config.queued_max_request_bytes
+        self.memory_pool = MemoryPool(limit if limit > 0 else None)
         self.producer_ids = ProducerIdManager(manager.log_dirs[0], _seen_producer_ids(manager))
         self.cluster_id = _cluster_id(manager)
         self._topic_ids: dict[uuid.UUID, str] = {}
@@ -141,12 +145,13 @@ class Broker:
             with contextlib.suppress(KafkaError):
                 if self.manager.topic_id(name) == topic_id:
                     return name
-        self._topic_ids = {}
+        ids: dict[uuid.UUID, str] = {}  # built aside, then swapped in: I/O threads call this too
         for topic in self.manager.topics():
             tid = self.manager.topic_id(topic)
             if tid is not None:
-                self._topic_ids[tid] = topic
-        return self._topic_ids.get(topic_id)
+                ids[tid] = topic
+        self._topic_ids = ids
+        return ids.get(topic_id)
 
     def notify(self, tp: TopicPartition) -> None:
         """Wake fetches waiting on ``tp`` (call on the loop thread after changing its log)."""

@@ -72,6 +72,23 @@ class ServerConfig:
     transaction_max_timeout_ms: int = 900_000
     #: How often the coordinators look for expired sessions, due rebalances and timed-out transactions.
     coordinator_tick_ms: int = 100
+    # --- what one client can make the server spend (docs/operations.md §9) --------------------------------
+    #: Bytes of requests held at once, by their declared sizes, from size prefix to response; past it every
+    #: connection stops reading until requests are answered (one request may overshoot: Kafka's pool).
+    #: -1: unbounded (Kafka's default; not this server's).
+    queued_max_request_bytes: int = 512 * 1024 * 1024
+    #: Open client connections; at the limit the server stops accepting (clients wait in the listen backlog,
+    #: as with Kafka's acceptor). The effective limit is also kept below half the process's descriptor
+    #: limit (``RLIMIT_NOFILE``), the rest being for the logs' files.
+    max_connections: int = 1_000
+    #: Open client connections from one IP address; more from it are accepted and closed at once.
+    max_connections_per_ip: int = 1_000
+    #: A connection without progress for this long is closed: no bytes received and no request in flight,
+    #: or a response its client stopped reading.
+    connections_max_idle_ms: int = 600_000
+    #: Most record bytes of one Fetch response (a request's own ``max_bytes`` applies below it); the first
+    #: partition with data still returns one whole batch if it is larger (Kafka's progress guarantee).
+    fetch_max_bytes: int = 57_671_680
 
     _NAMES: ClassVar[dict[str, str]] = {
         "host": "host",
@@ -94,6 +111,11 @@ class ServerConfig:
         "offset.metadata.max.bytes": "offset_metadata_max_bytes",
         "transaction.max.timeout.ms": "transaction_max_timeout_ms",
         "coordinator.tick.ms": "coordinator_tick_ms",
+        "queued.max.request.bytes": "queued_max_request_bytes",
+        "max.connections": "max_connections",
+        "max.connections.per.ip": "max_connections_per_ip",
+        "connections.max.idle.ms": "connections_max_idle_ms",
+        "fetch.max.bytes": "fetch_max_bytes",
     }
 
     def __post_init__(self) -> None:
@@ -113,6 +135,14 @@ class ServerConfig:
             )
         if self.group_initial_rebalance_delay_ms < 0 or self.coordinator_tick_ms < 1:
             raise InvalidConfigurationError("invalid coordinator timing settings")
+        if self.queued_max_request_bytes == 0 or self.queued_max_request_bytes < -1:
+            raise InvalidConfigurationError("queued.max.request.bytes must be positive, or -1 (unbounded)")
+        if self.max_connections < 1 or self.max_connections_per_ip < 1:
+            raise InvalidConfigurationError("max.connections and max.connections.per.ip must be at least 1")
+        if self.connections_max_idle_ms < 1:
+            raise InvalidConfigurationError("connections.max.idle.ms must be at least 1")
+        if self.fetch_max_bytes < 0:
+            raise InvalidConfigurationError("fetch.max.bytes must be >= 0")
 
     @classmethod
     def known_names(cls) -> frozenset[str]:

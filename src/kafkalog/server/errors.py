@@ -96,6 +96,10 @@ class ErrorCode(enum.IntEnum):
 #: kafkalog exception class -> Kafka error code; first match wins, so subclasses come before their bases.
 EXCEPTION_CODES: Final[tuple[tuple[type[BaseException], ErrorCode], ...]] = (
     (log_errors.LogDirNotAvailableError, ErrorCode.KAFKA_STORAGE_ERROR),
+    # EMFILE/ENFILE/ENOMEM, the dir stays online: KAFKA_STORAGE_ERROR is retriable in every client (Java's
+    # KafkaStorageException is an InvalidMetadataException, a RetriableException; fetch and list-offsets
+    # handle it by retrying), while e.g. REQUEST_TIMED_OUT on a fetch partition is fatal to the Java consumer.
+    (log_errors.ResourceExhaustedError, ErrorCode.KAFKA_STORAGE_ERROR),
     (log_errors.KafkaStorageError, ErrorCode.KAFKA_STORAGE_ERROR),
     (log_errors.CorruptRecordError, ErrorCode.CORRUPT_MESSAGE),  # CRC, framing, decompression
     (log_errors.RecordTooLargeError, ErrorCode.MESSAGE_TOO_LARGE),

@@ -3,7 +3,9 @@
 Versions 0-2. Per partition: the target offset -1 means the high watermark; a negative offset or one past the
 high watermark is OFFSET_OUT_OF_RANGE; a topic whose ``cleanup.policy`` lacks ``delete`` is POLICY_VIOLATION,
 as in Kafka. The new log start offset is visible at once (``low_watermark`` in the answer, ListOffsets
-EARLIEST, Fetch); segments wholly below it are removed by the next retention run, as in Kafka.
+EARLIEST, Fetch); segments wholly below it are removed by the next retention run, as in Kafka. A partition
+named more than once is handled once, with the last offset named, and answered once (Kafka keys the request
+by partition), so repeating an entry costs the server nothing more.
 """
 
 from __future__ import annotations
@@ -28,13 +30,19 @@ _PartitionResult = DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsP
 async def handle_delete_records(ctx: RequestContext, request: Message) -> Message:
     """Advance each partition's log start offset to the requested offset."""
     broker = ctx.broker
-    topics = []
+    # Kafka keys the request by partition (a map): a partition named again keeps its first place and takes
+    # its last offset, and is answered once, under its topic's one entry.
+    wanted: dict[str, dict[int, int]] = {}
     for topic in request.topics:
-        partitions = []
+        offsets = wanted.setdefault(str(topic.name), {})
         for p in topic.partitions:
-            index, offset = int(p.partition_index), int(p.offset)
+            offsets[int(p.partition_index)] = int(p.offset)
+    topics = []
+    for name, offsets in wanted.items():
+        partitions = []
+        for index, offset in offsets.items():
             try:
-                log = broker.get_log(topic.name, index)
+                log = broker.get_log(name, index)
                 if not log.config.delete:
                     partitions.append(
                         _PartitionResult(
@@ -46,7 +54,7 @@ async def handle_delete_records(ctx: RequestContext, request: Message) -> Messag
                 if target < 0:
                     raise OffsetOutOfRangeError(f"invalid offset {offset} for DeleteRecords")
                 if log.maybe_increment_log_start_offset(target, "client delete records"):
-                    broker.notify(TopicPartition(topic.name, index))
+                    broker.notify(TopicPartition(name, index))
                 partitions.append(
                     _PartitionResult(
                         partition_index=index, low_watermark=log.log_start_offset, error_code=ErrorCode.NONE
@@ -56,5 +64,5 @@ async def handle_delete_records(ctx: RequestContext, request: Message) -> Messag
                 partitions.append(
                     _PartitionResult(partition_index=index, low_watermark=-1, error_code=error_code_for(exc))
                 )
-        topics.append(_TopicResult(name=topic.name, partitions=partitions))
+        topics.append(_TopicResult(name=name, partitions=partitions))
     return ctx.response(throttle_time_ms=0, topics=topics)

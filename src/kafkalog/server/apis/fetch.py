@@ -4,22 +4,26 @@ Versions 4-18 (v13+ names topics by id). Per partition, in request order:
 
 * the read starts at the batch holding ``fetch_offset`` and stops at the high watermark
   (``read_uncommitted``) or the last stable offset (``read_committed``), whole batches only;
-* byte limits are Kafka's: ``partition_max_bytes`` per partition and ``max_bytes`` for the response, except
-  that the first partition with data returns at least one whole batch (so a batch larger than the limits
-  never stalls a consumer);
+* a partition named more than once is read once, at the place of its first entry with the parameters of its
+  last (Kafka's ``LinkedHashMap`` of fetch data), so the response has one entry per distinct partition;
+* byte limits are Kafka's: ``partition_max_bytes`` per partition and for the response the request's
+  ``max_bytes`` capped by the broker's ``fetch.max.bytes`` (55 MiB), except that the first partition with
+  data returns at least one whole batch (so a batch larger than the limits never stalls a consumer);
 * ``read_committed`` responses carry the aborted transactions overlapping the returned range (from the
   ``.txnindex`` files) so the client can drop aborted records; ``read_uncommitted`` sends null;
 * an offset past the log end offset or below the log start offset is OFFSET_OUT_OF_RANGE; a
   ``current_leader_epoch`` above the log's is UNKNOWN_LEADER_EPOCH, below it FENCED_LEADER_EPOCH.
 
 Long poll (Kafka's ``DelayedFetch``): while the response has fewer than ``min_bytes`` and no partition
-failed, the fetch waits — registered on its partitions **before** each read, so no append is missed — until
-a change of one of them (append, DeleteRecords) or ``max_wait_ms``, then reads again. Shutdown wakes it.
+failed, the fetch waits — registered on its partitions **before** each read after the first, so no append
+is missed — until a change of one of them (append, DeleteRecords) or ``max_wait_ms``, then reads again.
+A fetch answered by its first read registers nothing. Shutdown wakes it.
 
 Fetch sessions (KIP-227) are not kept: the response's ``session_id`` is 0, which tells clients to send full
 fetches; a request naming a session id is FETCH_SESSION_ID_NOT_FOUND, as a broker without session slots
 answers. Reads above ``inline_io_max_bytes`` (the sum of the partition limits) run on the I/O threads while
-other connections have requests waiting for the event loop (:meth:`~kafkalog.server.broker.Broker.offload`).
+other connections have requests waiting for the event loop (:meth:`~kafkalog.server.broker.Broker.offload`),
+and so do reads of more than :data:`INLINE_MAX_PARTITIONS` partitions.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Final
 
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import FetchResponse
@@ -41,12 +46,15 @@ from kafkalog.server.dispatch import api
 from kafkalog.server.errors import ErrorCode, error_code_for
 from kafkalog.server.protocol import Message
 
-__all__ = ["FetchTarget", "handle_fetch", "leader_epoch_error", "read_partitions"]
+__all__ = ["INLINE_MAX_PARTITIONS", "FetchTarget", "handle_fetch", "leader_epoch_error", "read_partitions"]
 
 _TopicResponse = FetchResponse.FetchableTopicResponse
 _PartitionData = FetchResponse.FetchableTopicResponse.PartitionData
 _Aborted = FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction
 _MAX_WAIT_MS = 30_000
+#: A fetch of more (distinct) partitions reads them on the I/O threads, whatever their byte limits: the
+#: event loop keeps serving other connections meanwhile.
+INLINE_MAX_PARTITIONS: Final = 1_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,35 +142,44 @@ def read_partitions(
 
 
 def _targets(ctx: RequestContext, request: Message) -> list[FetchTarget]:
+    """The request's partitions, each once: a partition named again replaces the earlier entry's parameters
+    and keeps its position (Kafka's ``FetchRequest.fetchData``, a ``LinkedHashMap``), so repeating one
+    partition 500k times costs one read, not 500k."""
     by_id = ctx.api_version >= 13
-    out = []
+    out: dict[tuple[uuid.UUID | str | None, int], FetchTarget] = {}
     for topic in request.topics:
         topic_id: uuid.UUID = (topic.topic_id or ZERO_UUID) if by_id else ZERO_UUID
         name = ctx.broker.topic_for_id(topic_id) if by_id else topic.topic
+        key_topic = topic_id if by_id else name
         for p in topic.partitions:
-            out.append(
-                FetchTarget(
-                    name,
-                    topic_id,
-                    int(p.partition),
-                    int(p.fetch_offset),
-                    int(p.partition_max_bytes),
-                    int(p.current_leader_epoch) if ctx.api_version >= 9 else -1,
-                )
+            target = FetchTarget(
+                name,
+                topic_id,
+                int(p.partition),
+                int(p.fetch_offset),
+                int(p.partition_max_bytes),
+                int(p.current_leader_epoch) if ctx.api_version >= 9 else -1,
             )
-    return out
+            out[(key_topic, target.partition)] = target
+    return list(out.values())
 
 
-def _group(ctx: RequestContext, request: Message, partitions: list[Message]) -> list[Message]:
+def _group(ctx: RequestContext, targets: list[FetchTarget], partitions: list[Message]) -> list[Message]:
+    """Topic responses: consecutive partitions of one topic together (as Kafka's ``FetchResponse.of``)."""
     by_id = ctx.api_version >= 13
-    out = []
-    it = iter(partitions)
-    for topic in request.topics:
-        parts = [next(it) for _ in topic.partitions]
-        if by_id:
-            out.append(_TopicResponse(topic_id=topic.topic_id, partitions=parts))
-        else:
-            out.append(_TopicResponse(topic=topic.topic, partitions=parts))
+    out: list[Message] = []
+    previous: uuid.UUID | str | None = None
+    parts: list[Message] = []
+    for target, part in zip(targets, partitions, strict=True):
+        key = target.topic_id if by_id else target.topic
+        if not out or key != previous:
+            parts = []
+            if by_id:
+                out.append(_TopicResponse(topic_id=target.topic_id, partitions=parts))
+            else:
+                out.append(_TopicResponse(topic=target.topic, partitions=parts))
+            previous = key
+        parts.append(part)
     return out
 
 
@@ -177,25 +194,38 @@ async def handle_fetch(ctx: RequestContext, request: Message) -> Message:
     isolation = (
         FetchIsolation.TXN_COMMITTED if int(request.isolation_level) == 1 else FetchIsolation.HIGH_WATERMARK
     )
-    max_bytes = max(0, int(request.max_bytes))
+    max_bytes = max(0, min(int(request.max_bytes), broker.config.fetch_max_bytes))
     min_bytes = int(request.min_bytes)
-    targets = _targets(ctx, request)
-    tps = [TopicPartition(t.topic, t.partition) for t in targets if t.topic is not None]
+    entries = sum(len(topic.partitions) for topic in request.topics)
+    if entries > INLINE_MAX_PARTITIONS:  # the loop serves other connections while this runs
+        targets = await broker.run_blocking(_targets, ctx, request)
+    else:
+        targets = _targets(ctx, request)
     wait_s = min(max(0, int(request.max_wait_ms)), _MAX_WAIT_MS) / 1000
     deadline = time.monotonic() + wait_s
     limits = sum(t.max_bytes for t in targets)
+    many = len(targets) > INLINE_MAX_PARTITIONS
+    # Kafka's shape: read first; only a fetch that must wait registers on its partitions (DelayedFetch), and
+    # reads again once registered, so no append between the two reads is missed.
+    tps: list[TopicPartition] = []
     while True:
         with broker.waiters.watch(tps) as changed:
-            if broker.offload(limits):
+            if many or broker.offload(limits):
                 parts, total, failed = await broker.run_blocking(
                     read_partitions, broker, targets, isolation, max_bytes
                 )
             else:
                 parts, total, failed = read_partitions(broker, targets, isolation, max_bytes)
             remaining = deadline - time.monotonic()
-            if total >= min_bytes or failed or remaining <= 0 or broker.closing or not tps:
+            if total >= min_bytes or failed or remaining <= 0 or broker.closing or not targets:
                 break
+            if not tps:
+                tps = [TopicPartition(t.topic, t.partition) for t in targets if t.topic is not None]
+                continue
             await broker.waiters.wait(changed, remaining)
-    return ctx.response(
-        throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=_group(ctx, request, parts)
+    response = ctx.response(
+        throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=_group(ctx, targets, parts)
     )
+    if many:  # 500k small objects take a while to free: on an I/O thread, not the loop
+        await broker.run_blocking(targets.clear)
+    return response

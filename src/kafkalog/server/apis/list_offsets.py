@@ -11,10 +11,14 @@ level (high watermark for ``read_uncommitted``, last stable offset for ``read_co
   offset -1 / timestamp -1 (Kafka's "not found").
 
 The answer carries the leader epoch of the found batch (-1 when unknown). Unknown partitions are
-UNKNOWN_TOPIC_OR_PARTITION; a ``current_leader_epoch`` that does not match is fenced as in Fetch.
+UNKNOWN_TOPIC_OR_PARTITION; a ``current_leader_epoch`` that does not match is fenced as in Fetch. A partition
+named more than once is INVALID_REQUEST in every one of its entries, and not looked up (Kafka's
+``duplicatePartitions``).
 """
 
 from __future__ import annotations
+
+import collections
 
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import ListOffsetsResponse
@@ -71,16 +75,21 @@ async def handle_list_offsets(ctx: RequestContext, request: Message) -> Message:
     """The offset of each requested partition for its timestamp."""
     broker = ctx.broker
     committed = ctx.api_version >= 2 and int(request.isolation_level) == 1
+    named = collections.Counter(
+        (topic.name, int(p.partition_index)) for topic in request.topics for p in topic.partitions
+    )
     topics = []
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
             index = int(p.partition_index)
             try:
+                if named[(topic.name, index)] > 1:
+                    raise _Refused(ErrorCode.INVALID_REQUEST)  # Kafka: every entry of a repeated partition
                 log = broker.get_log(topic.name, index)
                 fenced = leader_epoch_error(int(p.current_leader_epoch), broker.leader_epoch(log))
                 if fenced is not None:
-                    raise _Fenced(fenced)
+                    raise _Refused(fenced)
                 ts, offset, epoch = lookup(log, int(p.timestamp), committed)
                 partitions.append(
                     _PartitionResponse(
@@ -91,8 +100,8 @@ async def handle_list_offsets(ctx: RequestContext, request: Message) -> Message:
                         leader_epoch=epoch,
                     )
                 )
-            except (KafkaError, _Fenced) as exc:
-                code = exc.code if isinstance(exc, _Fenced) else error_code_for(exc)
+            except (KafkaError, _Refused) as exc:
+                code = exc.code if isinstance(exc, _Refused) else error_code_for(exc)
                 partitions.append(
                     _PartitionResponse(
                         partition_index=index, error_code=code, timestamp=-1, offset=-1, leader_epoch=-1
@@ -102,7 +111,7 @@ async def handle_list_offsets(ctx: RequestContext, request: Message) -> Message:
     return ctx.response(throttle_time_ms=0, topics=topics)
 
 
-class _Fenced(Exception):
+class _Refused(Exception):
     def __init__(self, code: ErrorCode) -> None:
         super().__init__(code.name)
         self.code = code
