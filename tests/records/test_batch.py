@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+import tracemalloc
 
 import pytest
 from hypothesis import given
@@ -252,3 +253,22 @@ def test_works_over_memoryview_bytearray_and_mmap(tmp_path: pytest.TempPathFacto
         del f
     for buf in (data, bytearray(data), memoryview(data)):
         assert [r.value for r in MemoryRecords(buf).records()] == from_mmap
+
+
+@pytest.mark.parametrize("codec", [Compression.GZIP, Compression.ZSTD])
+def test_record_index_holds_the_decompressed_records_once(codec: Compression) -> None:
+    """Issue #19 item 5: the validator's record index copied the decompressed records (twice the bound for
+    a bomb); it now indexes the codec's own output."""
+    size = 24 * 1024 * 1024
+    built = MemoryRecords.build([SimpleRecord(bytes(size), key=b"k")], compression=codec)
+    (batch,) = list(MemoryRecords(built.buffer).batches())
+    assert isinstance(batch, DefaultRecordBatch)
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        indexed = batch.record_index()
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    assert indexed is not None and indexed[1].value_len.tolist() == [size]
+    assert peak < size * 1.25 + 5 * 1024 * 1024  # held once (plus a 4 MiB piece and a growth margin)
