@@ -126,6 +126,7 @@ class LogManager:
         self.ignored_dirs: list[Path] = []
         self._failed: dict[TopicPartition, LoadFailure] = {}
         self._closed = False
+        self._unclean_dirs: list[Path] = []
 
     # --- opening ------------------------------------------------------------------------------------------
     @classmethod
@@ -641,6 +642,7 @@ class LogManager:
             self.cleaner.shutdown()  # joins its threads: no swap while the logs close
         with self._lock:
             self._closed = True
+            self._unclean_dirs = [d.path for d in self._dirs if not d.online]
             for d in self._dirs:
                 if not d.online:
                     continue
@@ -652,8 +654,8 @@ class LogManager:
                         clean = False
                         _log.error("Error while closing %s: %s", log.topic_partition, exc)
                 self._write_dir_checkpoints(d)
-                if clean and d.online:
-                    d.write_clean_shutdown()
+                if not (clean and d.online and d.write_clean_shutdown()):
+                    self._unclean_dirs.append(d.path)
             for log in self._future_logs.values():
                 with contextlib.suppress(KafkaError, OSError):
                     log.close()
@@ -680,6 +682,12 @@ class LogManager:
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""
         return self._closed
+
+    @property
+    def unclean_dirs(self) -> list[Path]:
+        """After :meth:`close`: the log dirs it could not mark clean (offline, a log that failed to close or
+        load, the marker not written); the next open recovers them. Empty before ``close``."""
+        return list(self._unclean_dirs)
 
     def __enter__(self) -> LogManager:
         return self

@@ -167,12 +167,15 @@ class LogDirState:
         for name in CHECKPOINTS:
             self.write_checkpoint(name, on_failure)
 
-    def write_clean_shutdown(self) -> None:
-        """Write the clean-shutdown marker; a failure is logged (the next open then recovers the dir)."""
+    def write_clean_shutdown(self) -> bool:
+        """Write the clean-shutdown marker; a failure is logged (the next open then recovers the dir) and
+        answers False."""
         try:
             write_clean_shutdown(self.path)
         except OSError as exc:
             _log.error("Could not write the clean shutdown marker in %s: %s", self.path, exc)
+            return False
+        return True
 
 
 def _start_offset_entry(log: Log) -> int | None:
