@@ -199,7 +199,9 @@ class LogManager:
 
     def _load_one(self, d: LogDirState, path: Path, tp: TopicPartition, offsets: DirOffsets) -> None:
         config = self._topics.config_for(tp.topic)
-        topic_id = self._topics.topic_uuid(tp.topic)
+        # a -delete dir belongs to a deleted topic: a topic of the same name created since has another id
+        deleted = path.name.endswith(DELETE_DIR_SUFFIX)
+        topic_id = None if deleted else self._topics.topic_uuid(tp.topic)
         log = Log.open(
             path,
             config,
@@ -211,7 +213,7 @@ class LogManager:
             topic_id=topic_id,
             on_dir_failure=self._handle_dir_failure,
         )
-        if path.name.endswith(DELETE_DIR_SUFFIX):
+        if deleted:
             with self._lock:
                 self._logs_to_delete.append((log, self.time.milliseconds()))
             return
