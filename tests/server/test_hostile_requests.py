@@ -169,3 +169,35 @@ def test_offset_commit_with_the_largest_retention_is_answered(
                 3,
             )
             assert fetched.topics[0].partitions[0].committed_offset == 5
+
+
+@pytest.mark.parametrize(
+    ("api_key", "version", "fields"),
+    [
+        (ApiKey.CreateTopics, 4, {"topics": None, "timeout_ms": 1, "validate_only": False}),
+        (ApiKey.CreateTopics, 6, {"topics": None, "timeout_ms": 1, "validate_only": False}),
+        (ApiKey.DeleteRecords, 2, {"topics": None, "timeout_ms": 1}),
+        (ApiKey.Produce, 3, {"transactional_id": None, "acks": 1, "timeout_ms": 1, "topic_data": None}),
+        (ApiKey.Metadata, 0, {"topics": []}),  # v0 topics are not nullable: its length is made -1 below
+    ],
+)
+def test_null_in_a_non_nullable_field_closes_the_connection_without_a_handler_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, api_key: int, version: int, fields: dict[str, Any]
+) -> None:
+    """Found by the fuzzer: a null array (length -1) where the schema allows none decoded as None and the
+    handler failed on it (TypeError logged as a handler bug). Kafka's decoder refuses it: a malformed request,
+    the connection is closed."""
+    request = message_classes()[int(api_key)][0][version](**fields)
+    request.with_header(correlation_id=1, client_id="hostile")
+    frame = bytes(request.encode(header=True))
+    if api_key == ApiKey.Metadata:
+        assert frame.endswith(b"\x00\x00\x00\x00")
+        frame = frame[:-4] + b"\xff\xff\xff\xff"
+
+    async def body(broker: Broker, manager: LogManager) -> None:
+        data, close = await handle_frame(broker, frame)
+        assert data is None and close
+
+    caplog.set_level("ERROR", logger="kafkalog")
+    _serve(tmp_path, body)
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
