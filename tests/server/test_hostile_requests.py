@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -201,3 +202,25 @@ def test_null_in_a_non_nullable_field_closes_the_connection_without_a_handler_er
     caplog.set_level("ERROR", logger="kafkalog")
     _serve(tmp_path, body)
     assert not [r for r in caplog.records if r.levelname == "ERROR"]
+
+
+def test_the_zero_topic_id_is_not_a_null(tmp_path: Path) -> None:
+    """kafka-python decodes Kafka's zero UUID as None; it is a value (an unknown topic id), not a null."""
+    fetch_cls = message_classes()[int(ApiKey.Fetch)][0]
+    part = fetch_cls.FetchTopic.FetchPartition(
+        partition=0, current_leader_epoch=-1, fetch_offset=0, log_start_offset=-1, partition_max_bytes=1024
+    )
+    request = fetch_cls[13](
+        replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1024, isolation_level=0, session_id=0,
+        session_epoch=-1, topics=[fetch_cls.FetchTopic(topic_id=uuid.UUID(int=0), partitions=[part])],
+        forgotten_topics_data=[], rack_id="",
+    )  # fmt: skip
+    request.with_header(correlation_id=1, client_id="hostile")
+
+    async def body(broker: Broker, manager: LogManager) -> None:
+        data, close = await handle_frame(broker, bytes(request.encode(header=True)))
+        assert data is not None and not close
+        response = message_classes()[int(ApiKey.Fetch)][1].decode(bytes(data)[4:], version=13, header=True)
+        assert response.responses[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_ID
+
+    _serve(tmp_path, body)

@@ -181,7 +181,9 @@ def _null_plan(request_class: Message, version: int) -> _NullPlan:
             if not f.for_version_q(version) or f.tagged_field_q(version):
                 continue
             sub = plan(f) if f.is_struct() or f.is_struct_array() else None
-            out.append((f.name, f.nullable_for_version_q(version), sub, f.is_array()))
+            # kafka-python decodes the zero UUID (Kafka's Uuid.ZERO_UUID, never null on the wire) as None
+            nullable = f.nullable_for_version_q(version) or f.type_str == "uuid"
+            out.append((f.name, nullable, sub, f.is_array()))
         return tuple(out)
 
     return plan(request_class._struct)
