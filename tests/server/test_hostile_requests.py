@@ -180,6 +180,7 @@ def test_offset_commit_with_the_largest_retention_is_answered(
         (ApiKey.DeleteRecords, 2, {"topics": None, "timeout_ms": 1}),
         (ApiKey.Produce, 3, {"transactional_id": None, "acks": 1, "timeout_ms": 1, "topic_data": None}),
         (ApiKey.Metadata, 0, {"topics": []}),  # v0 topics are not nullable: its length is made -1 below
+        (ApiKey.ListGroups, 4, {"states_filter": ["Stable", None]}),  # an element of a string array
     ],
 )
 def test_null_in_a_non_nullable_field_closes_the_connection_without_a_handler_error(

@@ -166,8 +166,9 @@ def decode_request(frame: Frame, request_class: Message, version: int) -> tuple[
     return info, request
 
 
-#: Per field of a struct at one version: (name, nullable, the plan of its struct or struct array, is an array).
-_NullPlan: TypeAlias = tuple[tuple[str, bool, "_NullPlan | None", bool], ...]
+#: Per field of a struct at one version: (name, nullable, the plan of its struct or struct array, is an array,
+#: is an array of strings or bytes, whose elements are never null).
+_NullPlan: TypeAlias = tuple[tuple[str, bool, "_NullPlan | None", bool, bool], ...]
 
 
 @functools.cache
@@ -183,7 +184,8 @@ def _null_plan(request_class: Message, version: int) -> _NullPlan:
             sub = plan(f) if f.is_struct() or f.is_struct_array() else None
             # kafka-python decodes the zero UUID (Kafka's Uuid.ZERO_UUID, never null on the wire) as None
             nullable = f.nullable_for_version_q(version) or f.type_str == "uuid"
-            out.append((f.name, nullable, sub, f.is_array()))
+            texts = f.is_array() and sub is None and f.array_of.type_str in ("string", "bytes")
+            out.append((f.name, nullable, sub, f.is_array(), texts))
         return tuple(out)
 
     return plan(request_class._struct)
@@ -192,11 +194,14 @@ def _null_plan(request_class: Message, version: int) -> _NullPlan:
 def _check_nulls(obj: Message, plan: _NullPlan, path: str) -> None:
     """Kafka's decoders refuse null in a non-nullable field ("non-nullable field X was serialized as null",
     the request is malformed); kafka-python's decode it as None, which no handler expects."""
-    for name, nullable, sub, is_array in plan:
+    for name, nullable, sub, is_array, texts in plan:
         value = getattr(obj, name)
         if value is None:
             if not nullable:
                 raise ValueError(f"non-nullable field {path}{name} was serialized as null")
+        elif texts:
+            if any(item is None for item in value):
+                raise ValueError(f"an element of {path}{name} was serialized as null")
         elif sub is not None:
             for item in value if is_array else (value,):
                 _check_nulls(item, sub, f"{path}{name}.")
