@@ -120,6 +120,8 @@ class LogManager:
         self._topics = TopicRegistry(default_config, hw_follows_leo)
         self._future_logs: dict[TopicPartition, Log] = {}
         self._logs_to_delete: list[tuple[Log, int]] = []
+        #: Deleted topics' ``-delete`` directories (their logs closed) and when they were deleted.
+        self._dirs_to_delete: list[tuple[Path, int]] = []
         self._null_key: dict[str, NullKeyPartitioner] = {}
         self._tasks: list[ScheduledTask] = []
         self.load_failures: list[LoadFailure] = []
@@ -215,7 +217,7 @@ class LogManager:
         )
         if deleted:
             with self._lock:
-                self._logs_to_delete.append((log, self.time.milliseconds()))
+                self._retire(log)
             return
         if self.hw_follows_leo:
             log.hw_follows_leo = True
@@ -364,13 +366,13 @@ class LogManager:
                     log = d.logs.pop(tp)
                     if d.online:
                         log.rename_dir(log_delete_dir_name(tp))
-                        self._logs_to_delete.append((log, self.time.milliseconds()))
+                        self._retire(log)
                         if self.cleaner is not None:
                             self.cleaner.update_checkpoints(d.path, remove=tp)
             for tp in [tp for tp in self._future_logs if tp.topic == topic]:
                 log = self._future_logs.pop(tp)
                 log.rename_dir(log_delete_dir_name(tp))
-                self._logs_to_delete.append((log, self.time.milliseconds()))
+                self._retire(log)
             for tp in [tp for tp in self._failed if tp.topic == topic]:
                 # a partition that failed to load: renamed now (its data is no longer the topic's), loaded
                 # without recovery and deleted by the next open
@@ -384,6 +386,14 @@ class LogManager:
                 if d.online:
                     self._write_dir_checkpoints(d)
 
+    def _retire(self, log: Log) -> None:
+        """A deleted topic's log, renamed ``-delete``: its handles close now and only its directory's path is
+        kept for the delay, so its descriptors are not held that long (a client creating and deleting topics
+        could otherwise run the process out of descriptors, and EMFILE takes a log dir offline). Caller holds
+        the manager lock."""
+        log.close_handlers()
+        self._dirs_to_delete.append((log.dir, self.time.milliseconds()))
+
     def delete_logs(self) -> None:
         """Remove ``-delete`` directories whose delay has passed (the ``kafka-delete-logs`` task)."""
         now = self.time.milliseconds()
@@ -393,6 +403,14 @@ class LogManager:
                 delay = self.default_config.file_delete_delay_ms
             due = [(log, t) for log, t in self._logs_to_delete if now - t >= delay]
             self._logs_to_delete = [e for e in self._logs_to_delete if e not in due]
+            due_dirs = [path for path, t in self._dirs_to_delete if now - t >= delay]
+            self._dirs_to_delete = [e for e in self._dirs_to_delete if now - e[1] < delay]
+        for path in due_dirs:
+            try:
+                shutil.rmtree(path)
+                _log.info("Deleted log %s", path)
+            except OSError as exc:
+                _log.error("Exception while deleting %s: %s", path, exc)
         for log, _ in due:
             try:
                 log.delete()

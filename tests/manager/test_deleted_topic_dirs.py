@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from kafkalog.manager import LogManager
@@ -26,3 +27,29 @@ def test_a_topic_deleted_and_created_again_reopens_and_the_old_dir_goes(tmp_path
     with LogManager.open(data, background=False) as manager:
         assert manager.load_failures == []
     assert not [p.name for p in data.iterdir() if p.name.endswith("-delete")]
+
+
+def test_deleted_topics_do_not_keep_their_descriptors_for_the_delay(tmp_path: Path) -> None:
+    """Found by the server fuzzer: a deleted partition kept its three descriptors open until its ``-delete``
+    dir was removed (``file.delete.delay.ms``, 60 s), so a client creating and deleting topics ran the process
+    towards EMFILE, which takes the log dir offline. The handles now close at the delete; the files go later."""
+    data = tmp_path / "data"
+
+    def fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    with LogManager.open(data, background=False) as manager:
+        manager.create_topic("warm", 1)
+        base = fds()
+        for _ in range(20):
+            manager.create_topic("a", 3)
+            for p in range(3):
+                manager.produce("a", [(None, b"x")], partition=p)
+                assert manager.get_log("a", p).read(0, 1000).records.size_in_bytes > 0
+            manager.delete_topic("a")
+        assert fds() - base < 10
+        assert len([p for p in data.iterdir() if p.name.endswith("-delete")]) == 60
+    with LogManager.open(data, background=False, config={"log.segment.delete.delay.ms": 0}) as manager:
+        assert fds() < base + 10  # the -delete dirs found at open are not held open either
+        manager.delete_logs()
+        assert not [p for p in data.iterdir() if p.name.endswith("-delete")]
