@@ -41,7 +41,7 @@ from crc32c import crc32c
 
 from kafkalog.errors import CorruptRecordError, InvalidRecordError
 from kafkalog.records._kernels import as_uint8
-from kafkalog.records._kernels_index import RecordIndex, index_records
+from kafkalog.records._kernels_index import INDEX_BYTES_PER_RECORD, RecordIndex, index_records
 from kafkalog.records.compression import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,
     Compression,
@@ -474,6 +474,12 @@ class DefaultRecordBatch(RecordBatch):
             )
         if count == 0:
             return None
+        if count * INDEX_BYTES_PER_RECORD > max_decompressed_bytes:  # before decompressing anything
+            raise InvalidRecordError(
+                f"a batch of {count} records needs {count * INDEX_BYTES_PER_RECORD} bytes of record index, "
+                f"more than max_decompressed_bytes={max_decompressed_bytes}",
+                position=self.position,
+            )
         if self._size < RECORD_BATCH_OVERHEAD:
             raise CorruptRecordError(
                 f"record batch is corrupt (the size {self._size} is smaller than the minimum allowed overhead "
@@ -503,6 +509,7 @@ class DefaultRecordBatch(RecordBatch):
                 base_offset=self._base_offset,
                 base_timestamp=self._base_timestamp,
                 log_append_time=lat,
+                max_index_bytes=max_decompressed_bytes,
             )
         except InvalidRecordError as exc:
             pos = exc.position
