@@ -316,7 +316,8 @@ class Server:
         if self.alive():
             self.proc.kill()
             self.proc.wait()
-        self._stderr.close()
+        if not self._stderr.closed:
+            self._stderr.close()
 
 
 class Connection:
@@ -508,6 +509,12 @@ def test_adversarial_fuzz_of_every_api(tmp_path: Path) -> None:
     try:
         _fuzz(server, SEED, stats, tmp_path)
         code = server.stop()
+    except AssertionError as exc:  # with what the server logged (its last errors say why)
+        server.kill()
+        errors = [
+            line for line in server.stderr_path.read_text(errors="replace").splitlines() if "error" in line
+        ]
+        raise AssertionError(f"{exc}\nthe server's last errors:\n" + "\n".join(errors[-12:])) from None
     finally:
         server.kill()
     log = server.stderr_path.read_text(errors="replace")
