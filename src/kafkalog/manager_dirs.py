@@ -20,6 +20,7 @@ Invariants owned here:
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -88,6 +89,9 @@ class LogDirState:
     online: bool = True
     loaded_fully: bool = True
     logs: dict[TopicPartition, Log] = field(default_factory=dict)
+    #: Serializes the offset checkpoints' writes: they share one ``.tmp`` name, and a background task and a
+    #: request (a topic deleted) writing at once made one rename fail (ENOENT) and took the dir offline.
+    checkpoint_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
     def lock_all(cls, paths: list[Path]) -> list[LogDirState]:
@@ -152,15 +156,20 @@ class LogDirState:
         if not self.online:
             return
         value = CHECKPOINTS[name]
-        entries = []
-        for tp, log in sorted(self.logs.items()):
-            v = value(log)
-            if v is not None:
-                entries.append((tp, v))
-        try:
-            offset_checkpoint(self.path / name).write(entries)
-        except OSError as exc:
-            on_failure(self.path, f"error while writing {name}", exc)
+        with self.checkpoint_lock:  # the values read under it too: the last write has the newest
+            entries = []
+            for tp, log in sorted(list(self.logs.items())):
+                v = value(log)
+                if v is not None:
+                    entries.append((tp, v))
+            try:
+                offset_checkpoint(self.path / name).write(entries)
+            except OSError as exc:
+                failure: OSError | None = exc
+            else:
+                failure = None
+        if failure is not None:
+            on_failure(self.path, f"error while writing {name}", failure)
 
     def write_checkpoints(self, on_failure: DirFailureHandler) -> None:
         """Write every offset checkpoint of the dir (if it is online)."""

@@ -1,8 +1,10 @@
-"""A deleted topic's ``-delete`` directories left for the next open (``file.delete.delay.ms`` had not passed)."""
+"""Faults the server fuzzer found below the server: a deleted topic's `-delete` directories (left for the next open,
+holding descriptors) and offset checkpoints written from two threads at once."""
 
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 from kafkalog.manager import LogManager
@@ -53,3 +55,31 @@ def test_deleted_topics_do_not_keep_their_descriptors_for_the_delay(tmp_path: Pa
         assert fds() < base + 10  # the -delete dirs found at open are not held open either
         manager.delete_logs()
         assert not [p for p in data.iterdir() if p.name.endswith("-delete")]
+
+
+def test_checkpoints_written_from_two_threads_at_once_keep_the_dir_online(tmp_path: Path) -> None:
+    """Found by the server fuzzer: the high-watermark checkpoint task and a topic deletion (a request) wrote
+    ``replication-offset-checkpoint`` at once through the same ``.tmp`` file; one rename found it gone (ENOENT)
+    and the whole log dir went offline."""
+    data = tmp_path / "data"
+    with LogManager.open(data, background=False) as manager:
+        manager.create_topic("a", 4)
+        failed = threading.Event()
+        start = threading.Barrier(3)
+
+        def writer() -> None:
+            start.wait()
+            for _ in range(150):
+                if failed.is_set():
+                    return
+                manager.checkpoint_high_watermarks()
+                if manager.offline_dirs:
+                    failed.set()
+
+        threads = [threading.Thread(target=writer) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert manager.offline_dirs == []
+        manager.produce("a", [(None, b"still online")])
