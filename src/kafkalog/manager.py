@@ -131,6 +131,8 @@ class LogManager:
         self._topics = TopicRegistry(default_config, hw_follows_leo)
         self._future_logs: dict[TopicPartition, Log] = {}
         self._logs_to_delete: list[tuple[Log, int]] = []
+        #: Deleted topics' ``-delete`` directories (their logs closed) and when they were deleted.
+        self._dirs_to_delete: list[tuple[Path, int]] = []
         self._null_key: dict[str, NullKeyPartitioner] = {}
         self._tasks: list[ScheduledTask] = []
         self.load_failures: list[LoadFailure] = []
@@ -139,6 +141,7 @@ class LogManager:
         self.ignored_dirs: list[Path] = []
         self._failed: dict[TopicPartition, LoadFailure] = {}
         self._closed = False
+        self._unclean_dirs: list[Path] = []
 
     # --- opening ------------------------------------------------------------------------------------------
     @classmethod
@@ -251,7 +254,9 @@ class LogManager:
 
     def _load_one(self, d: LogDirState, path: Path, tp: TopicPartition, offsets: DirOffsets) -> None:
         config = self._topics.config_for(tp.topic)
-        topic_id = self._topics.topic_uuid(tp.topic)
+        # a -delete dir belongs to a deleted topic: a topic of the same name created since has another id
+        deleted = path.name.endswith(DELETE_DIR_SUFFIX)
+        topic_id = None if deleted else self._topics.topic_uuid(tp.topic)
         log = Log.open(
             path,
             config,
@@ -263,9 +268,9 @@ class LogManager:
             topic_id=topic_id,
             on_dir_failure=self._handle_dir_failure,
         )
-        if path.name.endswith(DELETE_DIR_SUFFIX):
+        if deleted:
             with self._lock:
-                self._logs_to_delete.append((log, self.time.milliseconds()))
+                self._retire(log)
             return
         if self.hw_follows_leo:
             log.hw_follows_leo = True
@@ -472,13 +477,13 @@ class LogManager:
                     log = d.logs.pop(tp)
                     if d.online:
                         log.rename_dir(log_delete_dir_name(tp))
-                        self._logs_to_delete.append((log, self.time.milliseconds()))
+                        self._retire(log)
                         if self.cleaner is not None:
                             self.cleaner.update_checkpoints(d.path, remove=tp)
             for tp in [tp for tp in self._future_logs if tp.topic == topic]:
                 log = self._future_logs.pop(tp)
                 log.rename_dir(log_delete_dir_name(tp))
-                self._logs_to_delete.append((log, self.time.milliseconds()))
+                self._retire(log)
             for tp in [tp for tp in self._failed if tp.topic == topic]:
                 # a partition that failed to load: renamed now (its data is no longer the topic's), loaded
                 # without recovery and deleted by the next open
@@ -492,6 +497,14 @@ class LogManager:
                 if d.online:
                     self._write_dir_checkpoints(d)
 
+    def _retire(self, log: Log) -> None:
+        """A deleted topic's log, renamed ``-delete``: its handles close now and only its directory's path is
+        kept for the delay, so its descriptors are not held that long (a client creating and deleting topics
+        could otherwise run the process out of descriptors, and EMFILE takes a log dir offline). Caller holds
+        the manager lock."""
+        log.close_handlers()
+        self._dirs_to_delete.append((log.dir, self.time.milliseconds()))
+
     def delete_logs(self) -> None:
         """Remove ``-delete`` directories whose delay has passed (the ``kafka-delete-logs`` task)."""
         now = self.time.milliseconds()
@@ -501,6 +514,14 @@ class LogManager:
                 delay = self.default_config.file_delete_delay_ms
             due = [(log, t) for log, t in self._logs_to_delete if now - t >= delay]
             self._logs_to_delete = [e for e in self._logs_to_delete if e not in due]
+            due_dirs = [path for path, t in self._dirs_to_delete if now - t >= delay]
+            self._dirs_to_delete = [e for e in self._dirs_to_delete if now - e[1] < delay]
+        for path in due_dirs:
+            try:
+                shutil.rmtree(path)
+                _log.info("Deleted log %s", path)
+            except OSError as exc:
+                _log.error("Exception while deleting %s: %s", path, exc)
         for log, _ in due:
             try:
                 log.delete()
@@ -776,6 +797,7 @@ class LogManager:
             self.cleaner.shutdown()  # joins its threads: no swap while the logs close
         with self._lock:
             self._closed = True
+            self._unclean_dirs = [d.path for d in self._dirs if not d.online]
             for d in self._dirs:
                 if not d.online:
                     continue
@@ -787,8 +809,8 @@ class LogManager:
                         clean = False
                         _log.error("Error while closing %s: %s", log.topic_partition, exc)
                 self._write_dir_checkpoints(d)
-                if clean and d.online:
-                    d.write_clean_shutdown()
+                if not (clean and d.online and d.write_clean_shutdown()):
+                    self._unclean_dirs.append(d.path)
             for log in self._future_logs.values():
                 with contextlib.suppress(KafkaError, OSError):
                     log.close()
@@ -815,6 +837,12 @@ class LogManager:
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""
         return self._closed
+
+    @property
+    def unclean_dirs(self) -> list[Path]:
+        """After :meth:`close`: the log dirs it could not mark clean (offline, a log that failed to close or
+        load, the marker not written); the next open recovers them. Empty before ``close``."""
+        return list(self._unclean_dirs)
 
     def __enter__(self) -> LogManager:
         return self

@@ -23,6 +23,7 @@ Invariants owned here:
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -93,6 +94,9 @@ class LogDirState:
     logs: dict[TopicPartition, Log] = field(default_factory=dict)
     #: Checkpoint entries (by checkpoint name) of the partitions that failed to load, kept as they were read.
     failed_entries: dict[str, dict[TopicPartition, int]] = field(default_factory=dict)
+    #: Serializes the offset checkpoints' writes: they share one ``.tmp`` name, and a background task and a
+    #: request (a topic deleted) writing at once made one rename fail (ENOENT) and took the dir offline.
+    checkpoint_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
     def lock_all(cls, paths: list[Path]) -> list[LogDirState]:
@@ -180,30 +184,38 @@ class LogDirState:
         if not self.online:
             return
         value = CHECKPOINTS[name]
-        values: dict[TopicPartition, int] = {}
-        for tp, log in self.logs.items():
-            v = value(log)
-            if v is not None:
-                values[tp] = v
-        for tp, v in self.failed_entries.get(name, {}).items():
-            values.setdefault(tp, v)
-        entries = sorted(values.items())
-        try:
-            offset_checkpoint(self.path / name).write(entries)
-        except OSError as exc:
-            on_failure(self.path, f"error while writing {name}", exc)
+        with self.checkpoint_lock:  # the values read under it too: the last write has the newest
+            values: dict[TopicPartition, int] = {}
+            for tp, log in list(self.logs.items()):
+                v = value(log)
+                if v is not None:
+                    values[tp] = v
+            for tp, v in self.failed_entries.get(name, {}).items():
+                values.setdefault(tp, v)
+            entries = sorted(values.items())
+            try:
+                offset_checkpoint(self.path / name).write(entries)
+            except OSError as exc:
+                failure: OSError | None = exc
+            else:
+                failure = None
+        if failure is not None:
+            on_failure(self.path, f"error while writing {name}", failure)
 
     def write_checkpoints(self, on_failure: DirFailureHandler) -> None:
         """Write every offset checkpoint of the dir (if it is online)."""
         for name in CHECKPOINTS:
             self.write_checkpoint(name, on_failure)
 
-    def write_clean_shutdown(self) -> None:
-        """Write the clean-shutdown marker; a failure is logged (the next open then recovers the dir)."""
+    def write_clean_shutdown(self) -> bool:
+        """Write the clean-shutdown marker; a failure is logged (the next open then recovers the dir) and
+        answers False."""
         try:
             write_clean_shutdown(self.path)
         except OSError as exc:
             _log.error("Could not write the clean shutdown marker in %s: %s", self.path, exc)
+            return False
+        return True
 
 
 def _start_offset_entry(log: Log) -> int | None:

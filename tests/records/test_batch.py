@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+import tracemalloc
 
 import pytest
 from hypothesis import given
@@ -252,3 +253,45 @@ def test_works_over_memoryview_bytearray_and_mmap(tmp_path: pytest.TempPathFacto
         del f
     for buf in (data, bytearray(data), memoryview(data)):
         assert [r.value for r in MemoryRecords(buf).records()] == from_mmap
+
+
+@pytest.mark.parametrize("codec", [Compression.GZIP, Compression.ZSTD])
+def test_record_index_holds_the_decompressed_records_once(codec: Compression) -> None:
+    """Issue #19 item 5: the validator's record index copied the decompressed records (twice the bound for
+    a bomb); it now indexes the codec's own output."""
+    size = 24 * 1024 * 1024
+    built = MemoryRecords.build([SimpleRecord(bytes(size), key=b"k")], compression=codec)
+    (batch,) = list(MemoryRecords(built.buffer).batches())
+    assert isinstance(batch, DefaultRecordBatch)
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        indexed = batch.record_index()
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    assert indexed is not None and indexed[1].value_len.tolist() == [size]
+    assert peak < size * 1.25 + 5 * 1024 * 1024  # held once (plus a 4 MiB piece and a growth margin)
+
+
+def test_record_index_is_bounded_like_the_decompressed_records() -> None:
+    """Issue #19 item 5, the same class: a 7-byte record costs 88 bytes of index, so ~300 KB of gzip expanding
+    to 256 MiB of tiny records indexed into ~2.9 GB (40 s). The index is bounded by max_decompressed_bytes,
+    and a batch whose count alone breaks the bound is refused before anything is decompressed."""
+    n = 5000
+    built = MemoryRecords.build([SimpleRecord(b"", key=None)] * n, compression=Compression.GZIP)
+    (batch,) = list(MemoryRecords(built.buffer).batches())
+    assert isinstance(batch, DefaultRecordBatch)
+    indexed = batch.record_index(n * 88)
+    assert indexed is not None and len(indexed[1].offsets) == n
+    with pytest.raises(InvalidRecordError, match="record index"):
+        batch.record_index(n * 88 - 1)
+
+
+def test_header_index_is_bounded() -> None:
+    record = SimpleRecord(b"v", key=b"k", headers=[Header("h", None)] * 1000)
+    (batch,) = list(MemoryRecords.build([record]).batches())
+    assert isinstance(batch, DefaultRecordBatch)
+    assert len(next(iter(batch.records(1000 * 32))).headers) == 1000
+    with pytest.raises(InvalidRecordError, match="header index"):
+        batch.record_index(1000 * 32 - 1)

@@ -3,6 +3,8 @@ from __future__ import annotations
 import gzip
 import os
 import struct
+import tracemalloc
+from collections.abc import Callable
 
 import cramjam
 import pytest
@@ -11,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kafkalog.errors import DecompressionBombError, RecordDecompressionError, UnsupportedCompressionTypeError
-from kafkalog.records.compression import Compression, compress, decompress
+from kafkalog.records.compression import Compression, compress, decompress, decompressed_size_at_most
 
 
 @given(st.sampled_from(list(Compression)), st.binary(max_size=200_000))
@@ -83,3 +85,58 @@ def test_codec_names_and_ids() -> None:
         Compression.from_name("brotli")
     with pytest.raises(UnsupportedCompressionTypeError):
         decompress(7, b"")
+
+
+_MIB = 1024 * 1024
+
+
+def _peak_of(fn: Callable[[], object]) -> int:
+    """Peak bytes Python allocated while ``fn`` ran (its result dropped before measuring ends)."""
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        fn()
+        return tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("codec", [c for c in Compression if c is not Compression.NONE])
+def test_decompression_holds_its_output_once(codec: Compression) -> None:
+    """Issue #19 item 5: a bomb used to peak at twice the bound (the output copied into a second buffer);
+    within and at the bound the output is held once, plus at most one 4 MiB piece (and the growth margin of
+    the output buffer that tracemalloc counts, 1/8, which the kernel never backs with pages)."""
+    payload = compress(codec, bytes(48 * _MIB))
+    limit = 32 * _MIB
+
+    def bomb() -> None:
+        with pytest.raises(DecompressionBombError):
+            decompress(codec, payload, limit)
+
+    assert _peak_of(bomb) < limit * 1.25 + 5 * _MIB
+    assert _peak_of(lambda: decompress(codec, payload, 64 * _MIB)) < 48 * _MIB * 1.25 + 5 * _MIB
+    assert decompress(codec, payload, 48 * _MIB) == bytes(48 * _MIB)
+
+
+@pytest.mark.parametrize("codec", [c for c in Compression if c is not Compression.NONE])
+def test_decompressed_size_at_most_is_exact_up_to_its_limit(codec: Compression) -> None:
+    data = os.urandom(3000) * 100
+    payload = compress(codec, data)
+    assert decompressed_size_at_most(codec, payload, 1 << 20) == len(data)
+    assert decompressed_size_at_most(codec, payload, len(data)) == len(data)
+    assert decompressed_size_at_most(codec, payload, 1000) == 1001  # "more than the limit"
+    assert decompressed_size_at_most(codec, compress(codec, bytes(64 * _MIB)), 1000) == 1001
+    assert decompressed_size_at_most(codec, b"\x00\x01not a stream", 1000) <= 1000
+    assert decompressed_size_at_most(Compression.NONE, data, 10) == 11
+
+
+def test_gzip_bomb_in_one_member_and_across_members() -> None:
+    one = compress(Compression.GZIP, bytes(5 * _MIB))
+    with pytest.raises(DecompressionBombError):
+        decompress(Compression.GZIP, one, 5 * _MIB - 1)
+    assert decompress(Compression.GZIP, one + one, 10 * _MIB) == bytes(10 * _MIB)
+    with pytest.raises(DecompressionBombError):
+        decompress(Compression.GZIP, one + one, 10 * _MIB - 1)
+    with pytest.raises(RecordDecompressionError, match="truncated"):
+        decompress(Compression.GZIP, one[:-9], 10 * _MIB)

@@ -160,11 +160,19 @@ class _UsageError(click.UsageError):
 
 
 class _StderrHandler(logging.Handler):
-    """Log records as ``kafkalog: <level>: <message>`` lines on the *current* ``sys.stderr``."""
+    """Log records as ``kafkalog: <level>: <message>`` lines on the *current* ``sys.stderr``, followed by the
+    record's traceback (``exc_info``, as ``logger.exception`` attaches) and stack (``stack_info``) if any."""
+
+    _formatter = logging.Formatter()
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            sys.stderr.write(f"kafkalog: {record.levelname.lower()}: {record.getMessage()}\n")
+            text = f"kafkalog: {record.levelname.lower()}: {record.getMessage()}\n"
+            if record.exc_info:
+                text += self._formatter.formatException(record.exc_info) + "\n"
+            if record.stack_info:
+                text += self._formatter.formatStack(record.stack_info) + "\n"
+            sys.stderr.write(text)
         except (OSError, ValueError):
             pass
 

@@ -705,8 +705,12 @@ class Log:
             self._closed = True
 
     def close_handlers(self) -> None:
-        """Close file handles without flushing (the directory went offline)."""
+        """Close file handles without flushing (the directory went offline, the log was deleted); its
+        scheduled producer expiry stops too (the scheduler no longer holds the log)."""
         with self.lock:
+            if self._expiry_task is not None:
+                self._expiry_task.cancel()
+                self._expiry_task = None
             self.local_log.close_handlers()
             self._closed = True
 

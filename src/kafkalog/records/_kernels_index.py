@@ -35,7 +35,7 @@ from kafkalog.records._kernels import (
     _parse_record_prefix,
 )
 
-__all__ = ["RecordIndex", "index_records"]
+__all__ = ["INDEX_BYTES_PER_RECORD", "RecordIndex", "index_records"]
 
 # rows of the per-record index produced by _index_records
 R_OFFSET: Final = 0
@@ -56,6 +56,8 @@ H_KEY_LEN: Final = 1
 H_VALUE_POS: Final = 2
 H_VALUE_LEN: Final = 3
 N_HEADER_FIELDS: Final = 4
+#: Bytes of :class:`RecordIndex` per record (its per-record int64 arrays).
+INDEX_BYTES_PER_RECORD: Final = N_RECORD_FIELDS * 8
 
 
 @njit(cache=True, nogil=True)
@@ -163,6 +165,7 @@ def index_records(
     base_offset: int = 0,
     base_timestamp: int = 0,
     log_append_time: int | None = None,
+    max_index_bytes: int | None = None,
 ) -> RecordIndex:
     """Parse the ``count`` v2 records in ``buf[records_start:records_end]`` (one batch, uncompressed bytes).
 
@@ -175,7 +178,10 @@ def index_records(
     Raises :class:`~kafkalog.errors.InvalidRecordError` (with the byte position in ``buf``) when a record
     breaks the format: a varint past the record or too long, negative lengths other than -1, a negative
     header key length or header count, fields that do not fill the record length exactly, or a declared
-    ``count`` that disagrees with the records present.
+    ``count`` that disagrees with the records present. ``max_index_bytes`` bounds the index's arrays (the
+    records' and, separately, the headers': ``INDEX_BYTES_PER_RECORD`` per record, 32 bytes per header): a
+    7-byte record costs 88 bytes of index, so without a bound 256 MiB of tiny records would index into ~3 GB;
+    past it, :class:`~kafkalog.errors.InvalidRecordError`.
     """
     from kafkalog.errors import InvalidRecordError
 
@@ -188,6 +194,12 @@ def index_records(
     if count > (records_end - records_start) // MIN_RECORD_SIZE:
         raise InvalidRecordError(
             f"record count {count} cannot fit in {records_end - records_start} bytes of records",
+            position=records_start,
+        )
+    if max_index_bytes is not None and count * INDEX_BYTES_PER_RECORD > max_index_bytes:
+        raise InvalidRecordError(
+            f"a batch of {count} records needs {count * INDEX_BYTES_PER_RECORD} bytes of record index, more "
+            f"than the bound of {max_index_bytes}",
             position=records_start,
         )
     rec = np.empty((N_RECORD_FIELDS, count), np.int64)
@@ -204,6 +216,12 @@ def index_records(
     )
     nh, err, err_pos = _index_records(*args, rec, hdr)
     if err == ERR_CAPACITY:  # more than two headers per record on average: size exactly and parse again
+        if max_index_bytes is not None and nh * N_HEADER_FIELDS * 8 > max_index_bytes:
+            raise InvalidRecordError(
+                f"a batch of {nh} headers needs {nh * N_HEADER_FIELDS * 8} bytes of header index, more than "
+                f"the bound of {max_index_bytes}",
+                position=records_start,
+            )
         hdr = np.empty((N_HEADER_FIELDS, nh), np.int64)
         nh, err, err_pos = _index_records(*args, rec, hdr)
     if err != OK:

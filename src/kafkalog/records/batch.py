@@ -41,8 +41,13 @@ from crc32c import crc32c
 
 from kafkalog.errors import CorruptRecordError, InvalidRecordError
 from kafkalog.records._kernels import as_uint8
-from kafkalog.records._kernels_index import RecordIndex, index_records
-from kafkalog.records.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, Compression, decompress
+from kafkalog.records._kernels_index import INDEX_BYTES_PER_RECORD, RecordIndex, index_records
+from kafkalog.records.compression import (
+    DEFAULT_MAX_DECOMPRESSED_BYTES,
+    Compression,
+    decompress,
+    decompressed_size_at_most,
+)
 from kafkalog.records.control import ControlRecordType, EndTransactionMarker
 from kafkalog.records.record import Header, Record, TimestampType
 from kafkalog.records.utf8 import decode_utf8_as_java
@@ -444,9 +449,20 @@ class DefaultRecordBatch(RecordBatch):
             decompress(codec, self._buf[start:end], max_decompressed_bytes, position=self.position)
         )
 
+    def decompressed_size_at_most(self, limit: int) -> int:
+        """The records section's size once decompressed if it is at most ``limit``, else ``limit + 1``; costs
+        at most a decompression of ``limit`` bytes (see :func:`~kafkalog.records.compression.decompressed_size_at_most`)."""
+        start = self._off + RECORD_BATCH_OVERHEAD
+        end = self._off + self._size
+        if end < start:
+            return 0
+        return decompressed_size_at_most(
+            self._attributes & ATTR_COMPRESSION_MASK, self._buf[start:end], limit
+        )
+
     def record_index(
         self, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
-    ) -> tuple[bytes | memoryview, RecordIndex] | None:
+    ) -> tuple[bytes | bytearray | memoryview, RecordIndex] | None:
         """The records' bytes (decompressed if needed) and their index from the single v2 record parser (the
         numba kernel): absolute offsets, timestamps as Kafka reads them, key/value/header positions and
         lengths, as arrays. None for a batch with no records. Used by ``records()`` and by the log's
@@ -458,6 +474,12 @@ class DefaultRecordBatch(RecordBatch):
             )
         if count == 0:
             return None
+        if count * INDEX_BYTES_PER_RECORD > max_decompressed_bytes:  # before decompressing anything
+            raise InvalidRecordError(
+                f"a batch of {count} records needs {count * INDEX_BYTES_PER_RECORD} bytes of record index, "
+                f"more than max_decompressed_bytes={max_decompressed_bytes}",
+                position=self.position,
+            )
         if self._size < RECORD_BATCH_OVERHEAD:
             raise CorruptRecordError(
                 f"record batch is corrupt (the size {self._size} is smaller than the minimum allowed overhead "
@@ -465,9 +487,15 @@ class DefaultRecordBatch(RecordBatch):
                 position=self.position,
             )
         lat = self._max_timestamp if self._attributes & ATTR_TIMESTAMP_TYPE else None
-        payload: bytes | memoryview
-        if self._attributes & ATTR_COMPRESSION_MASK:
-            payload = bytes(self.records_payload(max_decompressed_bytes))
+        payload: bytes | bytearray | memoryview
+        codec = self._attributes & ATTR_COMPRESSION_MASK
+        if codec:  # the decompressed records as the codec wrote them: never copied (a bomb is held once)
+            payload = decompress(
+                codec,
+                self._buf[self._off + RECORD_BATCH_OVERHEAD : self._off + self._size],
+                max_decompressed_bytes,
+                position=self.position,
+            )
             start, end, origin = 0, len(payload), self.position
         else:
             payload = bytes(self._buf[self._off : self._off + self._size])
@@ -481,6 +509,7 @@ class DefaultRecordBatch(RecordBatch):
                 base_offset=self._base_offset,
                 base_timestamp=self._base_timestamp,
                 log_append_time=lat,
+                max_index_bytes=max_decompressed_bytes,
             )
         except InvalidRecordError as exc:
             pos = exc.position
@@ -563,7 +592,7 @@ class DefaultRecordBatch(RecordBatch):
         self._crc = crc
 
 
-def _build_records(payload: bytes | memoryview, idx: RecordIndex) -> list[Record]:
+def _build_records(payload: bytes | bytearray | memoryview, idx: RecordIndex) -> list[Record]:
     """``Record`` objects from the kernel's index (keys, values and headers are sliced out as bytes)."""
     data = payload if isinstance(payload, bytes) else bytes(payload)
     offsets = idx.offsets.tolist()

@@ -277,7 +277,7 @@ def _plan_group(
 def _decompress_batches(buf: U8Array, plan: I64Array, cols: npt.NDArray[np.intp], max_bytes: int) -> U8Array:
     """Decompress the records of plan columns ``cols`` into one buffer and point the plan at it."""
     mv = buf.data
-    parts: list[bytes] = []
+    parts: list[bytes | bytearray] = []
     at = 0
     for col in cols.tolist():
         pos = int(plan[KC.P_BATCH_POS, col])

@@ -16,10 +16,14 @@ id    name    payload format as Kafka writes it
 4     zstd    a zstd frame (``zstandard``)
 ====  ======  =================================================================================
 
-Invariant: :func:`decompress` never returns more than ``max_decompressed_bytes`` bytes and never
-allocates much beyond that bound, so a crafted batch cannot exhaust memory; a payload that would expand
-further raises :class:`~kafkalog.errors.DecompressionBombError`, and a payload that is not valid for its
-codec raises :class:`~kafkalog.errors.RecordDecompressionError`.
+Invariant: :func:`decompress` never returns more than ``max_decompressed_bytes`` bytes and never holds
+more than that bound plus one 4 MiB piece: output is produced in pieces appended to one buffer (snappy's
+into a buffer of its known size), and that buffer is the result, never copied into another. A crafted
+batch therefore cannot exhaust memory; a payload that would expand further raises
+:class:`~kafkalog.errors.DecompressionBombError`, and a payload that is not valid for its codec raises
+:class:`~kafkalog.errors.RecordDecompressionError`. :func:`decompressed_size_at_most` answers whether a
+payload expands past a small limit at the cost of that limit, so a caller can choose where the real
+decompression runs (the server keeps large ones off its event loop).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from __future__ import annotations
 import enum
 import io
 import struct
+import threading
 import zlib
 from functools import cache
 from typing import Final
@@ -46,6 +51,7 @@ __all__ = [
     "Compression",
     "compress",
     "decompress",
+    "decompressed_size_at_most",
 ]
 
 #: Default bound on the decompressed size of one batch's records (256 MiB).
@@ -137,6 +143,10 @@ def _zstd_compressor(level: int) -> zstandard.ZstdCompressor:
 
 # --- decompression -----------------------------------------------------------------------------------------
 
+#: Output is produced in pieces of at most this size, so that a bounded decompression never holds more than
+#: the bound plus one piece (a piece is appended to the result, then dropped).
+_PIECE: Final = 4 * 1024 * 1024
+
 
 def decompress(
     codec: Compression | int,
@@ -145,19 +155,20 @@ def decompress(
     *,
     position: int | None = None,
     legacy_magic: int | None = None,
-) -> bytes:
+) -> bytes | bytearray:
     """Decompress a batch payload, bounded by ``max_decompressed_bytes``.
 
+    The result is held once: it is the buffer the codec wrote (``bytes`` or, for output built in pieces,
+    ``bytearray``), never copied into another, so the peak is the bound plus at most one 4 MiB piece.
     ``position`` is only used in error messages (where the batch starts). ``legacy_magic=0`` enables the
     repair of the broken LZ4 header checksum that magic-0 messages carry.
     """
     codec = Compression.from_id(int(codec), position=position)
     try:
         if codec is Compression.NONE:
-            out = bytes(data)
-            if len(out) > max_decompressed_bytes:
+            if len(data) > max_decompressed_bytes:
                 raise DecompressionBombError("payload larger than the bound", position=position)
-            return out
+            return bytes(data)
         if codec is Compression.GZIP:
             return _gunzip(data, max_decompressed_bytes, position)
         if codec is Compression.SNAPPY:
@@ -173,39 +184,71 @@ def decompress(
         ) from exc
 
 
+def decompressed_size_at_most(
+    codec: Compression | int, data: bytes | bytearray | memoryview, limit: int
+) -> int:
+    """The payload's decompressed size if it is at most ``limit``, else ``limit + 1`` (meaning "more").
+
+    Costs at most a decompression of ``limit`` bytes (the output is dropped), so a caller can decide where
+    to run the real, bounded :func:`decompress` (the server keeps large ones off its event loop). A payload
+    that is not valid for its codec answers the size decoded before the fault: decompressing it again fails
+    at the same place, after as much work.
+    """
+    if int(codec) == Compression.NONE:
+        return min(len(data), limit + 1)
+    try:
+        return len(decompress(codec, data, limit))
+    except DecompressionBombError:
+        return limit + 1
+    except (RecordDecompressionError, UnsupportedCompressionTypeError):
+        return 0
+
+
 def _bomb(codec: str, limit: int, position: int | None) -> DecompressionBombError:
     return DecompressionBombError(
         f"{codec} payload expands past max_decompressed_bytes={limit}", position=position
     )
 
 
-def _gunzip(data: bytes | bytearray | memoryview, limit: int, position: int | None) -> bytes:
+def _gunzip(data: bytes | bytearray | memoryview, limit: int, position: int | None) -> bytes | bytearray:
     out = bytearray()
-    remaining = bytes(data)
+    remaining: bytes | memoryview = memoryview(data)
     while True:
         d = zlib.decompressobj(31)
-        out += d.decompress(remaining, limit + 1 - len(out))
-        if len(out) > limit or d.unconsumed_tail:
-            raise _bomb("gzip", limit, position)
-        if not d.eof:
-            raise RecordDecompressionError("gzip payload is truncated", position=position)
+        pending = remaining
+        while True:
+            piece = d.decompress(pending, min(_PIECE, limit + 1 - len(out)))
+            produced = len(piece)
+            if not out and d.eof and not d.unused_data and produced <= limit:
+                return piece  # the whole stream in one piece: no copy
+            out += piece
+            del piece
+            if len(out) > limit:
+                raise _bomb("gzip", limit, position)
+            if d.eof:
+                break
+            pending = d.unconsumed_tail
+            if not pending and not produced:  # all input read, nothing more comes out, no end
+                raise RecordDecompressionError("gzip payload is truncated", position=position)
         remaining = d.unused_data
-        if not remaining:
-            return bytes(out)
         # Java's GZIPInputStream reads concatenated members; trailing zero padding ends the stream.
-        if remaining.count(0) == len(remaining):
-            return bytes(out)
+        if not remaining or remaining.count(0) == len(remaining):
+            return out
 
 
-def _unsnappy(data: bytes | bytearray | memoryview, limit: int, position: int | None) -> bytes:
+def _unsnappy(data: bytes | bytearray | memoryview, limit: int, position: int | None) -> bytearray:
     view = memoryview(data)
     if bytes(view[:8]) != _XERIAL_MAGIC:
-        if cramjam.snappy.decompress_raw_len(view) > limit:
+        size = cramjam.snappy.decompress_raw_len(view)
+        if size > limit:
             raise _bomb("snappy", limit, position)
-        return bytes(cramjam.snappy.decompress_raw(view))
+        out = bytearray(size)
+        _snappy_into(view, out, 0, size, position)
+        return out
     if len(view) < 16:
         raise RecordDecompressionError("xerial snappy header is truncated", position=position)
-    out = bytearray()
+    blocks: list[tuple[memoryview, int]] = []
+    total = 0
     pos = 16
     end = len(view)
     while pos < end:
@@ -219,23 +262,46 @@ def _unsnappy(data: bytes | bytearray | memoryview, limit: int, position: int | 
             )
         block = view[pos : pos + n]
         pos += n
-        if len(out) + cramjam.snappy.decompress_raw_len(block) > limit:
+        size = cramjam.snappy.decompress_raw_len(block)
+        total += size
+        if total > limit:
             raise _bomb("snappy", limit, position)
-        out += cramjam.snappy.decompress_raw(block)
-    return bytes(out)
+        blocks.append((block, size))
+    out = bytearray(total)  # every block's size is known: decompressed in place, no piece held twice
+    at = 0
+    for block, size in blocks:
+        _snappy_into(block, out, at, size, position)
+        at += size
+    return out
 
 
-def _unlz4(data: bytes | bytearray | memoryview, limit: int, position: int | None, fix_header: bool) -> bytes:
+def _snappy_into(block: memoryview, out: bytearray, at: int, size: int, position: int | None) -> None:
+    if cramjam.snappy.decompress_raw_into(block, memoryview(out)[at : at + size]) != size:
+        raise RecordDecompressionError("snappy block is shorter than its header says", position=position)
+
+
+def _unlz4(
+    data: bytes | bytearray | memoryview, limit: int, position: int | None, fix_header: bool
+) -> bytes | bytearray:
     payload = bytes(data)
     if fix_header:
         payload = _repair_lz4_header_checksum(payload)
     d = lz4.frame.LZ4FrameDecompressor()
-    out = d.decompress(payload, max_length=limit + 1)
-    if len(out) > limit or (not d.needs_input and not d.eof):
-        raise _bomb("lz4", limit, position)
-    if not d.eof:
-        raise RecordDecompressionError("lz4 frame is truncated", position=position)
-    return bytes(out)
+    out = bytearray()
+    pending = payload
+    while True:
+        piece = d.decompress(pending, max_length=min(_PIECE, limit + 1 - len(out)))
+        pending = b""
+        if not out and d.eof and len(piece) <= limit:
+            return bytes(piece)  # the whole frame in one piece (bytes already: no copy)
+        out += piece
+        del piece
+        if len(out) > limit:
+            raise _bomb("lz4", limit, position)
+        if d.eof:
+            return out
+        if d.needs_input:
+            raise RecordDecompressionError("lz4 frame is truncated", position=position)
 
 
 def _repair_lz4_header_checksum(frame: bytes) -> bytes:
@@ -279,19 +345,37 @@ def _lz4_header_checksum(flg: int, bd: int) -> int | None:
     return int(sample[6])
 
 
-def _unzstd(data: bytes | bytearray | memoryview, limit: int, position: int | None) -> bytes:
+def _unzstd(data: bytes | bytearray | memoryview, limit: int, position: int | None) -> bytes | bytearray:
     payload = bytes(data)
     _check_zstd_frames_complete(payload, position)
-    reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(payload), read_across_frames=True)
-    out = bytearray()
-    while len(out) <= limit:
-        chunk = reader.read(min(1 << 20, limit + 1 - len(out)))
-        if not chunk:
-            break
-        out += chunk
-    if len(out) > limit:
-        raise _bomb("zstd", limit, position)
-    return bytes(out)
+    reader = _zstd_decompressor().stream_reader(io.BytesIO(payload), read_across_frames=True)
+    first = reader.read(min(_PIECE, limit + 1))
+    piece = reader.read(min(_PIECE, limit + 1 - len(first))) if first else b""
+    if not piece:
+        if len(first) > limit:
+            raise _bomb("zstd", limit, position)
+        return first  # the whole payload in one piece: no copy
+    out = bytearray(first)
+    del first
+    while piece:
+        out += piece
+        del piece
+        if len(out) > limit:
+            raise _bomb("zstd", limit, position)
+        piece = reader.read(min(_PIECE, limit + 1 - len(out)))
+    return out
+
+
+_ZSTD_LOCAL = threading.local()
+
+
+def _zstd_decompressor() -> zstandard.ZstdDecompressor:
+    """This thread's decompressor (building one costs ~0.1 ms, more than a 16 KiB batch's decompression; a
+    decompressor is not safe to share between threads, and each use here reads its stream to the end)."""
+    d: zstandard.ZstdDecompressor | None = getattr(_ZSTD_LOCAL, "d", None)
+    if d is None:
+        d = _ZSTD_LOCAL.d = zstandard.ZstdDecompressor()
+    return d
 
 
 def _check_zstd_frames_complete(payload: bytes, position: int | None) -> None:

@@ -11,7 +11,9 @@ arrays, tagged fields). A client encodes requests and decodes responses; this mo
 * :func:`peek_header` reads the fixed start of a request header (api key, version, correlation id), enough
   to route the frame, answer an unsupported ApiVersions, or decide to close;
 * :func:`decode_request` decodes header (v1, or v2 with tagged fields for flexible versions) and body; a
-  Produce request's ``records`` are *views* of the frame (no copy; see below);
+  Produce request's ``records`` are *views* of the frame (no copy; see below); a null (length -1) in a field
+  the schema does not let be null at that version is malformed, as Kafka's decoders say (kafka-python would
+  hand the handler a None);
 * :func:`encode_response` frames ``size | response header | body``, optionally into a buffer the connection
   reuses (no copy of a large fetch response out of the encoder); ApiVersions responses always use response
   header v0 (KIP-511), which kafka-python's ``ApiVersionsResponse`` already encodes;
@@ -150,6 +152,7 @@ def decode_request(frame: Frame, request_class: Message, version: int) -> tuple[
             request, _ = decoder(view, pos)
         else:
             request = request_class.decode(view[pos:], version=version, header=False)
+        _check_nulls(request, _null_plan(request_class, version), "")
         info = RequestHeaderInfo(
             int(header.request_api_key),
             int(header.request_api_version),
@@ -161,6 +164,47 @@ def decode_request(frame: Frame, request_class: Message, version: int) -> tuple[
             f"cannot decode {getattr(request_class, 'name', request_class)} v{version}: {exc}"
         ) from exc
     return info, request
+
+
+#: Per field of a struct at one version: (name, nullable, the plan of its struct or struct array, is an array,
+#: is an array of strings or bytes, whose elements are never null).
+_NullPlan: TypeAlias = tuple[tuple[str, bool, "_NullPlan | None", bool, bool], ...]
+
+
+@functools.cache
+def _null_plan(request_class: Message, version: int) -> _NullPlan:
+    """What :func:`_check_nulls` looks at in a request of ``request_class`` at ``version`` (from its schema)."""
+
+    def plan(struct: Any) -> _NullPlan:
+        fields = struct.fields
+        out = []
+        for f in fields.values() if isinstance(fields, dict) else fields or ():
+            if not f.for_version_q(version) or f.tagged_field_q(version):
+                continue
+            sub = plan(f) if f.is_struct() or f.is_struct_array() else None
+            # kafka-python decodes the zero UUID (Kafka's Uuid.ZERO_UUID, never null on the wire) as None
+            nullable = f.nullable_for_version_q(version) or f.type_str == "uuid"
+            texts = f.is_array() and sub is None and f.array_of.type_str in ("string", "bytes")
+            out.append((f.name, nullable, sub, f.is_array(), texts))
+        return tuple(out)
+
+    return plan(request_class._struct)
+
+
+def _check_nulls(obj: Message, plan: _NullPlan, path: str) -> None:
+    """Kafka's decoders refuse null in a non-nullable field ("non-nullable field X was serialized as null",
+    the request is malformed); kafka-python's decode it as None, which no handler expects."""
+    for name, nullable, sub, is_array, texts in plan:
+        value = getattr(obj, name)
+        if value is None:
+            if not nullable:
+                raise ValueError(f"non-nullable field {path}{name} was serialized as null")
+        elif texts:
+            if any(item is None for item in value):
+                raise ValueError(f"an element of {path}{name} was serialized as null")
+        elif sub is not None:
+            for item in value if is_array else (value,):
+                _check_nulls(item, sub, f"{path}{name}.")
 
 
 def _decode_header(view: memoryview, request_class: Message, version: int) -> tuple[Message, int]:

@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
+from kafkalog.errors import KafkaStorageError
 from kafkalog.log.config import LogConfig, ManagerConfig
 from kafkalog.log.names import TopicPartition
 from kafkalog.manager import LogManager
@@ -541,13 +542,26 @@ def serve(
     ready: threading.Event | None = None,
 ) -> None:
     """Run the server in the foreground until SIGTERM or SIGINT, then shut down gracefully and close the
-    LogManager (flush, checkpoints, clean-shutdown markers)."""
+    LogManager (flush, checkpoints, clean-shutdown markers).
+
+    A log dir that went offline while serving (or that could not be marked clean) is reported after the
+    close and raises :class:`~kafkalog.errors.KafkaStorageError` (``kafkalog serve`` exits 1): the next
+    start recovers it."""
     manager = LogManager.open(data_dir, log_config, config=manager_config)
     try:
         asyncio.run(_serve_until_signal(manager, config, ready))
     finally:
         manager.close()
-        _log.info("kafkalog serve: stopped; %s closed cleanly", data_dir)
+    unclean = manager.unclean_dirs
+    if unclean:
+        names = ", ".join(str(p) for p in unclean)
+        _log.error(
+            "kafkalog serve: stopped; log dir(s) %s not closed cleanly (offline or failed to close); the next "
+            "start recovers them",
+            names,
+        )
+        raise KafkaStorageError(f"log dir(s) {names} not closed cleanly (offline or failed to close)")
+    _log.info("kafkalog serve: stopped; %s closed cleanly", data_dir)
 
 
 async def _serve_until_signal(

@@ -2,10 +2,14 @@
 
 Versions 3-13 (v13 names topics by id). Per partition, in request order:
 
+0. a request carrying a transactional batch (any partition's first batch) without a transactional id is
+   refused whole, every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED, nothing written (Kafka's
+   ``KafkaApis.handleProduceRequest``);
 1. the topic must exist (UNKNOWN_TOPIC_OR_PARTITION / UNKNOWN_TOPIC_ID; Produce never auto-creates, as in
    KRaft Kafka);
 2. the records must be exactly one batch of magic v2 (Kafka's ``ProduceRequest.validateRecords``, else
-   INVALID_RECORD); a frame that is not even a batch is CORRUPT_MESSAGE;
+   INVALID_RECORD; zstd only from v7, else UNSUPPORTED_COMPRESSION_TYPE); a frame that is not even a batch
+   is CORRUPT_MESSAGE;
 3. :meth:`Log.append_as_leader` at the partition's leader epoch does everything else (CRC, sizes, offsets,
    timestamps, idempotent-producer sequence and epoch checks, duplicate detection) and changes nothing when
    it refuses the batch; its error maps to Kafka's code through :mod:`kafkalog.server.errors`, with
@@ -15,8 +19,10 @@ Versions 3-13 (v13 names topics by id). Per partition, in request order:
 follows its log end offset and ``acks=-1`` is answered as soon as the append returns, like ``acks=1``. With
 ``acks=0`` no response is sent, and a failed append closes the connection (Kafka's way of telling such a
 client). Appends larger than ``inline_io_max_bytes`` run on the I/O threads while other connections have
-requests waiting for the event loop (:meth:`~kafkalog.server.broker.Broker.offload`); waiting fetches are
-woken after each successful append.
+requests waiting for the event loop (:meth:`~kafkalog.server.broker.Broker.offload`), and a compressed batch
+that expands past ``inline_io_max_bytes`` always does (the append decompresses it: up to 256 MiB, about a
+second of gzip; whether it expands that far is found by decompressing at most ``inline_io_max_bytes`` on
+the loop); waiting fetches are woken after each successful append.
 
 No copy of the records: they are a view of the request frame (:func:`~kafkalog.server.protocol.decode_request`)
 and, when the frame is the request's own (:attr:`~kafkalog.server.context.RequestContext.owns_frame`, as the
@@ -35,9 +41,10 @@ from kafkalog.errors import (
     KafkaError,
     RecordValidationError,
     UnknownTopicOrPartitionError,
+    UnsupportedCompressionTypeError,
 )
 from kafkalog.log.names import TopicPartition
-from kafkalog.records import MemoryRecords
+from kafkalog.records import Compression, DefaultRecordBatch, MemoryRecords
 from kafkalog.server.context import RequestContext
 from kafkalog.server.dispatch import api
 from kafkalog.server.errors import ErrorCode, error_code_for, error_message_for
@@ -51,22 +58,40 @@ _PartitionResponse = ProduceResponse.TopicProduceResponse.PartitionProduceRespon
 _RecordError = ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage
 
 
-def validate_produce_records(records: MemoryRecords) -> None:
-    """Kafka's ``ProduceRequest.validateRecords`` for v3+: exactly one batch, of magic 2."""
+def validate_produce_records(records: MemoryRecords, version: int = 13) -> DefaultRecordBatch:
+    """Kafka's ``ProduceRequest.validateRecords`` for v3+: exactly one batch, of magic 2, and zstd only from
+    v7 (UNSUPPORTED_COMPRESSION_TYPE). Returns the batch."""
     batches = records.batches()
     first = next(batches, None)
     if first is None:
         raise InvalidRecordError(
             "produce requests with version 3 and above must have exactly one record batch"
         )
-    if first.magic != 2:
+    if first.magic != 2 or not isinstance(first, DefaultRecordBatch):
         raise InvalidRecordError(
             f"produce requests with version 3 and above must use magic 2, got {first.magic}"
+        )
+    if version < 7 and first.compression is Compression.ZSTD:
+        raise UnsupportedCompressionTypeError(
+            f"produce requests with version {version} are not allowed to use ZStandard compression"
         )
     if next(batches, None) is not None:
         raise InvalidRecordError(
             "produce requests with version 3 and above must have exactly one record batch"
         )
+    return first
+
+
+def _is_transactional(data: bytes | bytearray | memoryview | None) -> bool:
+    """Whether the partition's records start with a transactional batch (Kafka's
+    ``RequestUtils.hasTransactionalRecords`` looks at each partition's first batch)."""
+    if not data:
+        return False
+    try:
+        first = next(MemoryRecords(data).batches(), None)
+    except KafkaError:
+        return False
+    return first is not None and first.is_transactional
 
 
 def _error(index: int, exc: BaseException, code: ErrorCode | None = None) -> Message:
@@ -102,9 +127,13 @@ async def _append(
         # a writable view of it), else in a copy
         owned = ctx.owns_frame and isinstance(data, memoryview) and not data.readonly
         records = MemoryRecords(data if owned else bytearray(data))
-        validate_produce_records(records)
+        batch = validate_produce_records(records, ctx.api_version)
         epoch = broker.leader_epoch(log)
-        if broker.offload(len(data)):
+        # a compressed batch is decompressed by the append: one that expands past inline.io.max.bytes always
+        # runs on the I/O threads (a gzip bomb decompresses for ~1 s), whatever other connections are doing
+        inline_max = broker.config.inline_io_max_bytes
+        expands = batch.is_compressed and batch.decompressed_size_at_most(inline_max) > inline_max
+        if expands or broker.offload(len(data)):
             info = await broker.run_blocking(log.append_as_leader, records, epoch)
         else:
             info = log.append_as_leader(records, epoch)
@@ -127,13 +156,24 @@ async def handle_produce(ctx: RequestContext, request: Message) -> Message | Non
     """Append every partition's batch; the response lists each partition's base offset or error."""
     by_id = ctx.api_version >= 13
     acks = int(request.acks)
+    # Kafka's KafkaApis: transactional records need the request's transactional id (and its authorization),
+    # else the whole request fails with TRANSACTIONAL_ID_AUTHORIZATION_FAILED and nothing is written
+    refused = request.transactional_id is None and any(
+        _is_transactional(part.records) for t in request.topic_data for part in t.partition_data
+    )
     failed = False
     responses = []
     for topic_data in request.topic_data:
         name = ctx.broker.topic_for_id(topic_data.topic_id) if by_id else topic_data.name
         partitions = []
         for part in topic_data.partition_data:
-            if acks not in (-1, 0, 1):
+            if refused:
+                result = _error(
+                    part.index,
+                    ValueError("transactional records without a transactional id"),
+                    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                )
+            elif acks not in (-1, 0, 1):
                 result = _error(
                     part.index, ValueError(f"invalid acks {acks}"), ErrorCode.INVALID_REQUIRED_ACKS
                 )

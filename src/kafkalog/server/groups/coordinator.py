@@ -71,6 +71,8 @@ if TYPE_CHECKING:
 __all__ = ["CommitEntry", "GroupCoordinator", "GroupSummary"]
 
 _log = logging.getLogger("kafkalog.server.groups")
+#: The largest expire timestamp an offset commit record can hold (a signed int64).
+_INT64_MAX = 2**63 - 1
 
 
 def _now_ms() -> int:
@@ -632,7 +634,8 @@ class GroupCoordinator:
             if len(metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
                 codes[key] = ErrorCode.OFFSET_METADATA_TOO_LARGE
                 continue
-            expire = now + expire_ms if expire_ms >= 0 else -1
+            # OffsetCommit v2-4 retention: saturates at the int64 the record stores (Java's sum would wrap)
+            expire = min(now + expire_ms, _INT64_MAX) if expire_ms >= 0 else -1
             values[key] = OffsetAndMetadata(e.offset, e.leader_epoch, metadata, now, expire)
             codes[key] = ErrorCode.NONE
         return codes, values
