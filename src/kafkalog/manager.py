@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import shutil
 import threading
 import uuid
@@ -92,6 +93,7 @@ from kafkalog.manager_tasks import schedule_background_tasks
 from kafkalog.partitioner import NullKeyPartitioner, partition_for_key
 from kafkalog.records import Compression, MemoryRecords, SimpleRecord
 from kafkalog.storage.file_records import FileRecords
+from kafkalog.storage.files import log_file, offset_index_file, time_index_file, transaction_index_file
 from kafkalog.time import SYSTEM_TIME, Time
 from kafkalog.topics import TopicRegistry
 
@@ -447,8 +449,7 @@ class LogManager:
                 if log is not None:
                     with contextlib.suppress(Exception):
                         log.close()
-                with contextlib.suppress(OSError):
-                    shutil.rmtree(path)
+                _remove_new_partition_dir(path)
             if isinstance(exc, OSError) and not isinstance(exc, KafkaError):
                 raise KafkaStorageError(f"could not create partitions of {topic}: {exc}") from exc
             raise
@@ -856,3 +857,26 @@ class LogManager:
 
 def _as_memory(records: MemoryRecords | FileRecords) -> MemoryRecords:
     return records if isinstance(records, MemoryRecords) else records.to_memory_records()
+
+
+def _remove_new_partition_dir(path: Path) -> None:
+    """Remove the directory of a partition whose creation failed. ``shutil.rmtree`` walks with descriptors,
+    which are what a creation that failed with EMFILE/ENFILE lacks: then the files a new log creates are
+    unlinked by name (no descriptor needed) and the directory removed, so a failed creation leaves nothing."""
+    try:
+        shutil.rmtree(path)
+        return
+    except FileNotFoundError:
+        return
+    except OSError:
+        pass
+    for name in (log_file, offset_index_file, time_index_file, transaction_index_file):
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            os.unlink(name(path, 0))
+    for extra in ("partition.metadata", "leader-epoch-checkpoint"):
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            os.unlink(path / extra)
+    try:
+        os.rmdir(path)
+    except OSError as exc:
+        _log.warning("could not remove the partially created partition directory %s: %s", path, exc)

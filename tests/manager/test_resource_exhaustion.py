@@ -132,14 +132,18 @@ def test_a_read_that_cannot_open_a_segment_is_retriable_not_out_of_range(
 def test_a_topic_created_without_descriptors_is_usable_once_they_are_free(
     tmp_path: Path, exhaustion: _Exhaustion
 ) -> None:
-    """The topic is registered but neither its topics file nor its partitions could be opened: a typed,
-    retriable error; the partitions open on first use and the checkpoint task writes the topics file."""
+    """A topic whose partitions cannot be opened is created whole or not at all (issue #19 item 1): a typed,
+    retriable error, the dir stays online, nothing of the topic is left registered or on disk, and the same
+    call succeeds once descriptors are free."""
     with _manager(tmp_path / "data") as manager:
         exhaustion.on = True
         with pytest.raises(ResourceExhaustedError):
             manager.create_topic("t", 2, {"retention.ms": 12345})
         assert manager.offline_dirs == []
         exhaustion.on = False
+        assert "t" not in manager.topics()
+        assert not list((tmp_path / "data").glob("t-*"))
+        manager.create_topic("t", 2, {"retention.ms": 12345})
         manager.get_log("t", 1).append([SimpleRecord(b"late")])
         manager.checkpoint_recovery_points()
         document = read_topics(tmp_path / "data")

@@ -463,7 +463,7 @@ main()
 def low_fd_server(tmp_path: Path) -> Iterator[tuple[int, subprocess.Popen[str]]]:
     data = tmp_path / "data"
     process = subprocess.Popen(
-        [sys.executable, "-c", _LOW_FD_SERVER, str(data), "160"],
+        [sys.executable, "-c", _LOW_FD_SERVER, str(data), "256"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -493,14 +493,14 @@ def _create_topic(client: RawClient, name: str) -> int:
 def test_descriptor_exhaustion_by_clients_leaves_the_server_and_its_dir_serving(
     low_fd_server: tuple[int, subprocess.Popen[str]],
 ) -> None:
-    """A process with 160 descriptors and 150 idle client sockets: beyond max.connections (80 here) they wait
+    """A process with 256 descriptors and 200 idle client sockets: beyond max.connections (128 here) they wait
     in the listen backlog, so the log still gets descriptors: a topic is created and produced to meanwhile,
     and after they leave (before: the sockets took every descriptor, the topic's files failed with EMFILE and
     the dir went offline for good)."""
     port, _ = low_fd_server
     with RawClient(port) as probe:
         assert _served(probe)
-        sockets = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(150)]
+        sockets = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(200)]
         try:
             with RawClient(port) as late:  # over max.connections: waits in the backlog, unanswered
                 late.send_raw(_api_versions_frame())
