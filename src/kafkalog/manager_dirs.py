@@ -14,7 +14,8 @@ Invariants owned here:
   ``num.recovery.threads.per.data.dir`` threads; one that fails is reported as a :class:`LoadFailure` and
   marks the dir as not loaded fully (so it gets no clean-shutdown marker on close, KAFKA-15375). A directory
   whose name is not a partition's (``lost+found``) is left alone and reported as ignored; ``-stray``
-  directories are skipped.
+  directories are skipped. The offset checkpoints keep the entries they held for a partition that failed to
+  load (it is left as it is on disk, so it must come back where it stopped once it is repaired).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from kafkalog.errors import KafkaError
 from kafkalog.log.checkpoint import offset_checkpoint, read_clean_shutdown, write_clean_shutdown
 from kafkalog.log.log import Log
 from kafkalog.log.names import (
+    DELETE_DIR_SUFFIX,
+    FUTURE_DIR_SUFFIX,
     STRAY_DIR_SUFFIX,
     TopicPartition,
     parse_topic_partition_name,
@@ -88,6 +91,8 @@ class LogDirState:
     online: bool = True
     loaded_fully: bool = True
     logs: dict[TopicPartition, Log] = field(default_factory=dict)
+    #: Per checkpoint name, the entries read at load for partitions that failed to load (written back as is).
+    kept: dict[str, dict[TopicPartition, int]] = field(default_factory=dict)
 
     @classmethod
     def lock_all(cls, paths: list[Path]) -> list[LogDirState]:
@@ -108,10 +113,11 @@ class LogDirState:
         """Read the clean-shutdown marker and the checkpoints, then open every partition directory with
         ``open_partition`` on ``threads`` threads; a failure is reported, not raised."""
         self.had_clean_shutdown = read_clean_shutdown(self.path)
+        read = {name: self._read_checkpoint(name) for name in CHECKPOINTS}
         offsets = DirOffsets(
-            self._read_checkpoint(RECOVERY_POINT_CHECKPOINT),
-            self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT),
-            self._read_checkpoint(REPLICATION_OFFSET_CHECKPOINT),
+            read[RECOVERY_POINT_CHECKPOINT],
+            read[LOG_START_OFFSET_CHECKPOINT],
+            read[REPLICATION_OFFSET_CHECKPOINT],
         )
         result = DirLoad()
         candidates: list[tuple[Path, TopicPartition]] = []
@@ -134,6 +140,10 @@ class LogDirState:
                 except Exception as exc:
                     self.loaded_fully = False
                     result.failures.append((tp, LoadFailure(path, exc)))
+                    if not path.name.endswith((DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX)):
+                        for name, entries in read.items():
+                            if tp in entries:
+                                self.kept.setdefault(name, {})[tp] = entries[tp]
                     _log.error("Error while loading log dir %s: skipping %s: %s", self.path, path.name, exc)
         return result
 
@@ -152,15 +162,21 @@ class LogDirState:
         if not self.online:
             return
         value = CHECKPOINTS[name]
-        entries = []
-        for tp, log in sorted(self.logs.items()):
+        found = {tp: v for tp, v in self.kept.get(name, {}).items() if tp not in self.logs}
+        for tp, log in self.logs.items():
             v = value(log)
             if v is not None:
-                entries.append((tp, v))
+                found[tp] = v
+        entries = sorted(found.items())
         try:
             offset_checkpoint(self.path / name).write(entries)
         except OSError as exc:
             on_failure(self.path, f"error while writing {name}", exc)
+
+    def forget(self, tp: TopicPartition) -> None:
+        """Drop the checkpoint entries kept for ``tp`` (a failed partition whose directory was deleted)."""
+        for entries in self.kept.values():
+            entries.pop(tp, None)
 
     def write_checkpoints(self, on_failure: DirFailureHandler) -> None:
         """Write every offset checkpoint of the dir (if it is online)."""

@@ -10,7 +10,9 @@ Checkpoint files (``CheckpointFile``): UTF-8, ``\\n`` line endings::
 
 Every write goes to ``<file>.tmp``, is fsynced, atomically renamed over the file, and the directory is
 fsynced, so a crash leaves either the old or the new file. A reader rejects a wrong version, a malformed
-line or a count that does not match (:class:`CheckpointError`); an empty file has no entries.
+line, bytes that are not UTF-8 or a count that does not match (:class:`CheckpointError`); an empty file has no
+entries. Files are read and written only as regular files (:func:`~kafkalog.storage.files.open_regular`: a
+link, FIFO or directory in their place is refused, never followed or waited on).
 
 ``partition.metadata``: exactly ``version: 0\\ntopic_id: <22-char base64url uuid>`` (no trailing newline).
 ``.kafka_cleanshutdown``: JSON ``{"version":0,"brokerEpoch":<long>}``; its presence means the directory was
@@ -31,6 +33,7 @@ from typing import Final, Generic, TypeVar
 
 from kafkalog.errors import KafkaError
 from kafkalog.log.names import TopicPartition
+from kafkalog.storage.files import open_regular, read_regular
 
 __all__ = [
     "CLEAN_SHUTDOWN_FILE",
@@ -77,12 +80,16 @@ def fsync_dir(directory: Path) -> None:
 def atomic_write(path: Path, data: bytes, sync: bool = True) -> None:
     """Write ``data`` to ``path`` via ``<path>.tmp`` + fsync + rename + directory fsync."""
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
+    fd = open_regular(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)  # never through a link planted as the tmp
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
         if sync:
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)  # replaces whatever ``path`` is (a link itself, never its target)
     if sync:
         fsync_dir(path.parent)
 
@@ -107,9 +114,11 @@ class CheckpointFile(Generic[T]):
     def read(self) -> list[T]:
         """The entries (empty if the file is missing or empty)."""
         try:
-            text = self.path.read_text("utf-8")
+            text = read_regular(self.path).decode("utf-8")
         except FileNotFoundError:
             return []
+        except UnicodeDecodeError as exc:
+            raise CheckpointError(f"checkpoint file ({self.path}) is not valid UTF-8: {exc}") from None
         if not text:
             return []
         lines = text.split("\n")
@@ -214,9 +223,11 @@ def read_partition_metadata(directory: Path) -> uuid.UUID | None:
     """The topic id in ``partition.metadata`` (None if the file is missing)."""
     path = directory / PARTITION_METADATA_FILE
     try:
-        text = path.read_text("utf-8")
+        text = read_regular(path).decode("utf-8")
     except FileNotFoundError:
         return None
+    except UnicodeDecodeError as exc:
+        raise KafkaError(f"partition metadata file {path} is not valid UTF-8: {exc}") from None
     fields: dict[str, str] = {}
     for line in text.splitlines():
         parts = re.split(r":\s+", line, maxsplit=1)
