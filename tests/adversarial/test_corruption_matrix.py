@@ -413,9 +413,13 @@ def test_symlinked_partition_directory(template: Template, tmp_path: Path) -> No
         _assert_no_traceback(result, name)
         if name == "verify":
             assert result.exit_code == 1 and "symbolic link" in result.output, result.output
-    result = _invoke(["recover", str(cell.data)])
-    _assert_no_traceback(result, "recover")
-    assert result.exit_code == 1 and "symbolic link" in result.output, result.output
+    (elsewhere / ".kafka_cleanshutdown").write_text('{"version":0,"brokerEpoch":-1}')
+    outside_before = _tree(cell.outside)
+    for target in (cell.data, cell.data / PART):
+        result = _invoke(["recover", str(target)])
+        _assert_no_traceback(result, "recover")
+        assert result.exit_code == 1 and "symbolic link" in result.output, result.output
+        assert _tree(cell.outside) == outside_before, f"recover {target} changed the linked directory"
     with LogManager.open(cell.data, background=False) as mgr:
         assert "symbolic link" in str(mgr.load_failures[0].error)
     assert _tree(cell.outside) == outside_before

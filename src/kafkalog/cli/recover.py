@@ -52,6 +52,7 @@ from kafkalog.cli.verify import print_report_text as print_verify_text
 from kafkalog.datadir import RECOVERY_POINT_CHECKPOINT, DirLock, read_topics
 from kafkalog.errors import KafkaError
 from kafkalog.log.checkpoint import CLEAN_SHUTDOWN_FILE, offset_checkpoint, topic_id_from_string
+from kafkalog.log.loader import check_partition_dir
 from kafkalog.log.log import Log
 from kafkalog.log.names import TopicPartition
 from kafkalog.log.readonly import ReadOnlyLog
@@ -112,9 +113,10 @@ def _recover_partition_dir(target: Target) -> list[RecoveryResult]:
             meta = None if doc is None else doc.topics.get(tp.topic)
             if meta is not None and meta.topic_id is not None:
                 topic_id = topic_id_from_string(meta.topic_id)
-        (path / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
         error, end_after = None, None
         try:
+            check_partition_dir(path)  # a symlinked directory or file is refused before the marker goes
+            (path / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
             with status(f"recovering {path} ..."):
                 log = Log.open(
                     path,
