@@ -142,16 +142,22 @@ def test_partition_checkpoints_with_invalid_utf8_are_typed_errors(tmp_path: Path
 
 
 def test_atomic_write_never_writes_through_a_planted_tmp_link(tmp_path: Path) -> None:
+    """A link (or FIFO) planted as a checkpoint's temp file is replaced, never written through or waited on."""
     outside = tmp_path / "outside"
     outside.write_bytes(b"precious")
     path = tmp_path / "recovery-point-offset-checkpoint"
-    (tmp_path / "recovery-point-offset-checkpoint.tmp").symlink_to(outside)
-    with pytest.raises(KafkaStorageError, match="symbolic link"):
-        offset_checkpoint(path).write([])
-    with pytest.raises(KafkaStorageError):
-        atomic_write(path, b"x")
+    tmp = tmp_path / "recovery-point-offset-checkpoint.tmp"
+    tmp.symlink_to(outside)
+    offset_checkpoint(path).write([])
     assert outside.read_bytes() == b"precious"
-    assert not path.exists()
+    assert path.read_bytes() == b"0\n0\n" and not tmp.exists()
+    os.mkfifo(tmp)
+    atomic_write(path, b"x")
+    assert path.read_bytes() == b"x" and not tmp.exists()
+    tmp.mkdir()
+    with pytest.raises(OSError):
+        atomic_write(path, b"y")
+    assert path.read_bytes() == b"x"
 
 
 def test_failed_partition_keeps_its_checkpoint_entries(unclean: Path) -> None:
@@ -167,3 +173,32 @@ def test_failed_partition_keeps_its_checkpoint_entries(unclean: Path) -> None:
         mgr.create_topic("other", 1)
     text = (unclean / "replication-offset-checkpoint").read_text()
     assert "t 0 30" in text and "other 0 0" in text
+
+
+def test_planted_links_as_temp_files_do_not_stop_the_log(unclean: Path, tmp_path: Path) -> None:
+    """A ``.tmp`` of a partition checkpoint is not data: a link there neither fails the load nor is written
+    through; the next checkpoint write replaces it."""
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"precious")
+    tmp = unclean / "t-0" / "leader-epoch-checkpoint.tmp"
+    tmp.symlink_to(outside)
+    with LogManager.open(unclean, background=False) as mgr:
+        assert not mgr.load_failures
+        log = mgr.get_log("t", 0)
+        log.leader_epoch_cache.assign(5, log.log_end_offset)
+    assert outside.read_bytes() == b"precious"
+    assert not tmp.exists() and (unclean / "t-0" / "leader-epoch-checkpoint").read_text().endswith("5 30\n")
+
+
+def test_verify_reports_a_linked_lock_file(unclean: Path, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from kafkalog.cli import cli
+
+    (unclean / ".lock").unlink(missing_ok=True)
+    (unclean / ".lock").symlink_to(tmp_path / "elsewhere")
+    result = CliRunner().invoke(cli, ["verify", str(unclean)])
+    assert result.exit_code == 1 and ".lock: is a symbolic link" in result.output, result.output
+    with pytest.raises(KafkaStorageError, match="symbolic link"):
+        LogManager.open(unclean)
+    assert not (tmp_path / "elsewhere").exists()

@@ -409,8 +409,7 @@ def _is_regular(path: Path) -> bool:
 
 def _owned(name: str) -> bool:
     """Whether ``name`` is spelled like a file kafkalog keeps in a partition directory."""
-    base = name[: -len(".tmp")] if name.endswith(".tmp") else name
-    return base in _KNOWN or is_segment_file_name(base)
+    return name in _KNOWN or is_segment_file_name(name)
 
 
 def _classify_files(directory: Path, report: PartitionReport) -> tuple[list[_Segment], list[str]]:
@@ -678,6 +677,13 @@ def _check_partition_metadata(directory: Path, expected: str | None, report: Par
 def _check_data_dir(data_dir: Path, parts: list[PartitionReport]) -> tuple[PartitionReport, dict[str, str]]:
     report = PartitionReport(data_dir, None)
     topic_ids: dict[str, str] = {}
+    for name in (".lock", ".kafka_cleanshutdown"):
+        path = data_dir / name
+        if os.path.lexists(path) and not _is_regular(path):
+            kind = file_kind(os.lstat(path).st_mode)
+            report.fault(
+                name, f"is a {kind}, not a regular file (LogManager.open and every writer refuse the dir)"
+            )
     try:
         doc = read_topics(data_dir)
     except (KafkaError, OSError, UnicodeDecodeError) as exc:

@@ -8,7 +8,7 @@ Checkpoint files (``CheckpointFile``): UTF-8, ``\\n`` line endings::
 * ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``, ``replication-offset-checkpoint``,
   ``cleaner-offset-checkpoint`` (per log dir): version 0, entries ``"<topic> <partition> <offset>"``.
 
-Every write goes to ``<file>.tmp``, is fsynced, atomically renamed over the file, and the directory is
+Every write goes to ``<file>.tmp`` (created afresh if something other than a regular file is there), is fsynced, atomically renamed over the file, and the directory is
 fsynced, so a crash leaves either the old or the new file. A reader rejects a wrong version, a malformed
 line, bytes that are not UTF-8 or a count that does not match (:class:`CheckpointError`); an empty file has no
 entries. Files are read and written only as regular files (:func:`~kafkalog.storage.files.open_regular`: a
@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Final, Generic, TypeVar
 
-from kafkalog.errors import KafkaError
+from kafkalog.errors import KafkaError, KafkaStorageError
 from kafkalog.log.names import TopicPartition
 from kafkalog.storage.files import open_regular, read_regular
 
@@ -80,7 +80,14 @@ def fsync_dir(directory: Path) -> None:
 def atomic_write(path: Path, data: bytes, sync: bool = True) -> None:
     """Write ``data`` to ``path`` via ``<path>.tmp`` + fsync + rename + directory fsync."""
     tmp = path.with_name(path.name + ".tmp")
-    fd = open_regular(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)  # never through a link planted as the tmp
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    try:
+        fd = open_regular(tmp, flags)  # never through a link (or into a FIFO) planted as the temp file
+    except KafkaStorageError:
+        # The temp file is ours and disposable: a link, FIFO or socket in its place is removed (the entry
+        # itself, never what a link names) and the file created afresh; a directory there stays an error.
+        os.unlink(tmp)
+        fd = open_regular(tmp, flags | os.O_EXCL)
     try:
         view = memoryview(data)
         while view:

@@ -115,9 +115,8 @@ _CHECKPOINT_NAMES = (LEADER_EPOCH_CHECKPOINT_FILE, PARTITION_METADATA_FILE, CLEA
 
 
 def _is_owned(name: str) -> bool:
-    """Whether ``name`` is one of the files kafkalog keeps in a partition directory (or their temp files)."""
-    if name.endswith(".tmp"):
-        name = name[: -len(".tmp")]
+    """Whether ``name`` is one of the files kafkalog keeps in a partition directory (a checkpoint's ``.tmp``
+    is not: it is never read, and the next write replaces whatever is there)."""
     return name in _CHECKPOINT_NAMES or is_segment_file_name(name)
 
 
