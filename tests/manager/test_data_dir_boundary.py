@@ -202,3 +202,21 @@ def test_verify_reports_a_linked_lock_file(unclean: Path, tmp_path: Path) -> Non
     with pytest.raises(KafkaStorageError, match="symbolic link"):
         LogManager.open(unclean)
     assert not (tmp_path / "elsewhere").exists()
+
+
+@pytest.mark.parametrize("name", ["t-99999999999999999999", "t-2147483648", "t-\u0661"])
+def test_partition_directory_names_out_of_range_are_not_partitions(tmp_path: Path, name: str) -> None:
+    """Kafka parses the partition with Integer.parseInt: a number above 2**31 - 1, or digits that are not
+    ASCII ("t-\u0661" was loaded as partition 1 of t, from a directory that is not t-1), name no partition."""
+    from kafkalog.log.names import parse_topic_partition_name
+
+    with pytest.raises(KafkaError, match="not in the form of topic-partition"):
+        parse_topic_partition_name(tmp_path / name)
+    assert parse_topic_partition_name(tmp_path / "t-2147483647").partition == 2**31 - 1
+    data = tmp_path / "data"
+    with LogManager.open(data, background=False) as mgr:
+        _fill(mgr, 3)
+    (data / "t-0").rename(data / name)
+    with LogManager.open(data, background=False) as mgr:
+        assert [p.name for p in mgr.ignored_dirs] == [name]
+        assert mgr.get_or_create_log("t", 0).log_end_offset == 0
