@@ -43,6 +43,7 @@ TopicExistsError                        TopicExistsException
 InvalidPartitionsError                  InvalidPartitionsException
 LogDirLockedError                       (kafkalog) KafkaException "Failed to acquire lock on file .lock"
 LogDirNotAvailableError                 LogDirNotFoundException / KafkaStorageException (dir offline)
+NotRegularFileError                     (kafkalog) KafkaStorageException: a log file that is a symlink, FIFO, ...
 =====================================  =====================================================================
 """
 
@@ -69,6 +70,7 @@ __all__ = [
     "LogDirLockedError",
     "LogDirNotAvailableError",
     "LogSegmentOffsetOverflowError",
+    "NotRegularFileError",
     "OffsetOutOfRangeError",
     "OffsetsOutOfOrderError",
     "OutOfOrderSequenceError",
@@ -268,3 +270,9 @@ class LogDirLockedError(KafkaError):
 
 class LogDirNotAvailableError(KafkaStorageError):
     """The log directory is offline after an I/O error; its partitions cannot be used until restart."""
+
+
+class NotRegularFileError(KafkaStorageError):
+    """A file (or partition directory) of a log directory is a symlink, FIFO, directory or device: it is
+    refused, never followed, opened for good or waited on. Met by a live log it takes the directory offline
+    like any other I/O error; met while loading, the partition is a load failure."""

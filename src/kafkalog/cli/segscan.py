@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Final
 
 from kafkalog.cli.dumplog import BatchEvent, ErrorEvent, LogDump, SummaryEvent
-from kafkalog.errors import KafkaError, KafkaStorageError
+from kafkalog.errors import KafkaError, NotRegularFileError
 from kafkalog.records import ControlRecordType, DefaultRecordBatch
 from kafkalog.storage.files import open_regular
 
@@ -148,7 +148,7 @@ def iter_fixed_entries(path: Path, entry_size: int) -> Iterator[tuple[int, memor
     n = 0
     try:
         fd = open_regular(path, os.O_RDONLY)
-    except KafkaStorageError:
+    except NotRegularFileError:
         return
     with open(fd, "rb") as f:
         while True:

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Final, Generic, TypeVar
 
-from kafkalog.errors import KafkaError, KafkaStorageError
+from kafkalog.errors import KafkaError, NotRegularFileError
 from kafkalog.log.names import TopicPartition
 from kafkalog.storage.files import open_regular, read_regular
 
@@ -83,7 +83,7 @@ def atomic_write(path: Path, data: bytes, sync: bool = True) -> None:
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
     try:
         fd = open_regular(tmp, flags)  # never through a link (or into a FIFO) planted as the temp file
-    except KafkaStorageError:
+    except NotRegularFileError:
         # The temp file is ours and disposable: a link, FIFO or socket in its place is removed (the entry
         # itself, never what a link names) and the file created afresh; a directory there stays an error.
         os.unlink(tmp)

@@ -52,6 +52,7 @@ from kafkalog.errors import (
     KafkaError,
     KafkaStorageError,
     LogSegmentOffsetOverflowError,
+    NotRegularFileError,
 )
 from kafkalog.log.checkpoint import CLEAN_SHUTDOWN_FILE, LEADER_EPOCH_CHECKPOINT_FILE, PARTITION_METADATA_FILE
 from kafkalog.log.config import LogConfig
@@ -139,7 +140,7 @@ def _file_names(directory: Path) -> list[str]:
                         pass
             elif _is_owned(name):
                 mode = e.stat(follow_symlinks=False).st_mode
-                raise KafkaStorageError(
+                raise NotRegularFileError(
                     f"refusing {directory / name}: it is a {file_kind(mode)}, not a regular file (kafkalog only "
                     "reads and writes regular files inside the data directory)"
                 )
@@ -152,7 +153,7 @@ def check_partition_dir(directory: Path) -> None:
     or holds an owned file that is not a regular file or a name out of range (see the module doc)."""
     mode = os.lstat(directory).st_mode
     if not stat.S_ISDIR(mode):
-        raise KafkaStorageError(
+        raise NotRegularFileError(
             f"refusing partition directory {directory}: it is a {file_kind(mode)}, not a directory (kafkalog "
             "only reads and writes inside the data directory)"
         )

@@ -27,7 +27,7 @@ import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from kafkalog.errors import KafkaError, KafkaStorageError, OffsetOutOfRangeError
+from kafkalog.errors import KafkaError, KafkaStorageError, NotRegularFileError, OffsetOutOfRangeError
 from kafkalog.log.checkpoint import fsync_dir
 from kafkalog.log.config import LogConfig
 from kafkalog.log.names import TopicPartition
@@ -186,6 +186,8 @@ class LocalLog:
             raise self._offline_error()
         try:
             yield
+        except NotRegularFileError as exc:  # a file swapped for a link or FIFO under a live log: an I/O error
+            raise self._io_failed(message, exc) from exc
         except KafkaStorageError:
             raise
         except OSError as exc:

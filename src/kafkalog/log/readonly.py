@@ -8,9 +8,10 @@ This module is how they do it. Invariants it owns:
   every file is opened ``O_RDONLY``. (``Log.open`` is never called: it deletes the clean-shutdown marker.)
 * **Regular files only, never a wait.** Files are opened with
   :func:`~kafkalog.storage.files.open_regular` (``O_NOFOLLOW | O_NONBLOCK``, then ``fstat``): a segment,
-  index or snapshot that is a symlink, FIFO, directory or device, a partition directory that is a symlink,
-  and a segment name above ``2**63 - 1`` are :class:`~kafkalog.errors.KafkaStorageError`, raised when the
-  directory is listed (checkpoints of the log dir that are not regular files are ignored, as unreadable).
+  index or snapshot that is a symlink, FIFO, directory or device and a partition directory that is a symlink
+  are :class:`~kafkalog.errors.NotRegularFileError`, a segment name above ``2**63 - 1`` is a
+  :class:`~kafkalog.errors.KafkaStorageError`; both are raised when the directory is listed (checkpoints of
+  the log dir that are not regular files are ignored, as unreadable).
 * **Never shows a torn batch.** :attr:`ReadOnlyLog.log_end_offset` is the offset after the last complete,
   CRC-valid v2 batch of the last segment. It is found by scanning forward from the last offset-index entry
   that checks out, stopping at the first partial, zero-filled (preallocated) or CRC-invalid batch; the scan
@@ -60,7 +61,7 @@ from kafkalog.errors import (
     CorruptRecordError,
     CorruptSnapshotError,
     KafkaError,
-    KafkaStorageError,
+    NotRegularFileError,
     OffsetOutOfRangeError,
     UnknownTopicOrPartitionError,
 )
@@ -269,7 +270,7 @@ class ReadOnlyLog:
         except FileNotFoundError:
             return found
         if stat.S_ISLNK(mode):
-            raise KafkaStorageError(
+            raise NotRegularFileError(
                 f"refusing partition directory {self.dir}: it is a {file_kind(mode)}, not a directory"
             )
         for entry in entries:
@@ -285,7 +286,7 @@ class ReadOnlyLog:
             except FileNotFoundError:
                 continue
             if not stat.S_ISREG(st.st_mode):
-                raise KafkaStorageError(
+                raise NotRegularFileError(
                     f"refusing {entry.path}: it is a {file_kind(st.st_mode)}, not a regular file (kafkalog only "
                     "reads and writes regular files inside the data directory)"
                 )

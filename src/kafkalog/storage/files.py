@@ -14,7 +14,7 @@
 in the data directory cannot make a write, truncation or read land outside it), never blocking on a FIFO
 (``O_NONBLOCK``, which a regular file ignores), and anything that ``fstat`` says is not a regular file
 (FIFO, directory, device, socket) is closed again at once. A refusal is a
-:class:`~kafkalog.errors.KafkaStorageError` naming the file and what it is. :func:`check_regular` is the
+:class:`~kafkalog.errors.NotRegularFileError` (a ``KafkaStorageError``) naming the file and what it is. :func:`check_regular` is the
 same test by ``lstat`` for a path about to be listed, renamed or deleted.
 """
 
@@ -26,7 +26,7 @@ import stat
 from pathlib import Path
 from typing import Final
 
-from kafkalog.errors import KafkaStorageError
+from kafkalog.errors import KafkaStorageError, NotRegularFileError
 
 __all__ = [
     "CLEANED_FILE_SUFFIX",
@@ -169,8 +169,8 @@ def file_kind(mode: int) -> str:
     return "special file"
 
 
-def _refused(path: str | os.PathLike[str], mode: int) -> KafkaStorageError:
-    return KafkaStorageError(
+def _refused(path: str | os.PathLike[str], mode: int) -> NotRegularFileError:
+    return NotRegularFileError(
         f"refusing {os.fspath(path)}: it is a {file_kind(mode)}, not a regular file "
         "(kafkalog only reads and writes regular files inside the data directory)"
     )
