@@ -121,19 +121,36 @@ def _is_owned(name: str) -> bool:
     return name in _CHECKPOINT_NAMES or is_segment_file_name(name)
 
 
-def _file_names(directory: Path) -> list[str]:
-    """Names of the regular files in ``directory``, sorted (one listing, no per-file stat).
+#: The largest offset as the 20 digits of a file name: a 20-digit prefix above it is out of range.
+_MAX_OFFSET_DIGITS = f"{2**63 - 1:020d}"
 
-    Raises :class:`KafkaStorageError` if a file kafkalog owns is not a regular file, or a segment or snapshot
-    name holds an offset above ``2**63 - 1`` (see the module doc: nothing of it is touched).
+
+def _file_names(directory: Path) -> list[str]:
+    """Names of the regular files in ``directory``, sorted (one listing, no per-file stat; a link is not one)."""
+    with os.scandir(directory) as entries:
+        return sorted(e.name for e in entries if e.is_file(follow_symlinks=False))
+
+
+def check_partition_dir(directory: Path) -> None:
+    """Refuse a partition directory that is a symbolic link or not a directory, or that holds a segment,
+    index, snapshot or checkpoint file that is not a regular file (:class:`NotRegularFileError`), or a
+    segment or snapshot name above ``2**63 - 1`` (:class:`KafkaStorageError`); see the module doc.
+
+    One listing, no per-file stat (the entry types come with it); ``Log.open`` calls it before anything.
     """
-    names = []
+    mode = os.lstat(directory).st_mode
+    if not stat.S_ISDIR(mode):
+        raise NotRegularFileError(
+            f"refusing partition directory {directory}: it is a {file_kind(mode)}, not a directory (kafkalog "
+            "only reads and writes inside the data directory)"
+        )
     with os.scandir(directory) as entries:
         for e in entries:
             name = e.name
             if e.is_file(follow_symlinks=False):
-                names.append(name)
-                if name[:1].isdigit() and is_segment_file_name(name):
+                dot = name.find(".")
+                # Kafka's 20-digit names at or below the largest offset are the common case: no parse.
+                if dot >= 19 and (dot != 20 or name[:20] > _MAX_OFFSET_DIGITS) and is_segment_file_name(name):
                     try:
                         offset_from_file_name(name)  # KafkaStorageError above 2**63 - 1
                     except ValueError:
@@ -144,20 +161,6 @@ def _file_names(directory: Path) -> list[str]:
                     f"refusing {directory / name}: it is a {file_kind(mode)}, not a regular file (kafkalog only "
                     "reads and writes regular files inside the data directory)"
                 )
-    names.sort()
-    return names
-
-
-def check_partition_dir(directory: Path) -> None:
-    """Refuse (:class:`KafkaStorageError`) a partition directory that is a symbolic link or not a directory,
-    or holds an owned file that is not a regular file or a name out of range (see the module doc)."""
-    mode = os.lstat(directory).st_mode
-    if not stat.S_ISDIR(mode):
-        raise NotRegularFileError(
-            f"refusing partition directory {directory}: it is a {file_kind(mode)}, not a directory (kafkalog "
-            "only reads and writes inside the data directory)"
-        )
-    _file_names(directory)
 
 
 class _Readable:
