@@ -280,9 +280,12 @@ def _invoke(args: list[str], input: bytes | None = None) -> Result:
 READERS: dict[str, Callable[[Cell], list[str]]] = {
     "verify": lambda c: ["verify", str(c.data)],
     "info": lambda c: ["info", str(c.data)],
+    "info-partition": lambda c: ["info", str(c.data / PART)],
+    "verify-partition": lambda c: ["verify", str(c.data / PART)],
     "consume": lambda c: ["consume", str(c.data), TOPIC, "--from-beginning"],
     "dump": lambda c: ["dump", str(c.data / c.damaged)],
     "topics-list": lambda c: ["topics", str(c.data), "--list"],
+    "topics-describe": lambda c: ["topics", str(c.data), "--describe"],
     "retention-dry-run": lambda c: ["retention", str(c.data), "--dry-run"],
 }
 
