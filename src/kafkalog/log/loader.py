@@ -23,9 +23,10 @@ it does not touch a ``Log``. The passes, in order:
 5. **State** — the leader epoch cache is truncated to the loaded log; stray producer snapshots are
    removed and producer state is rebuilt from the newest usable snapshot plus the segments after it.
 
-Cost of a clean open (issue #5: 10,000 segments in well under a second): one directory listing, shared by
-passes 1 and 3 when pass 1 changed nothing; one readability check per file (Kafka's ``canRead``, relative to a
-directory descriptor); one ``stat`` per ``.log`` (its size). Index files are only looked up in the listing:
+Cost of a clean open (issue #5: 10,000 segments in well under a second): the listing of
+:func:`check_partition_dir` (entry types come with it: about 1 us per file), then one directory listing shared
+by passes 1 and 3 when pass 1 changed nothing; one readability check per file (Kafka's ``canRead``, relative
+to a directory descriptor); one ``lstat`` per ``.log`` (its size). Index files are only looked up in the listing:
 no index of a non-active segment is opened, and its index objects are not even made until it is read.
 
 **The directory is the boundary.** Before anything is read or changed, :func:`check_partition_dir` (called by
