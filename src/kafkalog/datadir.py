@@ -39,6 +39,7 @@ from typing import Any
 
 from kafkalog.errors import KafkaError, LogDirLockedError
 from kafkalog.log.checkpoint import atomic_write
+from kafkalog.storage.files import open_regular, read_regular
 
 __all__ = [
     "CLEANER_OFFSET_CHECKPOINT",
@@ -85,7 +86,7 @@ class DirLock:
         with _HELD_LOCK:
             if key in _HELD:
                 raise self._locked_error()
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+            fd = open_regular(self.path, os.O_RDWR | os.O_CREAT)  # a link or FIFO as .lock is refused
             try:
                 fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # Kafka's lock (Java FileChannel.tryLock)
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -157,7 +158,7 @@ def read_topics(directory: Path) -> TopicsDocument | None:
     """The document in ``directory`` (None if there is none); a malformed file is a :class:`KafkaError`."""
     path = directory / TOPICS_FILE
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path)
     except FileNotFoundError:
         return None
     try:

@@ -45,6 +45,7 @@ InvalidPartitionsError                  InvalidPartitionsException
 PolicyViolationError                    PolicyViolationException (a limit or policy of this node refuses it)
 LogDirLockedError                       (kafkalog) KafkaException "Failed to acquire lock on file .lock"
 LogDirNotAvailableError                 LogDirNotFoundException / KafkaStorageException (dir offline)
+NotRegularFileError                     (kafkalog) KafkaStorageException: a log file that is a symlink, FIFO, ...
 =====================================  =====================================================================
 """
 
@@ -73,6 +74,7 @@ __all__ = [
     "LogDirLockedError",
     "LogDirNotAvailableError",
     "LogSegmentOffsetOverflowError",
+    "NotRegularFileError",
     "OffsetOutOfRangeError",
     "OffsetsOutOfOrderError",
     "OutOfOrderSequenceError",
@@ -303,3 +305,9 @@ class LogDirLockedError(KafkaError):
 
 class LogDirNotAvailableError(KafkaStorageError):
     """The log directory is offline after an I/O error; its partitions cannot be used until restart."""
+
+
+class NotRegularFileError(KafkaStorageError):
+    """A file (or partition directory) of a log directory is a symlink, FIFO, directory or device: it is
+    refused, never followed, opened for good or waited on. Met by a live log it takes the directory offline
+    like any other I/O error; met while loading, the partition is a load failure."""

@@ -489,6 +489,8 @@ class LogManager:
                 # a partition that failed to load: renamed now (its data is no longer the topic's), loaded
                 # without recovery and deleted by the next open
                 failed = self._failed.pop(tp)
+                for d in self._dirs:
+                    d.forget(tp)
                 with contextlib.suppress(OSError):
                     failed.path.rename(failed.path.with_name(log_delete_dir_name(tp)))
             self._topics.remove(topic)

@@ -39,6 +39,8 @@ from kafkalog.errors import KafkaError
 from kafkalog.log.checkpoint import offset_checkpoint, read_clean_shutdown, write_clean_shutdown
 from kafkalog.log.log import Log
 from kafkalog.log.names import (
+    DELETE_DIR_SUFFIX,
+    FUTURE_DIR_SUFFIX,
     STRAY_DIR_SUFFIX,
     TopicPartition,
     parse_topic_partition_name,
@@ -119,10 +121,11 @@ class LogDirState:
         ``max_partitions`` or above is left alone and reported as ignored: no topic within the limit has such a
         partition, and loading it would make its topic's partition count that large."""
         self.had_clean_shutdown = read_clean_shutdown(self.path)
+        read = {name: self._read_checkpoint(name) for name in CHECKPOINTS}
         offsets = DirOffsets(
-            self._read_checkpoint(RECOVERY_POINT_CHECKPOINT),
-            self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT),
-            self._read_checkpoint(REPLICATION_OFFSET_CHECKPOINT),
+            read[RECOVERY_POINT_CHECKPOINT],
+            read[LOG_START_OFFSET_CHECKPOINT],
+            read[REPLICATION_OFFSET_CHECKPOINT],
         )
         result = DirLoad()
         candidates: list[tuple[Path, TopicPartition]] = []
@@ -155,7 +158,8 @@ class LogDirState:
                 except Exception as exc:
                     self.loaded_fully = False
                     result.failures.append((tp, LoadFailure(path, exc)))
-                    self._keep_entries(tp, offsets)
+                    if not path.name.endswith((DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX)):
+                        self._keep_entries(tp, offsets)
                     _log.error("Error while loading log dir %s: skipping %s: %s", self.path, path.name, exc)
         return result
 
@@ -201,6 +205,11 @@ class LogDirState:
                 failure = None
         if failure is not None:
             on_failure(self.path, f"error while writing {name}", failure)
+
+    def forget(self, tp: TopicPartition) -> None:
+        """Drop the checkpoint entries kept for ``tp`` (a failed partition whose directory was deleted)."""
+        for entries in self.failed_entries.values():
+            entries.pop(tp, None)
 
     def write_checkpoints(self, on_failure: DirFailureHandler) -> None:
         """Write every offset checkpoint of the dir (if it is online)."""

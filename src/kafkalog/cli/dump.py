@@ -17,6 +17,7 @@ is a terminal and stdout is not.
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -53,6 +54,7 @@ from kafkalog.cli.dumplog import (
     text_record_line,
 )
 from kafkalog.cli.dumpmeta import checkpoint_dumper_for, dump_producer_snapshot
+from kafkalog.storage.files import file_kind
 
 __all__ = [
     "DUMPERS",
@@ -241,6 +243,10 @@ def _dump_one(path: Path, settings: DumpSettings, out: DumpOutput) -> int:
         return EXIT_NOINPUT
     if not path.exists():
         out.error(path, "No such file or directory")
+        return EXIT_NOINPUT
+    mode = path.stat().st_mode
+    if not stat.S_ISREG(mode):  # a FIFO would block the first read, a device has no file format
+        out.error(path, f"is a {file_kind(mode)}, not a regular file")
         return EXIT_NOINPUT
     dumper = dumper_for(path)
     if dumper is None:

@@ -370,7 +370,9 @@ class LogDump:
         self.max_bytes = max_bytes
         self.legacy_record_checksums = legacy_record_checksums
         self.max_decompressed_bytes = max_decompressed_bytes
-        self._file: BinaryIO = open(self.path, "rb", buffering=0)  # noqa: SIM115 - closed by close()
+        # O_NONBLOCK: a FIFO is refused by the fstat below instead of blocking the open (no effect on a file).
+        fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        self._file: BinaryIO = open(fd, "rb", buffering=0)  # noqa: SIM115 - closed by close()
         try:
             st = os.fstat(self._file.fileno())
             if not stat.S_ISREG(st.st_mode):

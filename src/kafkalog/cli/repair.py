@@ -65,6 +65,7 @@ from kafkalog.log.checkpoint import (
     topic_id_to_string,
     write_partition_metadata,
 )
+from kafkalog.log.loader import check_partition_dir
 from kafkalog.log.names import TopicPartition
 from kafkalog.records import RecordBatch, read_batch_at
 from kafkalog.records.batch import LOG_OVERHEAD, MAGIC_V2, RECORD_BATCH_OVERHEAD
@@ -554,6 +555,13 @@ def plan_partition(
 ) -> PartitionPlan:
     """What :func:`apply_plan` will do to ``path`` (read-only; see the module doc for the rule)."""
     plan = PartitionPlan(tp, path, mode, data_dir)
+    try:
+        check_partition_dir(
+            path
+        )  # a symlink, FIFO or directory where a file belongs: refused before any read
+    except KafkaError as exc:
+        plan.error = str(exc)
+        return plan
     try:
         _plan_metadata(plan, data_dir)
         if plan.error is not None:

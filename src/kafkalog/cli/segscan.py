@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Final
 
 from kafkalog.cli.dumplog import BatchEvent, ErrorEvent, LogDump, SummaryEvent
-from kafkalog.errors import KafkaError
+from kafkalog.errors import KafkaError, NotRegularFileError
 from kafkalog.records import ControlRecordType, DefaultRecordBatch
+from kafkalog.storage.files import open_regular
 
 __all__ = [
     "BatchCursor",
@@ -139,10 +140,17 @@ class BatchCursor:
 
 
 def iter_fixed_entries(path: Path, entry_size: int) -> Iterator[tuple[int, memoryview]]:
-    """``(index, entry bytes)`` for every whole entry of ``path``, read in 1 MiB chunks."""
+    """``(index, entry bytes)`` for every whole entry of ``path``, read in 1 MiB chunks.
+
+    A symlink, FIFO or other file that is not regular has no entries (it is never followed or waited on;
+    ``verify`` reports it)."""
     per_chunk = max(1, _CHUNK // entry_size) * entry_size
     n = 0
-    with open(path, "rb") as f:
+    try:
+        fd = open_regular(path, os.O_RDONLY)
+    except NotRegularFileError:
+        return
+    with open(fd, "rb") as f:
         while True:
             data = f.read(per_chunk)
             if not data:

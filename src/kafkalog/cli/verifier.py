@@ -34,6 +34,10 @@ index without the segment's final entry, an orphan index). Per partition directo
 An index file of the active segment is preallocated and zero-filled after its entries: its entries end at the
 first empty slot, slot 0 included (a writer puts the first entry in the file at once).
 
+Every file named like a segment, index, snapshot or checkpoint must be a regular file: a symlink, FIFO,
+directory or device in its place is a fault (``recover`` and ``LogManager.open`` refuse the partition), is
+never followed or opened, and a segment or snapshot name whose offset is above ``2**63 - 1`` is a fault too.
+
 Data directory: its checkpoint files parse, ``kafkalog-topics.json`` parses, and no log start offset checkpoint
 lies past a partition's log end (the next open would delete every segment).
 """
@@ -42,6 +46,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import stat
 import struct
 from array import array
 from collections.abc import Callable
@@ -66,6 +71,7 @@ from kafkalog.log.config import LogConfig
 from kafkalog.log.names import TopicPartition
 from kafkalog.log.producer_state import read_snapshot
 from kafkalog.records import ControlRecordType
+from kafkalog.storage.files import file_kind, is_segment_file_name, offset_from_file_name
 
 __all__ = ["Finding", "PartitionReport", "VerifyReport", "log_bytes", "verify_partition_dir", "verify_target"]
 
@@ -413,11 +419,42 @@ class _TxnReplay:
 # --------------------------------------------------------------------------------------------------- partition
 
 
+def _is_regular(path: Path) -> bool:
+    """Whether ``path`` is a regular file (by ``lstat``: a link is never followed)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def _owned(name: str) -> bool:
+    """Whether ``name`` is spelled like a file kafkalog keeps in a partition directory."""
+    return name in _KNOWN or is_segment_file_name(name)
+
+
 def _classify_files(directory: Path, report: PartitionReport) -> tuple[list[_Segment], list[str]]:
-    names = sorted(e.name for e in os.scandir(directory) if e.is_file())
+    if not stat.S_ISDIR(os.lstat(directory).st_mode):
+        report.fault(".", f"the partition directory is a {file_kind(os.lstat(directory).st_mode)} (refused)")
+    names = []
+    for e in os.scandir(directory):
+        if e.is_file(follow_symlinks=False):
+            names.append(e.name)
+        elif _owned(e.name):
+            kind = file_kind(e.stat(follow_symlinks=False).st_mode)
+            report.fault(e.name, f"is a {kind}, not a regular file (recover and LogManager.open refuse it)")
+    names.sort()
     segments = []
-    for name in names:
-        if name.endswith(".log") and name[:-4].isdigit():
+    for name in list(names):
+        if is_segment_file_name(name) and name[:1].isdigit():
+            try:
+                offset_from_file_name(name)
+            except KafkaError as exc:
+                report.fault(name, f"not a segment of any log: {exc}")
+                names.remove(name)
+                continue
+            except ValueError:
+                pass
+        if name.endswith(".log") and name[:-4].isascii() and name[:-4].isdigit():
             path = directory / name
             segments.append(_Segment(int(name[:-4]), path, path.stat().st_size))
     bases = {s.base for s in segments}
@@ -459,8 +496,8 @@ def verify_partition_dir(
     if segments and not replay.complete:
         snap = directory / f"{segments[0].base:020d}.snapshot"
         try:
-            entries = read_snapshot(snap) if snap.exists() else None
-        except CorruptSnapshotError:
+            entries = read_snapshot(snap) if _is_regular(snap) else None
+        except (CorruptSnapshotError, OSError):
             entries = None
         if entries is not None:
             replay.complete = True
@@ -548,8 +585,8 @@ def _walk_segment(
     """Walks one ``.log`` with its indexes; returns the last offset seen."""
     stem = f"{seg.base:020d}"
     index, tindex = directory / f"{stem}.index", directory / f"{stem}.timeindex"
-    offset_check = _OffsetIndexCheck(index, seg, is_active, report) if index.exists() else None
-    time_check = _TimeIndexCheck(tindex, seg, is_active, report) if tindex.exists() else None
+    offset_check = _OffsetIndexCheck(index, seg, is_active, report) if _is_regular(index) else None
+    time_check = _TimeIndexCheck(tindex, seg, is_active, report) if _is_regular(tindex) else None
     checks: list[_OffsetIndexCheck | _TimeIndexCheck] = [
         c for c in (offset_check, time_check) if c is not None
     ]
@@ -607,11 +644,11 @@ def _walk_segment(
         tick(seg.size - shown)
     if offset_check is not None:
         offset_check.finish(seg)
-    elif seg.batches:
+    elif seg.batches and not os.path.lexists(index):
         report.fault(f"{stem}.index", f"missing for a segment with {seg.batches} batches")
     if time_check is not None:
         time_check.finish(seg)
-    elif seg.batches:
+    elif seg.batches and not os.path.lexists(tindex):
         report.fault(f"{stem}.timeindex", f"missing for a segment with {seg.batches} batches")
     return prev_last
 
@@ -629,7 +666,7 @@ def _floor(starts: list[int], offset: int) -> int:
 
 def _check_txn_index(path: Path, seg: _Segment, replay: _TxnReplay, report: PartitionReport) -> None:
     found: list[tuple[int, int, int, int]] = []
-    if path.exists():
+    if _is_regular(path):
         size = path.stat().st_size
         if size % 34:
             report.fault(path.name, f"length {size} is not a multiple of 34 (a partial entry at the end)")
@@ -703,6 +740,13 @@ def _check_partition_metadata(directory: Path, expected: str | None, report: Par
 def _check_data_dir(data_dir: Path, parts: list[PartitionReport]) -> tuple[PartitionReport, dict[str, str]]:
     report = PartitionReport(data_dir, None)
     topic_ids: dict[str, str] = {}
+    for name in (".lock", ".kafka_cleanshutdown"):
+        path = data_dir / name
+        if os.path.lexists(path) and not _is_regular(path):
+            kind = file_kind(os.lstat(path).st_mode)
+            report.fault(
+                name, f"is a {kind}, not a regular file (LogManager.open and every writer refuse the dir)"
+            )
     try:
         doc = read_topics(data_dir)
     except (KafkaError, OSError, UnicodeDecodeError) as exc:

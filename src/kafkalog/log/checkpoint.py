@@ -8,9 +8,11 @@ Checkpoint files (``CheckpointFile``): UTF-8, ``\\n`` line endings::
 * ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``, ``replication-offset-checkpoint``,
   ``cleaner-offset-checkpoint`` (per log dir): version 0, entries ``"<topic> <partition> <offset>"``.
 
-Every write goes to ``<file>.tmp``, is fsynced, atomically renamed over the file, and the directory is
+Every write goes to ``<file>.tmp`` (created afresh if something other than a regular file is there), is fsynced, atomically renamed over the file, and the directory is
 fsynced, so a crash leaves either the old or the new file. A reader rejects a wrong version, a malformed
-line or a count that does not match (:class:`CheckpointError`); an empty file has no entries.
+line, bytes that are not UTF-8 or a count that does not match (:class:`CheckpointError`); an empty file has no
+entries. Files are read and written only as regular files (:func:`~kafkalog.storage.files.open_regular`: a
+link, FIFO or directory in their place is refused, never followed or waited on).
 
 ``partition.metadata``: exactly ``version: 0\\ntopic_id: <22-char base64url uuid>`` (no trailing newline).
 ``.kafka_cleanshutdown``: JSON ``{"version":0,"brokerEpoch":<long>}``; its presence means the directory was
@@ -29,8 +31,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Final, Generic, TypeVar
 
-from kafkalog.errors import KafkaError
+from kafkalog.errors import KafkaError, NotRegularFileError
 from kafkalog.log.names import TopicPartition
+from kafkalog.storage.files import open_regular, read_regular
 
 __all__ = [
     "CLEAN_SHUTDOWN_FILE",
@@ -77,12 +80,23 @@ def fsync_dir(directory: Path) -> None:
 def atomic_write(path: Path, data: bytes, sync: bool = True) -> None:
     """Write ``data`` to ``path`` via ``<path>.tmp`` + fsync + rename + directory fsync."""
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    try:
+        fd = open_regular(tmp, flags)  # never through a link (or into a FIFO) planted as the temp file
+    except NotRegularFileError:
+        # The temp file is ours and disposable: a link, FIFO or socket in its place is removed (the entry
+        # itself, never what a link names) and the file created afresh; a directory there stays an error.
+        os.unlink(tmp)
+        fd = open_regular(tmp, flags | os.O_EXCL)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
         if sync:
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)  # replaces whatever ``path`` is (a link itself, never its target)
     if sync:
         fsync_dir(path.parent)
 
@@ -107,9 +121,11 @@ class CheckpointFile(Generic[T]):
     def read(self) -> list[T]:
         """The entries (empty if the file is missing or empty)."""
         try:
-            text = self.path.read_text("utf-8")
+            text = read_regular(self.path).decode("utf-8")
         except FileNotFoundError:
             return []
+        except UnicodeDecodeError as exc:
+            raise CheckpointError(f"checkpoint file ({self.path}) is not valid UTF-8: {exc}") from None
         if not text:
             return []
         lines = text.split("\n")
@@ -214,9 +230,11 @@ def read_partition_metadata(directory: Path) -> uuid.UUID | None:
     """The topic id in ``partition.metadata`` (None if the file is missing)."""
     path = directory / PARTITION_METADATA_FILE
     try:
-        text = path.read_text("utf-8")
+        text = read_regular(path).decode("utf-8")
     except FileNotFoundError:
         return None
+    except UnicodeDecodeError as exc:
+        raise KafkaError(f"partition metadata file {path} is not valid UTF-8: {exc}") from None
     fields: dict[str, str] = {}
     for line in text.splitlines():
         parts = re.split(r":\s+", line, maxsplit=1)

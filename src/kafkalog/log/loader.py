@@ -23,10 +23,17 @@ it does not touch a ``Log``. The passes, in order:
 5. **State** — the leader epoch cache is truncated to the loaded log; stray producer snapshots are
    removed and producer state is rebuilt from the newest usable snapshot plus the segments after it.
 
-Cost of a clean open (issue #5: 10,000 segments in well under a second): one directory listing, shared by
-passes 1 and 3 when pass 1 changed nothing; one readability check per file (Kafka's ``canRead``, relative to a
-directory descriptor); one ``stat`` per ``.log`` (its size). Index files are only looked up in the listing:
+Cost of a clean open (issue #5: 10,000 segments in well under a second): the listing of
+:func:`check_partition_dir` (entry types come with it: about 1 us per file), then one directory listing shared
+by passes 1 and 3 when pass 1 changed nothing; one readability check per file (Kafka's ``canRead``, relative
+to a directory descriptor); one ``lstat`` per ``.log`` (its size). Index files are only looked up in the listing:
 no index of a non-active segment is opened, and its index objects are not even made until it is read.
+
+**The directory is the boundary.** Before anything is read or changed, :func:`check_partition_dir` (called by
+``Log.open``) refuses a partition directory that is a symbolic link, any segment, index, snapshot or
+checkpoint file in it that is not a regular file (a symlink, FIFO, directory or device: nothing is followed,
+opened or repaired), and any segment or snapshot name whose offset is above ``2**63 - 1``; the refusal is a
+:class:`~kafkalog.errors.KafkaStorageError` and the directory is left exactly as it was.
 
 A ``-delete`` directory loads without recovery. The recovery point is the log end offset after a clean
 shutdown of a non-empty log, else ``min(checkpointed recovery point, log end offset)``.
@@ -36,6 +43,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,7 +53,9 @@ from kafkalog.errors import (
     KafkaError,
     KafkaStorageError,
     LogSegmentOffsetOverflowError,
+    NotRegularFileError,
 )
+from kafkalog.log.checkpoint import CLEAN_SHUTDOWN_FILE, LEADER_EPOCH_CHECKPOINT_FILE, PARTITION_METADATA_FILE
 from kafkalog.log.config import LogConfig
 from kafkalog.log.leader_epoch import LeaderEpochFileCache
 from kafkalog.log.local_log import delete_segment_files, open_segment, replace_segments
@@ -59,8 +69,10 @@ from kafkalog.storage.files import (
     CLEANED_FILE_SUFFIX,
     DELETED_FILE_SUFFIX,
     SWAP_FILE_SUFFIX,
+    file_kind,
     is_index_file,
     is_log_file,
+    is_segment_file_name,
     offset_from_file_name,
     offset_index_file,
     time_index_file,
@@ -69,7 +81,13 @@ from kafkalog.storage.files import (
 from kafkalog.storage.segment import TO_SEGMENT_END
 from kafkalog.time import Time
 
-__all__ = ["LoadedLog", "load_log", "rebuild_producer_state", "split_overflowed_segment"]
+__all__ = [
+    "LoadedLog",
+    "check_partition_dir",
+    "load_log",
+    "rebuild_producer_state",
+    "split_overflowed_segment",
+]
 
 _log = logging.getLogger("kafkalog.log.loader")
 
@@ -95,10 +113,55 @@ def _delete_indexes_if_exist(directory: Path, base_offset: int, suffix: str = ""
         path.unlink(missing_ok=True)
 
 
+_CHECKPOINT_NAMES = (LEADER_EPOCH_CHECKPOINT_FILE, PARTITION_METADATA_FILE, CLEAN_SHUTDOWN_FILE)
+
+
+def _is_owned(name: str) -> bool:
+    """Whether ``name`` is one of the files kafkalog keeps in a partition directory (a checkpoint's ``.tmp``
+    is not: it is never read, and the next write replaces whatever is there)."""
+    return name in _CHECKPOINT_NAMES or is_segment_file_name(name)
+
+
+#: The largest offset as the 20 digits of a file name: a 20-digit prefix above it is out of range.
+_MAX_OFFSET_DIGITS = f"{2**63 - 1:020d}"
+
+
 def _file_names(directory: Path) -> list[str]:
-    """Names of the regular files in ``directory``, sorted (one listing, no per-file stat)."""
+    """Names of the regular files in ``directory``, sorted (one listing, no per-file stat; a link is not one)."""
     with os.scandir(directory) as entries:
-        return sorted(e.name for e in entries if e.is_file())
+        return sorted(e.name for e in entries if e.is_file(follow_symlinks=False))
+
+
+def check_partition_dir(directory: Path) -> None:
+    """Refuse a partition directory that is a symbolic link or not a directory, or that holds a segment,
+    index, snapshot or checkpoint file that is not a regular file (:class:`NotRegularFileError`), or a
+    segment or snapshot name above ``2**63 - 1`` (:class:`KafkaStorageError`); see the module doc.
+
+    One listing, no per-file stat (the entry types come with it); ``Log.open`` calls it before anything.
+    """
+    mode = os.lstat(directory).st_mode
+    if not stat.S_ISDIR(mode):
+        raise NotRegularFileError(
+            f"refusing partition directory {directory}: it is a {file_kind(mode)}, not a directory (kafkalog "
+            "only reads and writes inside the data directory)"
+        )
+    with os.scandir(directory) as entries:
+        for e in entries:
+            name = e.name
+            if e.is_file(follow_symlinks=False):
+                dot = name.find(".")
+                # Kafka's 20-digit names at or below the largest offset are the common case: no parse.
+                if dot >= 19 and (dot != 20 or name[:20] > _MAX_OFFSET_DIGITS) and is_segment_file_name(name):
+                    try:
+                        offset_from_file_name(name)  # KafkaStorageError above 2**63 - 1
+                    except ValueError:
+                        pass
+            elif _is_owned(name):
+                mode = e.stat(follow_symlinks=False).st_mode
+                raise NotRegularFileError(
+                    f"refusing {directory / name}: it is a {file_kind(mode)}, not a regular file (kafkalog only "
+                    "reads and writes regular files inside the data directory)"
+                )
 
 
 class _Readable:

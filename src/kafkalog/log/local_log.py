@@ -33,6 +33,7 @@ from pathlib import Path
 from kafkalog.errors import (
     KafkaError,
     KafkaStorageError,
+    NotRegularFileError,
     OffsetOutOfRangeError,
     ResourceExhaustedError,
     is_resource_exhaustion,
@@ -196,6 +197,8 @@ class LocalLog:
             raise self._offline_error()
         try:
             yield
+        except NotRegularFileError as exc:  # a file swapped for a link or FIFO under a live log: an I/O error
+            raise self._io_failed(message, exc) from exc
         except KafkaStorageError:
             raise
         except OSError as exc:

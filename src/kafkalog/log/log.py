@@ -42,7 +42,7 @@ from kafkalog.log import roll as roll_path
 from kafkalog.log.checkpoint import read_partition_metadata, write_clean_shutdown, write_partition_metadata
 from kafkalog.log.config import LogConfig
 from kafkalog.log.leader_epoch import LeaderEpochFileCache
-from kafkalog.log.loader import LoadedLog, load_log, split_overflowed_segment
+from kafkalog.log.loader import LoadedLog, check_partition_dir, load_log, split_overflowed_segment
 from kafkalog.log.local_log import LocalLog, LogDirFailureHandler, replace_segments
 from kafkalog.log.names import TopicPartition, parse_topic_partition_name
 from kafkalog.log.producer_state import ProducerStateManager
@@ -147,6 +147,7 @@ class Log:
         time = time or SYSTEM_TIME
         tp = parse_topic_partition_name(directory)
         directory.mkdir(parents=True, exist_ok=True)
+        check_partition_dir(directory)  # nothing below follows a link out of the data directory
         clean = read_clean_shutdown(directory) if last_shutdown_clean is None else last_shutdown_clean
         epoch_cache = LeaderEpochFileCache.for_directory(directory, f"[LeaderEpochCache {tp}] ")
         psm = ProducerStateManager(

@@ -1,6 +1,7 @@
 """Partition directory names (Kafka's ``LocalLog.logDirName`` / ``parseTopicPartitionName``) and topic names.
 
-* ``<topic>-<partition>``: a live partition (split at the **last** ``-``).
+* ``<topic>-<partition>``: a live partition (split at the **last** ``-``; the partition is ASCII digits up to
+  ``2**31 - 1``, or the name is not a partition directory's).
 * ``<topic>-<partition>.<uuid32hex>-delete``: scheduled for deletion; ``-future``: the target of a move
   between log dirs; ``-stray``: a replica kept aside. The total name is capped at 255 characters by
   shortening the topic.
@@ -20,6 +21,7 @@ from kafkalog.errors import InvalidTopicError, KafkaError
 __all__ = [
     "DELETE_DIR_SUFFIX",
     "FUTURE_DIR_SUFFIX",
+    "MAX_PARTITION",
     "MAX_TOPIC_NAME_LENGTH",
     "STRAY_DIR_SUFFIX",
     "TopicPartition",
@@ -35,6 +37,8 @@ DELETE_DIR_SUFFIX: Final = "-delete"
 FUTURE_DIR_SUFFIX: Final = "-future"
 STRAY_DIR_SUFFIX: Final = "-stray"
 MAX_TOPIC_NAME_LENGTH: Final = 249
+#: The largest partition number (Kafka's partitions are Java ints).
+MAX_PARTITION: Final = 2**31 - 1
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 _SUFFIXED = re.compile(r"^(\S+)-(\S+)\.(\S+)(-delete|-future|-stray)$")
 
@@ -109,7 +113,9 @@ def parse_topic_partition_name(directory: Path | str) -> TopicPartition:
         name = name[: name.rindex(".")]
     idx = name.rindex("-")
     topic, partition = name[:idx], name[idx + 1 :]
-    if not topic or not partition or not partition.isdigit():
+    # ASCII digits that fit Kafka's int32 (Integer.parseInt): "t-\u0661" is not partition 1 of "t", and
+    # "t-99999999999999999999" is no partition at all.
+    if not topic or not (partition.isascii() and partition.isdigit()) or int(partition) > MAX_PARTITION:
         raise KafkaError(
             f"found directory {directory}, '{name}' is not in the form of topic-partition or "
             "topic-partition.uniqueId-delete (if marked for deletion)"

@@ -42,8 +42,11 @@ from kafkalog.records import ControlRecordType, EndTransactionMarker, RecordBatc
 from kafkalog.records.batch import NO_PRODUCER_EPOCH, NO_SEQUENCE
 from kafkalog.storage.files import (
     PRODUCER_SNAPSHOT_FILE_SUFFIX,
+    check_regular,
     offset_from_file_name,
+    open_regular,
     producer_snapshot_file,
+    read_regular,
 )
 from kafkalog.storage.types import LogOffsetMetadata
 from kafkalog.time import Time
@@ -360,7 +363,7 @@ def write_snapshot(path: Path, entries: list[ProducerStateEntry], sync: bool = T
     struct.pack_into(">i", body, 6, len(entries))
     crc = crc32c(memoryview(body)[6:])
     struct.pack_into(">hI", body, 0, SNAPSHOT_VERSION, crc)
-    fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+    fd = open_regular(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC)
     try:
         os.write(fd, body)
         if sync:
@@ -372,7 +375,7 @@ def write_snapshot(path: Path, entries: list[ProducerStateEntry], sync: bool = T
 def read_snapshot(path: Path) -> list[ProducerStateEntry]:
     """Read a producer snapshot file (raises :class:`CorruptSnapshotError`)."""
     try:
-        data = path.read_bytes()
+        data = read_regular(path)
     except FileNotFoundError:
         raise CorruptSnapshotError(f"snapshot file {path} does not exist") from None
     if len(data) < _SNAP_HEADER.size:
@@ -430,7 +433,7 @@ class ProducerStateManager:
         found: dict[int, Path] = {}
         if self.log_dir.is_dir():
             for p in self.log_dir.iterdir():
-                if p.name.endswith(PRODUCER_SNAPSHOT_FILE_SUFFIX) and p.is_file():
+                if p.name.endswith(PRODUCER_SNAPSHOT_FILE_SUFFIX) and check_regular(p):
                     try:
                         found[offset_from_file_name(p.name)] = p
                     except ValueError:

@@ -6,6 +6,12 @@ This module is how they do it. Invariants it owns:
 
 * **Never writes.** No lock is taken, no file is created, renamed, truncated or deleted, no recovery runs;
   every file is opened ``O_RDONLY``. (``Log.open`` is never called: it deletes the clean-shutdown marker.)
+* **Regular files only, never a wait.** Files are opened with
+  :func:`~kafkalog.storage.files.open_regular` (``O_NOFOLLOW | O_NONBLOCK``, then ``fstat``): a segment,
+  index or snapshot that is a symlink, FIFO, directory or device and a partition directory that is a symlink
+  are :class:`~kafkalog.errors.NotRegularFileError`, a segment name above ``2**63 - 1`` is a
+  :class:`~kafkalog.errors.KafkaStorageError`; both are raised when the directory is listed (checkpoints of
+  the log dir that are not regular files are ignored, as unreadable).
 * **Never shows a torn batch.** :attr:`ReadOnlyLog.log_end_offset` is the offset after the last complete,
   CRC-valid v2 batch of the last segment. It is found by scanning forward from the last offset-index entry
   that checks out, stopping at the first partial, zero-filled (preallocated) or CRC-invalid batch; the scan
@@ -46,6 +52,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -59,6 +66,7 @@ from kafkalog.errors import (
     CorruptRecordError,
     CorruptSnapshotError,
     KafkaError,
+    NotRegularFileError,
     OffsetOutOfRangeError,
     UnknownTopicOrPartitionError,
 )
@@ -76,6 +84,10 @@ from kafkalog.storage.files import (
     PRODUCER_SNAPSHOT_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX,
     TXN_INDEX_FILE_SUFFIX,
+    file_kind,
+    offset_from_file_name,
+    open_regular,
+    read_regular,
 )
 from kafkalog.storage.txn_index import AbortedTxn, TransactionIndex
 
@@ -91,7 +103,6 @@ __all__ = [
 DEFAULT_CHUNK_BYTES: Final = 16 << 20
 _TAIL_CHUNK_BYTES: Final = 1 << 20
 _MAX_TABLE_COLUMNS: Final = 65536
-_O_RDONLY: Final = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 _PARTITION_DIR = re.compile(r"^.+-\d+$")
 
 U8Array = npt.NDArray[np.uint8]
@@ -128,9 +139,9 @@ class BatchChunk(NamedTuple):
 def _open_segment(path: Path) -> int:
     """A read-only descriptor of a ``.log`` file, also found under its ``.deleted`` name (FileNotFoundError)."""
     try:
-        return os.open(path, _O_RDONLY)
+        return open_regular(path, os.O_RDONLY)
     except FileNotFoundError:
-        return os.open(path.with_name(path.name + DELETED_FILE_SUFFIX), _O_RDONLY)
+        return open_regular(path.with_name(path.name + DELETED_FILE_SUFFIX), os.O_RDONLY)
 
 
 def _pread_into(fd: int, buf: U8Array, n: int, position: int) -> int:
@@ -147,7 +158,7 @@ def _pread_into(fd: int, buf: U8Array, n: int, position: int) -> int:
 
 def _read_small(path: Path) -> bytes:
     try:
-        return path.read_bytes()
+        return read_regular(path)
     except FileNotFoundError:
         return b""
 
@@ -275,21 +286,32 @@ class ReadOnlyLog:
         """The ``.log`` files now in the directory, by base offset (cheap: one directory scan)."""
         found: list[SegmentInfo] = []
         try:
+            mode = os.lstat(self.dir).st_mode
             entries = list(os.scandir(self.dir))
         except FileNotFoundError:
             return found
+        if stat.S_ISLNK(mode):
+            raise NotRegularFileError(
+                f"refusing partition directory {self.dir}: it is a {file_kind(mode)}, not a directory"
+            )
         for entry in entries:
             name = entry.name
             if not name.endswith(LOG_FILE_SUFFIX):
                 continue
-            digits = name[: -len(LOG_FILE_SUFFIX)]
-            if not digits.isdigit():
+            try:
+                base = offset_from_file_name(name)  # KafkaStorageError above int64
+            except ValueError:
                 continue
             try:
-                size = entry.stat().st_size
+                st = entry.stat(follow_symlinks=False)
             except FileNotFoundError:
                 continue
-            found.append(SegmentInfo(int(digits), size, Path(entry.path)))
+            if not stat.S_ISREG(st.st_mode):
+                raise NotRegularFileError(
+                    f"refusing {entry.path}: it is a {file_kind(st.st_mode)}, not a regular file (kafkalog only "
+                    "reads and writes regular files inside the data directory)"
+                )
+            found.append(SegmentInfo(base, st.st_size, Path(entry.path)))
         found.sort()
         return found
 
@@ -680,8 +702,11 @@ class ReadOnlyLog:
         try:
             for entry in os.scandir(self.dir):
                 name = entry.name
-                if name.endswith(PRODUCER_SNAPSHOT_FILE_SUFFIX) and name.split(".", 1)[0].isdigit():
-                    snapshots.append(int(name.split(".", 1)[0]))
+                if name.endswith(PRODUCER_SNAPSHOT_FILE_SUFFIX):
+                    try:
+                        snapshots.append(offset_from_file_name(name))
+                    except ValueError:
+                        continue
         except FileNotFoundError:
             pass
         first_base = self._segments[0].base_offset if self._segments else 0

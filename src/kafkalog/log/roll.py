@@ -21,6 +21,7 @@ from kafkalog.log.append import UNKNOWN_OFFSET
 from kafkalog.log.scheduler import background_executor
 from kafkalog.log.types import LogAppendInfo
 from kafkalog.storage import LogSegment
+from kafkalog.storage.files import open_regular
 
 if TYPE_CHECKING:
     from kafkalog.log.log import Log
@@ -72,7 +73,7 @@ def roll(log: Log, expected_next_offset: int | None = None) -> LogSegment:
 
         def flush_log() -> None:
             if snapshot is not None and snapshot.exists():
-                fd = os.open(snapshot, os.O_RDONLY)
+                fd = open_regular(snapshot, os.O_RDONLY)
                 try:
                     os.fsync(fd)
                 finally:

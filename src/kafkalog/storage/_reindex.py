@@ -43,6 +43,7 @@ from kafkalog.records._kernels import (
     verify_crcs,
 )
 from kafkalog.records.batch import LOG_OVERHEAD, MAGIC_V2
+from kafkalog.storage.files import open_regular
 from kafkalog.storage.types import TimestampOffset
 
 if TYPE_CHECKING:
@@ -125,7 +126,7 @@ def bulk_reindex(
     end = segment.log.size_in_bytes
     table = np.empty((N_BATCH_FIELDS, 4096), np.int64)
     chunk = bytearray(BULK_CHUNK)  # reused: no allocation (and no page faults) per chunk
-    fd = os.open(segment.log.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    fd = open_regular(segment.log.path, os.O_RDONLY)
     try:
         while walk.valid_bytes < end:
             pos = walk.valid_bytes

@@ -30,6 +30,7 @@ from kafkalog.errors import CorruptRecordError, KafkaError, KafkaStorageError
 from kafkalog.records import MemoryRecords, Record, RecordBatch, read_batch_at
 from kafkalog.records.batch import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC_V2
 from kafkalog.records.legacy import RECORD_OVERHEAD_V0
+from kafkalog.storage.files import open_regular, regular_size
 from kafkalog.storage.types import LogOffsetPosition, TimestampAndOffset, TimestampOffset
 
 __all__ = ["MAX_SEGMENT_SIZE", "READ_CHUNK", "FileRecords"]
@@ -201,7 +202,7 @@ class FileRecords:
                     if self._closed:
                         raise KafkaStorageError(f"file {self._path} is closed")
                     flags = os.O_RDWR if self._mutable else os.O_RDONLY
-                    fd = os.open(self._path, flags | getattr(os, "O_CLOEXEC", 0))
+                    fd = open_regular(self._path, flags)
                     channel = self._channel = _Channel(self._path, fd, self._mutable)
         return channel
 
@@ -222,9 +223,9 @@ class FileRecords:
         """
         path = Path(path)
         if file_already_exists:
-            return cls(path, None, 0, None, is_slice=False, size=os.stat(path).st_size, mutable=mutable)
+            return cls(path, None, 0, None, is_slice=False, size=regular_size(path), mutable=mutable)
         flags = (os.O_RDWR | os.O_CREAT) if mutable else os.O_RDONLY
-        fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
+        fd = open_regular(path, flags)
         channel = _Channel(path, fd, mutable)
         try:
             if preallocate and not file_already_exists and mutable:

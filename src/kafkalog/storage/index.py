@@ -58,11 +58,11 @@ from pathlib import Path
 from typing import Final
 
 from kafkalog.errors import CorruptIndexError, IndexOffsetOverflowError
+from kafkalog.storage.files import open_regular
 
 __all__ = ["PENDING_ENTRIES", "AbstractIndex", "OwnsDescriptor"]
 
 _INT32_MAX: Final = 2**31 - 1
-_O_CLOEXEC: Final = getattr(os, "O_CLOEXEC", 0)
 #: Appended entries held in memory before they are written to the file in one ``pwrite`` (1 KiB of
 #: ``.index``, 1.5 KiB of ``.timeindex``); see the module doc for the other points that write them.
 PENDING_ENTRIES: Final = 128
@@ -154,12 +154,12 @@ class AbstractIndex(OwnsDescriptor, abc.ABC):
             # Open without O_CREAT first: an existing file (the common case) costs no extra ``stat``.
             existed = True
             try:
-                fd = os.open(self._file, (os.O_RDWR if self._writable else os.O_RDONLY) | _O_CLOEXEC)
+                fd = open_regular(self._file, os.O_RDWR if self._writable else os.O_RDONLY)
             except FileNotFoundError:
                 if not self._writable:
                     raise
                 existed = False
-                fd = os.open(self._file, os.O_RDWR | os.O_CREAT | _O_CLOEXEC, 0o644)
+                fd = open_regular(self._file, os.O_RDWR | os.O_CREAT)
             try:
                 if not existed:
                     length = _round_down(max(self._max_index_size, 0), self.ENTRY_SIZE)
@@ -310,7 +310,7 @@ class AbstractIndex(OwnsDescriptor, abc.ABC):
         with self._lock:
             if not self._loaded:
                 flags = os.O_RDWR | os.O_CREAT
-                self._fd = os.open(self._file, flags | _O_CLOEXEC, 0o644)
+                self._fd = open_regular(self._file, flags)
                 self._loaded = True
             self._pending.clear()  # the file is emptied: nothing to write
             os.ftruncate(self._fd, 0)

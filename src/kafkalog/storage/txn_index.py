@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import Final, NamedTuple
 
 from kafkalog.errors import CorruptIndexError, KafkaError
+from kafkalog.storage.files import open_regular, read_regular
 from kafkalog.storage.index import OwnsDescriptor
 
 __all__ = ["ABORTED_TXN_SIZE", "AbortedTxn", "TransactionIndex", "TxnIndexSearchResult"]
 
 ABORTED_TXN_SIZE: Final = 34
 _ENTRY = struct.Struct(">hqqqq")
-_O_CLOEXEC: Final = getattr(os, "O_CLOEXEC", 0)
 
 
 class AbortedTxn(NamedTuple):
@@ -88,8 +88,7 @@ class TransactionIndex(OwnsDescriptor):
         if self._entries is None:
             entries: list[AbortedTxn] = []
             try:
-                with open(self._file, "rb") as f:
-                    data = f.read()
+                data = read_regular(self._file)
             except FileNotFoundError:
                 data = b""
             for pos in range(0, len(data) - ABORTED_TXN_SIZE + 1, ABORTED_TXN_SIZE):
@@ -105,7 +104,7 @@ class TransactionIndex(OwnsDescriptor):
 
     def _ensure_fd(self) -> int:
         if self._fd < 0:
-            self._fd = os.open(self._file, os.O_RDWR | os.O_CREAT | _O_CLOEXEC, 0o644)
+            self._fd = open_regular(self._file, os.O_RDWR | os.O_CREAT)
             self._dirty = True  # possibly a new file
         return self._fd
 
@@ -156,16 +155,29 @@ class TransactionIndex(OwnsDescriptor):
             keep = bisect_left([t.last_offset for t in entries], offset)
             if keep < len(entries):
                 del entries[keep:]
-                if os.path.exists(self._file):
-                    os.truncate(self._file, keep * ABORTED_TXN_SIZE)
+                if self._truncate_file(keep * ABORTED_TXN_SIZE):
                     self._dirty = True
+
+    def _truncate_file(self, size: int) -> bool:
+        """Cut the file to ``size`` bytes through a descriptor (never through a link); False if it is missing."""
+        if self._fd >= 0:
+            os.ftruncate(self._fd, size)
+            return True
+        try:
+            fd = open_regular(self._file, os.O_WRONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            os.ftruncate(fd, size)
+        finally:
+            os.close(fd)
+        return True
 
     def reset(self) -> None:
         """Drop every entry (recovery rebuilds the index)."""
         with self._lock:
             self._entries = []
-            if os.path.exists(self._file):
-                os.truncate(self._file, 0)
+            if self._truncate_file(0):
                 self._dirty = True
 
     def flush(self) -> None:
