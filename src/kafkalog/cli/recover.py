@@ -4,7 +4,8 @@ Two steps (the rule is :mod:`kafkalog.cli.repair`'s, documented in docs/operatio
 
 1. **Plan**, read-only, under the directory's ``.lock`` (exit 75 while a producer or broker holds it):
    :func:`plan_target` walks every batch and lists the damaged byte ranges to remove, the segments truncated,
-   rewritten or deleted, and the small files rewritten. If any partition cannot be repaired (``error``), the
+   rewritten, deleted or moved (base offset lowered so no hole is left between segments), and the small files
+   rewritten. If any partition cannot be repaired (``error``), the
    run stops here and changes nothing (exit 1). ``--dry-run`` prints this plan (no lock) and exits 1 if there
    is anything to repair.
 2. **Act**: :func:`~kafkalog.cli.repair.apply_plan` per partition, then the loader's recovery
@@ -402,10 +403,11 @@ def recover(
 
     Plans first (read-only): walks every batch with the checks of crash
     recovery; each damaged byte range is removed and everything around it
-    kept (a segment is truncated, or rewritten without the damage);
-    unparseable leader-epoch-checkpoint and partition.metadata files are
-    rebuilt. If any partition cannot be repaired, nothing changes (exit
-    1). Then does exactly the plan, loads the directory as after a crash
+    kept (a segment is truncated, or rewritten without the damage; the
+    next segment's base offset is moved down where a hole would be left
+    between segments); unparseable leader-epoch-checkpoint and
+    partition.metadata files are rebuilt. If any partition cannot be
+    repaired, nothing changes (exit 1). Then does exactly the plan, loads the directory as after a crash
     (indexes rebuilt, producer state replayed, leftovers resolved) and
     reports what changed. --dry-run prints the plan only. Needs the
     directory's lock: stop producers first (exit 75 otherwise).

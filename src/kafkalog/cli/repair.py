@@ -17,6 +17,20 @@ damage, never intact data around it.
   name, a ``.cleaned`` copy renamed over the ``.log``: a crash leaves the old or the new file); a segment with
   no valid batch left is deleted. Later segments are kept. The offsets of the damage become a gap, as
   compaction leaves (consumers skip it).
+* **No hole between segments** (``keep`` only). Readers and ``verify`` take offsets missing between two
+  segments of a log that is not compacted for a segment lost in the middle (``consume`` exits 2). So where the
+  plan leaves a kept segment whose base offset is above the previous kept segment's next offset -- because the
+  segment before it is deleted or lost its end, or, on a topic known not to be compacted, wherever -- a
+  ``move`` step sets its base offset to that next offset: the ``.log`` and ``.txnindex`` are renamed to the
+  new 20-digit name and the ``.index``/``.timeindex`` deleted (the load rebuilds them). A base offset below
+  the first batch is what compaction leaves and what the loader accepts, so the lost offsets become a gap
+  inside the segment. An empty segment in the middle is deleted there instead. Not moved, and said in the
+  plan's ``notes``: a segment whose last offset would then not fit the int32 relative offsets, and every
+  segment while an interrupted swap is pending (the load decides what a ``.swap`` replaces; a later run moves
+  them). Crash safety: the moves come after a directory fsync (truncations are fsynced), and each move
+  deletes the old indexes, renames the ``.log`` (one atomic step), then the ``.txnindex``; a crash between
+  two steps leaves a directory the load reads (an orphaned ``.txnindex`` is deleted and rebuilt by the
+  recovery of the segment, which has no ``.index``), and a later ``recover`` does the moves left.
 * ``truncate`` (``--truncate-after-damage``, Kafka's rule for unflushed data): the first damaged segment is
   truncated at the damage and every later segment is deleted.
 * A batch whose partition leader epoch (outside the CRC) is above a later batch's -- no leader writes that --
@@ -35,7 +49,9 @@ damage, never intact data around it.
   nothing at all.
 
 :func:`plan_partition` only reads (no lock needed: ``--dry-run`` prints it); :func:`apply_plan` does exactly
-what the plan lists. Index files of every changed segment are deleted so the load that follows rebuilds them.
+what the plan lists, in its order (segments, moves last among them; leader epochs, named by the segment's
+base offset after the plan; small files). Index files of every changed segment are deleted so the load that
+follows rebuilds them.
 """
 
 from __future__ import annotations
