@@ -476,6 +476,13 @@ def test_recover_leaves_no_hole_between_segments(
     done = run("recover", "--json", root)
     assert done.exit_code == 0, done.stdout + done.stderr
     assert plan_of(done.stdout) == planned  # the dry run lists the move exactly as the real run does it
+    obj = next(o for o in json_lines(done.stdout) if o.get("partition") == "t-0")
+    old_file, _, new_file = steps[-1]
+    assert obj["segmentsMoved"] == [
+        {"baseOffset": int(str(old_file)[:20]), "newBaseOffset": int(str(new_file)[:20])}
+    ]
+    assert obj["bytesTruncated"] == planned["bytesRemoved"]  # a move is no loss
+    assert obj["segmentsCreated"] == []
     kept = [o for o in range(400) if o not in lost]
     assert record_offsets(part) == kept
     moved = steps[-1][2]

@@ -27,7 +27,8 @@ and the log end offset before and after.
 
 ``--json``: ``{"type":"partition","partition","path","logEndOffsetBefore","logEndOffsetAfter","bytesTruncated",
 "truncated":[{"baseOffset","sizeBefore","sizeAfter"}],"segmentsDeleted":[{"baseOffset","sizeBytes"}],
-"segmentsCreated":[...],"indexesRebuilt":[...],"filesRemoved":[...],"plan":{...},"error"}`` per partition,
+"segmentsCreated":[...],"segmentsMoved":[{"baseOffset","newBaseOffset"}],"indexesRebuilt":[...],"filesRemoved":[...],
+"plan":{...},"error"}`` per partition,
 then ``{"type":"summary","partitions","changed","bytesTruncated","segmentsDeleted","indexesRebuilt","failed"}``;
 with ``--dry-run`` one ``{"type":"plan","partition","path",...plan}`` per partition and a summary.
 Exit codes: 0 recovered (whether or not something had to be repaired), 1 a partition could not be repaired
@@ -91,6 +92,7 @@ class RecoveryResult:
             "truncated": [{"baseOffset": b, "sizeBefore": s0, "sizeAfter": s1} for b, s0, s1 in c.truncated],
             "segmentsDeleted": [{"baseOffset": b, "sizeBytes": s} for b, s in c.deleted],
             "segmentsCreated": c.created,
+            "segmentsMoved": [{"baseOffset": a, "newBaseOffset": b} for a, b in c.moved],
             "indexesRebuilt": c.indexes_rebuilt,
             "filesRemoved": c.files_removed,
             "plan": None if self.plan is None else self.plan.to_dict(),
@@ -196,7 +198,7 @@ def _recover_partition_dir(target: Target, mode: Mode) -> list[RecoveryResult]:
             error = str(exc) or type(exc).__name__
             if saved_marker is not None and not marker.exists():
                 atomic_write(marker, saved_marker)
-        changes = diff_dirs(before, snapshot_dir(path))
+        changes = diff_dirs(before, snapshot_dir(path), plan.moves)
         return [RecoveryResult(tp, path, changes, end_before, end_after, error, plan)]
     finally:
         if lock is not None:
@@ -240,7 +242,7 @@ def _recover_data_dir(target: Target, from_recovery_point: bool, mode: Mode) -> 
             RecoveryResult(
                 tp,
                 path,
-                diff_dirs(before, snapshot_dir(path)),
+                diff_dirs(before, snapshot_dir(path), by_tp[tp].moves if tp in by_tp else None),
                 end_before,
                 ends.get(tp),
                 None if err is None else (str(err) or type(err).__name__),
@@ -285,6 +287,8 @@ def _describe(c: DirChanges) -> list[str]:
         lines.append(f"deleted segment {base:020d}.log ({size} bytes)")
     for base in c.created:
         lines.append(f"created segment {base:020d}.log")
+    for base, new_base in c.moved:
+        lines.append(f"moved segment {base:020d}.log to {new_base:020d}.log")
     if c.indexes_rebuilt:
         lines.append(f"rebuilt {len(c.indexes_rebuilt)} index files: {', '.join(c.indexes_rebuilt)}")
     if c.files_removed:

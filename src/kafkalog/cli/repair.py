@@ -226,6 +226,11 @@ class PartitionPlan:
         return not self.segments and not self.files and not self.epoch_fixes
 
     @property
+    def moves(self) -> dict[int, int]:
+        """Base offsets the plan moves: old -> new."""
+        return {s.base_offset: s.new_base_offset for s in self.segments if s.new_base_offset is not None}
+
+    @property
     def bytes_removed(self) -> int:
         """``.log`` bytes the plan removes."""
         return sum(s.size_before - s.size_after for s in self.segments)
@@ -719,7 +724,7 @@ def plan_partition(
             )
             plan.files.append(FileAction(LOG_START_OFFSET_CHECKPOINT, "rewrite", reason))
             log_start_offset = 0
-        moved = {s.base_offset: s.new_base_offset for s in plan.segments if s.new_base_offset is not None}
+        moved = plan.moves
         epochs = _plan_epoch_fixes(plan, [(moved.get(base, base), run) for base, run in runs])
         problem = _epoch_problem(path)
         if problem is None and plan.epoch_fixes:
