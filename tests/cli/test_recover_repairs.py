@@ -635,3 +635,24 @@ def test_a_move_is_crash_safe_and_keeps_the_transaction_index(
     assert txn_index_entries(part / "00000000000000000090.txnindex") == txn_before
     assert run("verify", root).exit_code == 0
     assert run("recover", "--dry-run", root).exit_code == 0
+
+
+def test_no_move_while_an_interrupted_swap_is_pending(four_segments: Path, tmp_path: Path) -> None:
+    """The load decides which segments a ``.swap`` replaces, so the plan moves nothing while one is there and
+    says so; the run's load completes the swap, and the next run closes the hole."""
+    root = copy_of(four_segments, tmp_path)
+    part = root / "t-0"
+    last = part / name(300)
+    (part / (last.name + ".swap")).write_bytes(last.read_bytes())  # an interrupted swap of the last segment
+    damage_batches(part / name(100), range(10))
+    planned = plan_of(run("recover", "--dry-run", "--json", root).stdout)
+    assert segment_steps(planned) == [(name(100), "delete", None)]
+    notes = planned["notes"]
+    assert isinstance(notes, list) and len(notes) == 1 and "swap" in notes[0]
+    assert run("recover", root).exit_code == 0
+    assert not list(part.glob("*.swap"))
+    again = run("recover", "--json", root)
+    assert again.exit_code == 0, again.stdout + again.stderr
+    assert segment_steps(plan_of(again.stdout)) == [(name(200), "move", name(100))]
+    assert run("verify", root).exit_code == 0
+    assert read_back(root) == [o for o in range(400) if not 100 <= o < 200]
