@@ -656,3 +656,28 @@ def test_no_move_while_an_interrupted_swap_is_pending(four_segments: Path, tmp_p
     assert segment_steps(plan_of(again.stdout)) == [(name(200), "move", name(100))]
     assert run("verify", root).exit_code == 0
     assert read_back(root) == [o for o in range(400) if not 100 <= o < 200]
+
+
+def test_a_leader_epoch_fix_in_a_segment_rewritten_and_moved(four_segments: Path, tmp_path: Path) -> None:
+    """The epoch fix names the segment by its file after the move and its batches by their positions after
+    the rewrite."""
+    root = copy_of(four_segments, tmp_path)
+    part = root / "t-0"
+    damage_batches(part / name(100), range(9, 10))  # 200 moves to 190
+    middle = part / name(200)
+    data = bytearray(middle.read_bytes())
+    struct.pack_into(">i", data, 5 * 351 + 12, 5)  # offsets 250..259 say epoch 5, every later batch 0
+    middle.write_bytes(bytes(data))
+    damage_batches(middle, range(1))  # and 200's first batch is damaged: a rewrite
+    planned = plan_of(run("recover", "--dry-run", "--json", root).stdout)
+    assert segment_steps(planned)[-2:] == [(name(200), "rewrite", None), (name(200), "move", name(190))]
+    epochs = planned["leaderEpochs"]
+    assert isinstance(epochs, list) and [(e["file"], e["firstOffset"]) for e in epochs] == [(name(190), 250)]
+    done = run("recover", "--json", root)
+    assert done.exit_code == 0, done.stdout + done.stderr
+    assert plan_of(done.stdout) == planned
+    moved = (part / name(190)).read_bytes()
+    assert len(moved) == 9 * 351 and struct.unpack_from(">i", moved, 4 * 351 + 12) == (0,)
+    assert moved == (four_segments / "t-0" / name(200)).read_bytes()[351:]  # only that field, back
+    assert run("verify", root).exit_code == 0
+    assert read_back(root) == [o for o in range(400) if not 190 <= o < 210]

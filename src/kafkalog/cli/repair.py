@@ -746,8 +746,11 @@ def _plan_epoch_fixes(plan: PartitionPlan, runs: list[tuple[int, _Run]]) -> list
     """Adds the leader-epoch fixes to ``plan`` (a run whose epoch is above a later run's takes the smallest
     epoch after it; batches without an epoch, -1, are left alone) and returns the epoch entries the batches
     then give, as segment recovery replays them."""
-    kept = {  # runs name the segment by its base offset after the plan: a moved one's positions do not change
-        s.base_offset: s.kept for s in plan.segments if s.action != "move" and not s.suffix
+    moves = plan.moves
+    kept = {  # runs name the segment by its base offset after the plan (a move does not change positions)
+        moves.get(s.base_offset, s.base_offset): s.kept
+        for s in plan.segments
+        if s.action != "move" and not s.suffix
     }
     target: dict[int, int] = {}
     low: int | None = None
