@@ -4,6 +4,7 @@ repaired, and a run that cannot repair a partition changes nothing."""
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import struct
@@ -66,7 +67,10 @@ def plan_of(stdout: str) -> dict[str, object]:
     )
     plan = obj if obj["type"] == "plan" else obj["plan"]
     assert isinstance(plan, dict)
-    return {k: plan[k] for k in ("mode", "segments", "leaderEpochs", "files", "bytesRemoved", "error")}
+    return {
+        k: plan.get(k)
+        for k in ("mode", "segments", "leaderEpochs", "files", "bytesRemoved", "notes", "error")
+    }
 
 
 def test_one_flipped_bit_in_the_oldest_segment_costs_one_batch(three_segments: Path, tmp_path: Path) -> None:
@@ -356,3 +360,324 @@ def test_random_damage_costs_at_most_the_damaged_batches(three_segments: Path, t
         assert kept == sorted(set(kept)) and set(kept) <= set(range(300)), seed
         assert 300 - len(kept) <= BATCH_RECORDS * faults, seed
         shutil.rmtree(root)
+
+
+# ------------------------------------------------------------------------ no hole between segments after recover
+
+
+@pytest.fixture(scope="module")
+def four_segments(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """400 records in 40 batches of 10, 4 segments of 100 records (10 batches of 351 bytes each)."""
+    root = tmp_path_factory.mktemp("holes") / "data"
+    with LogManager.open(root, background=False) as mgr:
+        mgr.create_topic("t", 1, {"segment.bytes": 10 * 351 + 100})
+        for _ in range(40):
+            mgr.produce("t", [(b"k%d" % j, b"v" * 20) for j in range(BATCH_RECORDS)])
+    assert [int(p.name[:20]) for p in sorted((root / "t-0").glob("*.log"))] == [0, 100, 200, 300]
+    return root
+
+
+def damage_batches(log: Path, batches: range) -> None:
+    """A flipped bit in the records of each of ``batches`` (CRC mismatches)."""
+    data = bytearray(log.read_bytes())
+    for b in batches:
+        data[b * 351 + 200] ^= 0x01
+    log.write_bytes(bytes(data))
+
+
+def read_back(root: Path) -> list[int]:
+    """The record offsets ``consume`` delivers (exit 0 required), after checking that ``LogManager.open`` and
+    ``ReadOnlyLog`` deliver the same ones."""
+    from kafkalog.log.readonly import ReadOnlyLog
+    from kafkalog.records import MemoryRecords
+
+    with LogManager.open(root, background=False) as mgr:
+        log = mgr.get_log("t", 0)
+        assert log is not None
+        by_manager: list[int] = []
+        offset = log.log_start_offset
+        while offset < log.log_end_offset:
+            records = log.read(offset).records
+            assert isinstance(records, MemoryRecords)
+            batches = list(records.batches())
+            assert batches, offset
+            by_manager.extend(r.offset for b in batches for r in b)
+            offset = batches[-1].last_offset + 1
+    ro = ReadOnlyLog.open(root / "t-0")
+    gaps: list[tuple[int, int]] = []
+    by_reader = [
+        int(o)
+        for chunk in ro.iter_batch_chunks(0, ro.log_end_offset, on_gap=lambda lo, hi: gaps.append((lo, hi)))
+        for o in MemoryRecords(chunk.data).batches()
+        for o in (r.offset for r in o)
+    ]
+    assert gaps == []  # no hole between segments
+    consumed = run("consume", root, "t", "--from-beginning", "--property", "print.offset=true")
+    assert consumed.exit_code == 0, consumed.stderr
+    offsets = [int(line.split("\t", 1)[0].removeprefix("Offset:")) for line in consumed.stdout.splitlines()]
+    assert by_manager == by_reader == offsets
+    return offsets
+
+
+def segment_steps(planned: dict[str, object]) -> list[tuple[object, ...]]:
+    segments = planned["segments"]
+    assert isinstance(segments, list)
+    return [(s["file"], s["action"], s.get("newFile")) for s in segments]
+
+
+def name(base: int) -> str:
+    return f"{base:020d}.log"
+
+
+@pytest.mark.parametrize(
+    ("damaged", "steps", "lost"),
+    [
+        (  # the last batch of a middle segment: truncated; the next segment starts where it now ends
+            {100: range(9, 10)},
+            [(name(100), "truncate", None), (name(200), "move", name(190))],
+            range(190, 200),
+        ),
+        (  # a whole middle segment: deleted; the next one takes its base offset
+            {100: range(10)},
+            [(name(100), "delete", None), (name(200), "move", name(100))],
+            range(100, 200),
+        ),
+        (  # two adjacent middle segments: both deleted, one move
+            {100: range(10), 200: range(10)},
+            [(name(100), "delete", None), (name(200), "delete", None), (name(300), "move", name(100))],
+            range(100, 300),
+        ),
+        (  # the tail of one and all of the next
+            {100: range(5, 10), 200: range(10)},
+            [(name(100), "truncate", None), (name(200), "delete", None), (name(300), "move", name(150))],
+            range(150, 300),
+        ),
+    ],
+    ids=["last-batch-of-middle", "whole-middle", "two-adjacent-middle", "tail-and-next"],
+)
+def test_recover_leaves_no_hole_between_segments(
+    four_segments: Path,
+    tmp_path: Path,
+    damaged: dict[int, range],
+    steps: list[tuple[object, ...]],
+    lost: range,
+) -> None:
+    """verify and consume take a hole between the segments of a log that is not compacted for a segment lost
+    in the middle: recover moves the next kept segment's base offset down, so the lost offsets are a gap
+    inside a segment (as compaction leaves) and every kept record is delivered."""
+    root = copy_of(four_segments, tmp_path)
+    part = root / "t-0"
+    for base, batches in damaged.items():
+        damage_batches(part / name(base), batches)
+    dry = run("recover", "--dry-run", "--json", root)
+    assert dry.exit_code == 1
+    planned = plan_of(dry.stdout)
+    assert segment_steps(planned) == steps
+    done = run("recover", "--json", root)
+    assert done.exit_code == 0, done.stdout + done.stderr
+    assert plan_of(done.stdout) == planned  # the dry run lists the move exactly as the real run does it
+    obj = next(o for o in json_lines(done.stdout) if o.get("partition") == "t-0")
+    old_file, _, new_file = steps[-1]
+    assert obj["segmentsMoved"] == [
+        {"baseOffset": int(str(old_file)[:20]), "newBaseOffset": int(str(new_file)[:20])}
+    ]
+    assert obj["bytesTruncated"] == planned["bytesRemoved"]  # a move is no loss
+    assert obj["segmentsCreated"] == []
+    kept = [o for o in range(400) if o not in lost]
+    assert record_offsets(part) == kept
+    moved = steps[-1][2]
+    assert isinstance(moved, str) and (part / moved).exists()
+    assert not (part / str(steps[-1][0])).exists()
+    assert run("verify", root).exit_code == 0
+    assert read_back(root) == kept
+    assert run("recover", "--dry-run", root).exit_code == 0  # nothing left to repair
+
+
+def test_truncate_after_damage_moves_nothing(four_segments: Path, tmp_path: Path) -> None:
+    root = copy_of(four_segments, tmp_path)
+    damage_batches(root / "t-0" / name(100), range(9, 10))
+    done = run("recover", "--json", "--truncate-after-damage", root)
+    assert done.exit_code == 0, done.stdout + done.stderr
+    assert segment_steps(plan_of(done.stdout)) == [
+        (name(100), "truncate", None),
+        (name(200), "delete", None),
+        (name(300), "delete", None),
+    ]
+    assert read_back(root) == list(range(190))
+    assert run("verify", root).exit_code == 0
+
+
+def test_a_move_past_the_int32_relative_offsets_is_left_and_said(four_segments: Path, tmp_path: Path) -> None:
+    """The last segment's offsets start at 2**31 + 300: moving it down to the end of the segment before it
+    would put its relative offsets past int32, so it stays where it is and the plan says why."""
+    root = copy_of(four_segments, tmp_path)
+    part = root / "t-0"
+    far = 2**31 + 300
+    data = bytearray((part / name(300)).read_bytes())
+    for b in range(10):  # the base offset is outside the CRC
+        struct.pack_into(">q", data, b * 351, far + 10 * b)
+    (part / name(far)).write_bytes(bytes(data))
+    for suffix in (".log", ".index", ".timeindex"):
+        (part / name(300)).with_suffix(suffix).unlink()
+    damage_batches(part / name(200), range(10))  # deleted: a hole the plan makes, in front of the far segment
+    dry = run("recover", "--dry-run", "--json", root)
+    planned = plan_of(dry.stdout)
+    assert segment_steps(planned) == [(name(200), "delete", None)]
+    notes = planned["notes"]
+    assert isinstance(notes, list) and len(notes) == 1 and "int32" in notes[0] and name(far) in notes[0]
+    assert "int32" in run("recover", "--dry-run", root).stdout  # said in the text output too
+    done = run("recover", "--json", root)
+    assert done.exit_code == 0, done.stdout + done.stderr
+    assert plan_of(done.stdout) == planned
+    assert record_offsets(part) == [*range(200), *range(far, far + 100)]
+    assert (part / name(far)).exists()
+    verified = run("verify", root)  # the hole stays, reported as before
+    assert verified.exit_code == 1 and f"offsets 200..{far - 1} are missing" in verified.stdout
+
+
+def test_a_hole_already_there_is_closed_where_it_is_damage(tmp_path: Path) -> None:
+    """A segment deleted by hand and one emptied, in a topic known not to be compacted: verify faults and
+    consume stops there; recover moves the next segments down (and deletes the empty one), so readers go on.
+    The same holes in a compacted topic are what the cleaner leaves: nothing is done there."""
+    root = tmp_path / "data"
+    with LogManager.open(root, background=False) as mgr:
+        mgr.create_topic("t", 1, {"segment.bytes": 1000})
+        mgr.create_topic("c", 1, {"segment.bytes": 1000, "cleanup.policy": "compact"})
+        for i in range(100):
+            mgr.produce("t", [(b"k%d" % i, b"v" * 50)])
+            mgr.produce("c", [(b"k%d" % i, b"v" * 50)])
+    lost: set[int] = set()
+    bases_t: list[int] = []
+    for topic in "tc":
+        logs = sorted((root / f"{topic}-0").glob("*.log"))
+        bases = [int(p.name[:20]) for p in logs]
+        assert len(logs) > 6
+        for suffix in (".log", ".index", ".timeindex"):
+            logs[2].with_suffix(suffix).unlink()  # a segment gone
+        logs[4].write_bytes(b"")  # a segment emptied
+        if topic == "t":
+            bases_t = bases
+            lost = {*range(bases[2], bases[3]), *range(bases[4], bases[5])}
+    assert run("verify", root).exit_code == 1
+    planned = json_lines(run("recover", "--dry-run", "--json", root).stdout)
+    plans = {o["partition"]: o for o in planned if o["type"] == "plan"}
+    assert plans["c-0"]["segments"] == []
+    steps = [(s["action"], s["baseOffset"], s.get("newBaseOffset")) for s in plans["t-0"]["segments"]]
+    b = bases_t
+    assert steps == [("move", b[3], b[2]), ("delete", b[4], None), ("move", b[5], b[4])]
+    done = run("recover", "--json", root)
+    assert done.exit_code == 0, done.stdout + done.stderr
+    assert run("verify", root).exit_code == 0
+    assert read_back(root) == [o for o in range(100) if o not in lost]
+
+
+@pytest.mark.parametrize("crash_at", ["none", "log-rename", "txnindex-rename"])
+def test_a_move_is_crash_safe_and_keeps_the_transaction_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, crash_at: str
+) -> None:
+    """The moved segment holds an aborted transaction: its ``.txnindex`` moves with it. A crash before the
+    ``.log`` rename leaves the hole for a later recover to close; a crash between the ``.log`` and the
+    ``.txnindex`` renames leaves a directory the load reads as is (orphan deleted, index rebuilt)."""
+    import kafkalog.cli.repair as repair
+    from kafkalog.log import AppendOrigin
+    from kafkalog.log.names import TopicPartition
+    from kafkalog.records import MemoryRecords, SimpleRecord
+
+    from .helpers import txn_index_entries
+
+    root = tmp_path / "data"
+    with LogManager.open(root, background=False) as mgr:
+        mgr.create_topic("t", 1, {"segment.bytes": 10 * 351 + 100})
+        for _ in range(15):
+            mgr.produce("t", [(b"k%d" % j, b"v" * 20) for j in range(BATCH_RECORDS)])
+        log = mgr.get_log("t", 0)
+        tx = [SimpleRecord(b"tx", b"k", 1_700_000_000_000)]
+        built = MemoryRecords.build(
+            tx, producer_id=7, producer_epoch=0, base_sequence=0, is_transactional=True, now_ms=1
+        )
+        log.append_as_leader(built)
+        marker = MemoryRecords.end_transaction_marker(
+            producer_id=7, producer_epoch=0, control_type="ABORT", coordinator_epoch=0, timestamp=1
+        )
+        log.append_as_leader(marker, origin=AppendOrigin.COORDINATOR)
+        for _ in range(5):
+            mgr.produce("t", [(b"k%d" % j, b"v" * 20) for j in range(BATCH_RECORDS)])
+    part = root / "t-0"
+    assert [int(p.name[:20]) for p in sorted(part.glob("*.log"))][:2] == [0, 100]
+    txn_before = txn_index_entries(part / "00000000000000000100.txnindex")
+    assert len(txn_before) == 1
+    kept = [o for o in record_offsets(part) if o >= 100 or o < 90]
+    damage_batches(part / name(0), range(9, 10))
+    if crash_at != "none":
+        real_rename = os.rename
+
+        def crashing(src: Any, dst: Any) -> None:
+            if str(dst).endswith(".log" if crash_at == "log-rename" else ".txnindex"):
+                raise OSError("injected crash")
+            real_rename(src, dst)
+
+        monkeypatch.setattr(repair.os, "rename", crashing)
+        plan = repair.plan_partition(
+            TopicPartition("t", 0), part, data_dir=root, exact_counts=True, log_start_offset=0
+        )
+        assert [(s.action, s.new_base_offset) for s in plan.segments] == [("truncate", None), ("move", 90)]
+        with pytest.raises(OSError, match="injected"):
+            repair.apply_plan(plan)
+        monkeypatch.undo()
+        with LogManager.open(root, background=False) as mgr:  # a broker start after the crash
+            assert not mgr.load_failures
+    if crash_at != "txnindex-rename":
+        done = run("recover", "--json", root)
+        assert done.exit_code == 0, done.stdout + done.stderr
+        assert segment_steps(plan_of(done.stdout))[-1] == (name(100), "move", name(90))
+    assert record_offsets(part) == kept
+    assert not (part / "00000000000000000100.txnindex").exists()
+    assert txn_index_entries(part / "00000000000000000090.txnindex") == txn_before
+    assert run("verify", root).exit_code == 0
+    assert run("recover", "--dry-run", root).exit_code == 0
+
+
+def test_no_move_while_an_interrupted_swap_is_pending(four_segments: Path, tmp_path: Path) -> None:
+    """The load decides which segments a ``.swap`` replaces, so the plan moves nothing while one is there and
+    says so; the run's load completes the swap, and the next run closes the hole."""
+    root = copy_of(four_segments, tmp_path)
+    part = root / "t-0"
+    last = part / name(300)
+    (part / (last.name + ".swap")).write_bytes(last.read_bytes())  # an interrupted swap of the last segment
+    damage_batches(part / name(100), range(10))
+    planned = plan_of(run("recover", "--dry-run", "--json", root).stdout)
+    assert segment_steps(planned) == [(name(100), "delete", None)]
+    notes = planned["notes"]
+    assert isinstance(notes, list) and len(notes) == 1 and "swap" in notes[0]
+    assert run("recover", root).exit_code == 0
+    assert not list(part.glob("*.swap"))
+    again = run("recover", "--json", root)
+    assert again.exit_code == 0, again.stdout + again.stderr
+    assert segment_steps(plan_of(again.stdout)) == [(name(200), "move", name(100))]
+    assert run("verify", root).exit_code == 0
+    assert read_back(root) == [o for o in range(400) if not 100 <= o < 200]
+
+
+def test_a_leader_epoch_fix_in_a_segment_rewritten_and_moved(four_segments: Path, tmp_path: Path) -> None:
+    """The epoch fix names the segment by its file after the move and its batches by their positions after
+    the rewrite."""
+    root = copy_of(four_segments, tmp_path)
+    part = root / "t-0"
+    damage_batches(part / name(100), range(9, 10))  # 200 moves to 190
+    middle = part / name(200)
+    data = bytearray(middle.read_bytes())
+    struct.pack_into(">i", data, 5 * 351 + 12, 5)  # offsets 250..259 say epoch 5, every later batch 0
+    middle.write_bytes(bytes(data))
+    damage_batches(middle, range(1))  # and 200's first batch is damaged: a rewrite
+    planned = plan_of(run("recover", "--dry-run", "--json", root).stdout)
+    assert segment_steps(planned)[-2:] == [(name(200), "rewrite", None), (name(200), "move", name(190))]
+    epochs = planned["leaderEpochs"]
+    assert isinstance(epochs, list) and [(e["file"], e["firstOffset"]) for e in epochs] == [(name(190), 250)]
+    done = run("recover", "--json", root)
+    assert done.exit_code == 0, done.stdout + done.stderr
+    assert plan_of(done.stdout) == planned
+    moved = (part / name(190)).read_bytes()
+    assert len(moved) == 9 * 351 and struct.unpack_from(">i", moved, 4 * 351 + 12) == (0,)
+    assert moved == (four_segments / "t-0" / name(200)).read_bytes()[351:]  # only that field, back
+    assert run("verify", root).exit_code == 0
+    assert read_back(root) == [o for o in range(400) if not 190 <= o < 210]

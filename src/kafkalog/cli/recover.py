@@ -4,7 +4,8 @@ Two steps (the rule is :mod:`kafkalog.cli.repair`'s, documented in docs/operatio
 
 1. **Plan**, read-only, under the directory's ``.lock`` (exit 75 while a producer or broker holds it):
    :func:`plan_target` walks every batch and lists the damaged byte ranges to remove, the segments truncated,
-   rewritten or deleted, and the small files rewritten. If any partition cannot be repaired (``error``), the
+   rewritten, deleted or moved (base offset lowered so no hole is left between segments), and the small files
+   rewritten. If any partition cannot be repaired (``error``), the
    run stops here and changes nothing (exit 1). ``--dry-run`` prints this plan (no lock) and exits 1 if there
    is anything to repair.
 2. **Act**: :func:`~kafkalog.cli.repair.apply_plan` per partition, then the loader's recovery
@@ -26,7 +27,8 @@ and the log end offset before and after.
 
 ``--json``: ``{"type":"partition","partition","path","logEndOffsetBefore","logEndOffsetAfter","bytesTruncated",
 "truncated":[{"baseOffset","sizeBefore","sizeAfter"}],"segmentsDeleted":[{"baseOffset","sizeBytes"}],
-"segmentsCreated":[...],"indexesRebuilt":[...],"filesRemoved":[...],"plan":{...},"error"}`` per partition,
+"segmentsCreated":[...],"segmentsMoved":[{"baseOffset","newBaseOffset"}],"indexesRebuilt":[...],"filesRemoved":[...],
+"plan":{...},"error"}`` per partition,
 then ``{"type":"summary","partitions","changed","bytesTruncated","segmentsDeleted","indexesRebuilt","failed"}``;
 with ``--dry-run`` one ``{"type":"plan","partition","path",...plan}`` per partition and a summary.
 Exit codes: 0 recovered (whether or not something had to be repaired), 1 a partition could not be repaired
@@ -90,6 +92,7 @@ class RecoveryResult:
             "truncated": [{"baseOffset": b, "sizeBefore": s0, "sizeAfter": s1} for b, s0, s1 in c.truncated],
             "segmentsDeleted": [{"baseOffset": b, "sizeBytes": s} for b, s in c.deleted],
             "segmentsCreated": c.created,
+            "segmentsMoved": [{"baseOffset": a, "newBaseOffset": b} for a, b in c.moved],
             "indexesRebuilt": c.indexes_rebuilt,
             "filesRemoved": c.files_removed,
             "plan": None if self.plan is None else self.plan.to_dict(),
@@ -195,7 +198,7 @@ def _recover_partition_dir(target: Target, mode: Mode) -> list[RecoveryResult]:
             error = str(exc) or type(exc).__name__
             if saved_marker is not None and not marker.exists():
                 atomic_write(marker, saved_marker)
-        changes = diff_dirs(before, snapshot_dir(path))
+        changes = diff_dirs(before, snapshot_dir(path), plan.moves)
         return [RecoveryResult(tp, path, changes, end_before, end_after, error, plan)]
     finally:
         if lock is not None:
@@ -239,7 +242,7 @@ def _recover_data_dir(target: Target, from_recovery_point: bool, mode: Mode) -> 
             RecoveryResult(
                 tp,
                 path,
-                diff_dirs(before, snapshot_dir(path)),
+                diff_dirs(before, snapshot_dir(path), by_tp[tp].moves if tp in by_tp else None),
                 end_before,
                 ends.get(tp),
                 None if err is None else (str(err) or type(err).__name__),
@@ -284,6 +287,8 @@ def _describe(c: DirChanges) -> list[str]:
         lines.append(f"deleted segment {base:020d}.log ({size} bytes)")
     for base in c.created:
         lines.append(f"created segment {base:020d}.log")
+    for base, new_base in c.moved:
+        lines.append(f"moved segment {base:020d}.log to {new_base:020d}.log")
     if c.indexes_rebuilt:
         lines.append(f"rebuilt {len(c.indexes_rebuilt)} index files: {', '.join(c.indexes_rebuilt)}")
     if c.files_removed:
@@ -402,10 +407,11 @@ def recover(
 
     Plans first (read-only): walks every batch with the checks of crash
     recovery; each damaged byte range is removed and everything around it
-    kept (a segment is truncated, or rewritten without the damage);
-    unparseable leader-epoch-checkpoint and partition.metadata files are
-    rebuilt. If any partition cannot be repaired, nothing changes (exit
-    1). Then does exactly the plan, loads the directory as after a crash
+    kept (a segment is truncated, or rewritten without the damage; the
+    next segment's base offset is moved down where a hole would be left
+    between segments); unparseable leader-epoch-checkpoint and
+    partition.metadata files are rebuilt. If any partition cannot be
+    repaired, nothing changes (exit 1). Then does exactly the plan, loads the directory as after a crash
     (indexes rebuilt, producer state replayed, leftovers resolved) and
     reports what changed. --dry-run prints the plan only. Needs the
     directory's lock: stop producers first (exit 75 otherwise).

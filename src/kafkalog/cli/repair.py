@@ -17,6 +17,20 @@ damage, never intact data around it.
   name, a ``.cleaned`` copy renamed over the ``.log``: a crash leaves the old or the new file); a segment with
   no valid batch left is deleted. Later segments are kept. The offsets of the damage become a gap, as
   compaction leaves (consumers skip it).
+* **No hole between segments** (``keep`` only). Readers and ``verify`` take offsets missing between two
+  segments of a log that is not compacted for a segment lost in the middle (``consume`` exits 2). So where the
+  plan leaves a kept segment whose base offset is above the previous kept segment's next offset -- because the
+  segment before it is deleted or lost its end, or, on a topic known not to be compacted, wherever -- a
+  ``move`` step sets its base offset to that next offset: the ``.log`` and ``.txnindex`` are renamed to the
+  new 20-digit name and the ``.index``/``.timeindex`` deleted (the load rebuilds them). A base offset below
+  the first batch is what compaction leaves and what the loader accepts, so the lost offsets become a gap
+  inside the segment. An empty segment in the middle is deleted there instead. Not moved, and said in the
+  plan's ``notes``: a segment whose last offset would then not fit the int32 relative offsets, and every
+  segment while an interrupted swap is pending (the load decides what a ``.swap`` replaces; a later run moves
+  them). Crash safety: the moves come after a directory fsync (truncations are fsynced), and each move
+  deletes the old indexes, renames the ``.log`` (one atomic step), then the ``.txnindex``; a crash between
+  two steps leaves a directory the load reads (an orphaned ``.txnindex`` is deleted and rebuilt by the
+  recovery of the segment, which has no ``.index``), and a later ``recover`` does the moves left.
 * ``truncate`` (``--truncate-after-damage``, Kafka's rule for unflushed data): the first damaged segment is
   truncated at the damage and every later segment is deleted.
 * A batch whose partition leader epoch (outside the CRC) is above a later batch's -- no leader writes that --
@@ -35,7 +49,9 @@ damage, never intact data around it.
   nothing at all.
 
 :func:`plan_partition` only reads (no lock needed: ``--dry-run`` prints it); :func:`apply_plan` does exactly
-what the plan lists. Index files of every changed segment are deleted so the load that follows rebuilds them.
+what the plan lists, in its order (segments, moves last among them; leader epochs, named by the segment's
+base offset after the plan; small files). Index files of every changed segment are deleted so the load that
+follows rebuilds them.
 """
 
 from __future__ import annotations
@@ -115,19 +131,28 @@ class Damage:
         }
 
 
+SegmentAction = Literal["truncate", "rewrite", "delete", "move"]
+
+
 @dataclass
 class SegmentPlan:
     """What happens to one ``.log``: ``truncate`` (keep its first ``size_after`` bytes), ``rewrite`` (keep
-    the ``kept`` byte ranges), ``delete``; ``removed`` lists the damage (empty for a segment deleted only
-    because it comes after the damage in ``truncate`` mode)."""
+    the ``kept`` byte ranges), ``delete``, ``move`` (its base offset goes down to ``new_base_offset``: the
+    ``.log`` and ``.txnindex`` are renamed, its other indexes deleted; a step after the segment's own
+    repair); ``removed`` lists the damage (empty for a segment deleted only because it comes after the
+    damage in ``truncate`` mode, and for a move)."""
 
     base_offset: int
     size_before: int
-    action: Literal["truncate", "rewrite", "delete"]
+    action: SegmentAction
     kept: list[tuple[int, int]]
     removed: list[Damage]
     suffix: str = ""
     """``.swap`` for the new segment of an interrupted swap (the load completes the swap with what is kept)."""
+    new_base_offset: int | None = None
+    """The base offset a ``move`` gives the segment (the previous kept segment's next offset)."""
+    reason: str = ""
+    """Why, for a step that removes no damage (an empty segment in the middle deleted)."""
 
     @property
     def file(self) -> str:
@@ -139,9 +164,14 @@ class SegmentPlan:
         """Bytes left in the ``.log``."""
         return sum(end - start for start, end in self.kept)
 
+    @property
+    def new_file(self) -> str | None:
+        """The ``.log`` file name after a ``move`` (None for other actions)."""
+        return None if self.new_base_offset is None else f"{self.new_base_offset:020d}.log"
+
     def to_dict(self) -> dict[str, object]:
-        """The ``--json`` object."""
-        return {
+        """The ``--json`` object (a ``move`` adds ``newBaseOffset`` and ``newFile``)."""
+        out: dict[str, object] = {
             "file": self.file,
             "baseOffset": self.base_offset,
             "action": self.action,
@@ -149,6 +179,12 @@ class SegmentPlan:
             "sizeAfter": self.size_after,
             "removed": [d.to_dict() for d in self.removed],
         }
+        if self.reason:
+            out["reason"] = self.reason
+        if self.new_base_offset is not None:
+            out["newBaseOffset"] = self.new_base_offset
+            out["newFile"] = self.new_file
+        return out
 
 
 @dataclass
@@ -182,11 +218,18 @@ class PartitionPlan:
     epoch_fixes: list[EpochFix] = field(default_factory=list)
     files: list[FileAction] = field(default_factory=list)
     error: str | None = None
+    notes: list[str] = field(default_factory=list)
+    """What the plan leaves as it is although the rule would change it, and why (nothing is done for them)."""
 
     @property
     def empty(self) -> bool:
         """Whether there is nothing to do."""
         return not self.segments and not self.files and not self.epoch_fixes
+
+    @property
+    def moves(self) -> dict[int, int]:
+        """Base offsets the plan moves: old -> new."""
+        return {s.base_offset: s.new_base_offset for s in self.segments if s.new_base_offset is not None}
 
     @property
     def bytes_removed(self) -> int:
@@ -201,6 +244,7 @@ class PartitionPlan:
             "leaderEpochs": [f.to_dict() for f in self.epoch_fixes],
             "files": [f.to_dict() for f in self.files],
             "bytesRemoved": self.bytes_removed,
+            "notes": self.notes,
             "error": self.error,
         }
 
@@ -214,7 +258,15 @@ class PartitionPlan:
                     f"{s.file}: remove bytes {d.start}..{d.end} ({d.end - d.start} B, {offsets}): {d.reason}"
                 )
             if s.action == "delete":
-                lines.append(f"{s.file}: delete segment ({s.size_before} B)")
+                lines.append(
+                    f"{s.file}: delete segment ({s.size_before} B){': ' if s.reason else ''}{s.reason}"
+                )
+            elif s.action == "move":
+                assert s.new_base_offset is not None
+                lines.append(
+                    f"{s.file}: move to {s.new_file} (offsets {s.new_base_offset}..{s.base_offset - 1} become a "
+                    "gap inside the segment, as compaction leaves, instead of a hole between segments)"
+                )
             else:
                 lines.append(f"{s.file}: {s.action} {s.size_before} -> {s.size_after} B")
         for e in self.epoch_fixes:
@@ -225,6 +277,7 @@ class PartitionPlan:
             )
         for f in self.files:
             lines.append(f"{f.name}: {f.action} ({f.reason})")
+        lines.extend(f"note: {n}" for n in self.notes)
         return lines
 
 
@@ -522,6 +575,71 @@ def _plan_swaps(plan: PartitionPlan, exact_counts: bool) -> None:
             reader.close()
 
 
+@dataclass
+class _Left:
+    """A segment the plan keeps: its base offset, last offset (``base - 1`` when it holds no batch), size
+    after the plan, and whether its last bytes are kept (False: damage at its end was cut off)."""
+
+    base: int
+    last: int
+    size: int
+    tail_kept: bool
+
+
+def _plan_moves(plan: PartitionPlan, left: list[_Left | None], holes_are_damage: bool) -> None:
+    """Adds a ``move`` for every kept segment whose base offset is above the previous kept segment's next
+    offset, where the plan made that hole (the segment before it in the directory is deleted or lost its end)
+    or, with ``holes_are_damage`` (a topic known not to be compacted), wherever it is: readers and ``verify``
+    take a hole between segments of a log that is not compacted for a segment missing in the middle, while a
+    gap inside a segment is what compaction leaves. The segment's base offset goes down to that next offset,
+    unless its offsets would then not fit the int32 relative offsets (a note instead), or an interrupted swap
+    is pending (the load decides which segments it replaces: a note instead). An empty segment (no batch) in
+    the middle is deleted there (it holds nothing, and leaves a hole after it)."""
+    deleted_swaps = {s.base_offset for s in plan.segments if s.suffix and s.action == "delete"}
+    swaps = [b for b, _ in _log_files(plan.path, SWAP_FILE_SUFFIX) if b not in deleted_swaps]
+    previous: _Left | None = None
+    previous_next = 0
+    made = False  # whether the plan removed what lay between ``previous`` and the segment at hand
+    last = max((i for i, seg in enumerate(left) if seg is not None), default=-1)
+    for i, seg in enumerate(left):
+        if seg is None:
+            made = previous is not None
+            continue
+        closing = previous is not None and (made or holes_are_damage)
+        hole = closing and seg.base > previous_next
+        next_offset = seg.last + 1
+        if closing and seg.last < seg.base and i < last:  # empty: a hole after it (and maybe one before)
+            plan.segments.append(
+                SegmentPlan(seg.base, seg.size, "delete", [], [], reason="empty, in the middle of the log")
+            )
+            made = True
+            continue
+        if hole:
+            what = (
+                f"{seg.base:020d}.log: offsets {previous_next}..{seg.base - 1} stay a hole between segments"
+            )
+            if swaps:
+                plan.notes.append(
+                    f"{what}: not moved down while the interrupted swap {swaps[0]:020d}.log.swap is pending "
+                    "(the load completes it; run recover again)"
+                )
+            elif seg.last - previous_next > _INT32_MAX:
+                plan.notes.append(
+                    f"{what}: moving its base offset down to {previous_next} would put its last offset "
+                    f"{seg.last} past the int32 relative offsets of a segment"
+                )
+            else:
+                plan.segments.append(
+                    SegmentPlan(
+                        seg.base, seg.size, "move", [(0, seg.size)], [], new_base_offset=previous_next
+                    )
+                )
+                next_offset = max(next_offset, previous_next)
+        else:
+            next_offset = max(next_offset, seg.base)
+        previous, previous_next, made = seg, next_offset, not seg.tail_kept
+
+
 def _epoch_problem(path: Path) -> str | None:
     """Why the partition's ``leader-epoch-checkpoint`` must be rebuilt (None: it is sound or absent)."""
     try:
@@ -567,6 +685,7 @@ def plan_partition(
         if plan.error is not None:
             return plan
         runs: list[tuple[int, _Run]] = []  # (segment base offset, run) in log order, kept batches only
+        left: list[_Left | None] = []  # per .log in name order: what the plan leaves of it (None: deleted)
         stop = False
         end: int | None = None  # the log end offset after the plan (None: no segment left)
         files = _log_files(path)
@@ -585,21 +704,27 @@ def plan_partition(
                 runs.extend((base, r) for r in found if len(r.positions))
                 if not damages:
                     end = walk.previous_last + 1
+                    left.append(_Left(base, walk.previous_last, reader.size, tail_kept=True))
                     continue
                 if mode == "truncate":
                     kept, damages, stop = kept[:1] if kept and kept[0][0] == 0 else [], damages[:1], True
                 if kept:
                     end = damages[0].first_offset if mode == "truncate" else walk.previous_last + 1
                 if not kept:
-                    action: Literal["truncate", "rewrite", "delete"] = "delete"
+                    action: SegmentAction = "delete"
                 elif len(kept) == 1 and kept[0][0] == 0:
                     action = "truncate"
                 else:
                     action = "rewrite"
-                plan.segments.append(SegmentPlan(base, reader.size, action, kept, damages))
+                segment = SegmentPlan(base, reader.size, action, kept, damages)
+                plan.segments.append(segment)
+                tail_kept = bool(kept) and kept[-1][1] == reader.size
+                left.append(_Left(base, walk.previous_last, segment.size_after, tail_kept) if kept else None)
             finally:
                 reader.close()
         _plan_swaps(plan, exact_counts)
+        if mode == "keep":
+            _plan_moves(plan, left, exact_counts)
         if end is not None and log_start_offset > end and data_dir is not None:
             reason = (
                 f"entry {log_start_offset} lies past the log end {end}, which would make the load delete every "
@@ -607,7 +732,8 @@ def plan_partition(
             )
             plan.files.append(FileAction(LOG_START_OFFSET_CHECKPOINT, "rewrite", reason))
             log_start_offset = 0
-        epochs = _plan_epoch_fixes(plan, runs)
+        moved = plan.moves
+        epochs = _plan_epoch_fixes(plan, [(moved.get(base, base), run) for base, run in runs])
         problem = _epoch_problem(path)
         if problem is None and plan.epoch_fixes:
             problem = "batches with a leader epoch above a later batch's were set back"
@@ -628,7 +754,12 @@ def _plan_epoch_fixes(plan: PartitionPlan, runs: list[tuple[int, _Run]]) -> list
     """Adds the leader-epoch fixes to ``plan`` (a run whose epoch is above a later run's takes the smallest
     epoch after it; batches without an epoch, -1, are left alone) and returns the epoch entries the batches
     then give, as segment recovery replays them."""
-    kept = {s.base_offset: s.kept for s in plan.segments}
+    moves = plan.moves
+    kept = {  # runs name the segment by its base offset after the plan (a move does not change positions)
+        moves.get(s.base_offset, s.base_offset): s.kept
+        for s in plan.segments
+        if s.action != "move" and not s.suffix
+    }
     target: dict[int, int] = {}
     low: int | None = None
     for i in range(len(runs) - 1, -1, -1):
@@ -708,18 +839,57 @@ def _rewrite(log_path: Path, kept: list[tuple[int, int]]) -> None:
     os.replace(tmp, log_path)
 
 
+def _truncate(log_path: Path, size: int) -> None:
+    """Truncates the ``.log`` to ``size`` bytes, durably (a later ``move`` must not outlive it in a crash)."""
+    fd = os.open(log_path, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        os.ftruncate(fd, size)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _move(path: Path, base: int, new_base: int) -> None:
+    """Gives the segment ``base`` the base offset ``new_base`` (below it). Every state a crash can leave is a
+    directory the load reads: the old ``.index``/``.timeindex`` go first (rebuilt by the load, which recovers
+    a segment without them); then the ``.log`` is renamed (one atomic step: before it the segment has its old
+    name, after it the new one, and the old ``.txnindex`` left behind is an orphan the load deletes, the
+    segment's recovery rebuilding it); then the ``.txnindex``."""
+    target = path / f"{new_base:020d}.log"
+    if target.exists():
+        raise KafkaError(f"cannot move {base:020d}.log to {target.name}: the file exists")
+    for suffix in (".index", ".timeindex"):
+        (path / f"{base:020d}{suffix}").unlink(missing_ok=True)
+    for suffix in _INDEX_SUFFIXES:  # leftovers of a segment once named so: never attach them to this one
+        (path / f"{new_base:020d}{suffix}").unlink(missing_ok=True)
+    os.rename(path / f"{base:020d}.log", target)
+    txn = path / f"{base:020d}.txnindex"
+    if txn.exists():
+        os.rename(txn, path / f"{new_base:020d}.txnindex")
+
+
 def apply_plan(plan: PartitionPlan) -> None:
     """Does what ``plan`` lists, in order: segments (truncate / rewrite / delete, with their index files),
-    then the small files. Each step is crash-safe on its own (a rewrite goes through a ``.cleaned`` copy)."""
+    the moves of base offsets (after a directory fsync, so no move is durable before the repair of the
+    segments before it), then the small files. Each step is crash-safe on its own (a rewrite goes through a
+    ``.cleaned`` copy, a truncation is fsynced, a move is ordered as :func:`_move` says)."""
     if plan.error is not None:
         raise KafkaError(plan.error)
     path = plan.path
+    synced = False
     for s in plan.segments:
         log_path = path / s.file
+        if s.action == "move":
+            assert s.new_base_offset is not None
+            if not synced:
+                fsync_dir(path)
+                synced = True
+            _move(path, s.base_offset, s.new_base_offset)
+            continue
         if s.action == "delete":
             log_path.unlink(missing_ok=True)
         elif s.action == "truncate":
-            os.truncate(log_path, s.size_after)
+            _truncate(log_path, s.size_after)
         else:
             _rewrite(log_path, s.kept)
         _remove_indexes(path, s.base_offset, s.suffix)

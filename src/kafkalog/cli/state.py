@@ -163,6 +163,8 @@ class DirChanges:
     """Index files whose entries changed (or that were created)."""
     files_removed: list[str] = field(default_factory=list)
     """Other files that are gone (leftovers, orphan indexes, snapshots)."""
+    moved: list[tuple[int, int]] = field(default_factory=list)
+    """``(base offset before, base offset after)`` of segments renamed to a lower base offset."""
 
     @property
     def bytes_truncated(self) -> int:
@@ -173,21 +175,34 @@ class DirChanges:
     def changed(self) -> bool:
         """Whether anything changed."""
         return bool(
-            self.truncated or self.deleted or self.created or self.indexes_rebuilt or self.files_removed
+            self.truncated
+            or self.deleted
+            or self.created
+            or self.indexes_rebuilt
+            or self.files_removed
+            or self.moved
         )
 
 
-def diff_dirs(before: DirSnapshot, after: DirSnapshot) -> DirChanges:
-    """What :func:`snapshot_dir` saw change."""
+def diff_dirs(before: DirSnapshot, after: DirSnapshot, moves: dict[int, int] | None = None) -> DirChanges:
+    """What :func:`snapshot_dir` saw change; ``moves`` (old base offset -> new) are segments renamed, not
+    deleted and created (a moved segment that shrank is also listed as truncated, under its old base; a
+    segment whose name a moved one took is deleted)."""
     out = DirChanges()
     old, new = before.segment_sizes(), after.segment_sizes()
+    moves = {a: b for a, b in (moves or {}).items() if a in old and a not in new and b in new}
+    targets = set(moves.values())
     for base, size in sorted(old.items()):
-        if base not in new:
+        if base in moves:
+            out.moved.append((base, moves[base]))
+            if new[moves[base]] < size:
+                out.truncated.append((base, size, new[moves[base]]))
+        elif base not in new or base in targets:  # gone, or its name now holds a moved segment
             out.deleted.append((base, size))
         elif new[base] < size:
             out.truncated.append((base, size, new[base]))
-    out.created = sorted(b for b in new if b not in old)
-    deleted_stems = {f"{b:020d}" for b, _ in out.deleted}
+    out.created = sorted(b for b in new if b not in old and b not in targets)
+    deleted_stems = {f"{b:020d}" for b, _ in out.deleted} | {f"{b:020d}" for b in moves}
     for name, state in sorted(after.files.items()):
         if state.digest is None:
             continue
