@@ -23,14 +23,21 @@ venv: $(STAMP)
 
 # Numba checks a cached kernel against its own source file only; kernels that compile in the parsers of
 # records/_kernels.py (_kernels_index, _kernels_columnar, log/cleaner_kernels) would keep stale machine code
-# after an edit there. Any cache older than _kernels.py or _intrinsics.py is dropped (all of them: recompiled on use).
+# after an edit there. Any cache older than _kernels.py or _intrinsics.py is dropped (all of them: recompiled on use)
+# from this install's cache directory (`python -m kafkalog.jit` names it: NUMBA_CACHE_DIR, else a per-user
+# directory outside the package, see src/kafkalog/jit.py). Caches older kafkalog versions wrote under src/
+# are dropped too (numba no longer reads them).
 KERNEL_SOURCES := src/kafkalog/records/_kernels.py src/kafkalog/records/_intrinsics.py
-numba-cache:
-	@for f in $(KERNEL_SOURCES); do \
-	  if [ -n "$$(find src -name '*.nbi' ! -newer $$f -print -quit)" ]; then \
-	    echo "numba caches older than $$f: removed"; find src -name '*.nb[ic]' -delete; break; \
-	  fi; \
-	done
+numba-cache: $(STAMP)
+	@find src -name '*.nb[ic]' -delete
+	@dir="$$($(PY) -m kafkalog.jit 2>/dev/null)"; \
+	if [ -n "$$dir" ] && [ -d "$$dir" ]; then \
+	  for f in $(KERNEL_SOURCES); do \
+	    if [ -n "$$(find "$$dir" -name '*.nbi' ! -newer $$f -print -quit)" ]; then \
+	      echo "numba caches older than $$f: removed from $$dir"; find "$$dir" -name '*.nb[ic]' -delete; break; \
+	    fi; \
+	  done; \
+	fi
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check $(LINT_DIRS)
