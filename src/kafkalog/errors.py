@@ -44,6 +44,7 @@ InvalidPartitionsError                  InvalidPartitionsException
 PolicyViolationError                    PolicyViolationException (a limit or policy of this node refuses it)
 LogDirLockedError                       (kafkalog) KafkaException "Failed to acquire lock on file .lock"
 LogDirNotAvailableError                 LogDirNotFoundException / KafkaStorageException (dir offline)
+LogDirNotFoundError                     LogDirNotFoundException (no such data directory, or not visible here)
 =====================================  =====================================================================
 """
 
@@ -69,6 +70,7 @@ __all__ = [
     "LogCleaningAbortedError",
     "LogDirLockedError",
     "LogDirNotAvailableError",
+    "LogDirNotFoundError",
     "LogSegmentOffsetOverflowError",
     "OffsetOutOfRangeError",
     "OffsetsOutOfOrderError",
@@ -276,3 +278,8 @@ class LogDirLockedError(KafkaError):
 
 class LogDirNotAvailableError(KafkaStorageError):
     """The log directory is offline after an I/O error; its partitions cannot be used until restart."""
+
+
+class LogDirNotFoundError(KafkaError, FileNotFoundError):
+    """A data directory (log dir) does not exist, or is not visible to this process: a Spark executor on
+    a host where the directory is not mounted at the path the driver saw. Never reported as data loss."""

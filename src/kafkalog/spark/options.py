@@ -9,6 +9,8 @@ option                              meaning
 path / paths                        the data directory (Kafka's ``log.dirs``); replaces
                                     ``kafka.bootstrap.servers`` (which is accepted and ignored).
                                     ``paths`` is the JSON list Spark passes for ``load([a, b])``.
+                                    Made absolute on the driver (``~`` expanded), so executors
+                                    read the directory the driver saw, whatever their own cwd.
 subscribe / subscribePattern /      exactly one is required: comma-separated topics / a regular
 assign                              expression (``re.fullmatch``) / JSON ``{"t": [0, 1]}``
 startingOffsets, endingOffsets      ``earliest`` | ``latest`` | JSON ``{"t": {"0": 23, "1": -2}}``
@@ -41,6 +43,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -193,7 +196,7 @@ def _paths(options: Mapping[str, str]) -> tuple[str, ...]:
             "Option 'path' must be specified: the kafkalog data directory "
             "(spark.read.format('kafkalog').load('/data/dir') or .option('path', ...))"
         )
-    return tuple(dict.fromkeys(paths))
+    return tuple(dict.fromkeys(os.path.abspath(os.path.expanduser(p)) for p in paths))
 
 
 def _strategy(options: Mapping[str, str]) -> Strategy:
