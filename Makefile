@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 PYTEST_ARGS ?=
 LINT_DIRS := src tests $(wildcard bench)
 
-.PHONY: all venv test lint typecheck unit pythons demo bench bench-quick clean numba-cache
+.PHONY: all venv test lint typecheck unit pythons wheel-smoke demo bench bench-quick clean numba-cache
 
 all: test
 
@@ -74,7 +74,19 @@ pythons:
 	    -c $(CURDIR)/pyproject.toml $(addprefix $(CURDIR)/,$(PY_SMOKE_TESTS))) || exit 1; \
 	done
 
-test: lint typecheck unit pythons
+# The wheel as a user installs it: built from this tree, installed non-editable into .venv-wheel, then
+# tests/smoke/wheel_smoke.py runs the README's command lines and a Spark read with that venv not activated.
+WHEEL_DIR := build/wheel
+wheel-smoke: $(STAMP)
+	rm -rf $(WHEEL_DIR)
+	$(PY) -m pip wheel -q --no-deps -w $(WHEEL_DIR) .
+	[ -x .venv-wheel/bin/python ] || $(PYTHON) -m venv .venv-wheel
+	.venv-wheel/bin/python -m pip install -q --force-reinstall --no-deps $(WHEEL_DIR)/kafkalog-*.whl
+	.venv-wheel/bin/python -m pip install -q "$$(ls $(WHEEL_DIR)/kafkalog-*.whl)[spark,server]"
+	env -u VIRTUAL_ENV -u PYSPARK_PYTHON -u PYSPARK_DRIVER_PYTHON PATH="$$(echo "$$PATH" | tr ':' '\n' | \
+	  grep -v '/\.venv' | paste -sd: -)" .venv-wheel/bin/python tests/smoke/wheel_smoke.py README.md
+
+test: lint typecheck unit pythons wheel-smoke
 
 demo: $(STAMP) numba-cache
 	$(PY) -m kafkalog.demo
