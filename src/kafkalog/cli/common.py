@@ -68,6 +68,7 @@ __all__ = [
     "json_dumps",
     "os_error_text",
     "parse_key_values",
+    "plural",
     "progress",
     "require_dir",
     "setup_logging",
@@ -115,6 +116,11 @@ class CliError(Exception):
         super().__init__(message)
         self.message = message
         self.code = code
+
+
+def plural(n: int, one: str, many: str) -> str:
+    """``1 record`` / ``2 records``: a count with its noun in the right number."""
+    return f"{n} {one if n == 1 else many}"
 
 
 def fail(message: str, code: int = EXIT_FAULT) -> NoReturn:

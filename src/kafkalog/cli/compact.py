@@ -31,6 +31,7 @@ from kafkalog.cli.common import (
     KafkalogCommand,
     error_console,
     json_dumps,
+    plural,
     status,
     stdout_console,
 )
@@ -163,7 +164,7 @@ def _explain_skipped(skipped: dict[str, str], *, named: bool) -> None:
             )
         return
     error_console().print(
-        f"{_plural(len(skipped), 'topic', 'topics')} not compacted: cleanup.policy has no 'compact' "
+        f"{plural(len(skipped), 'topic', 'topics')} not compacted: cleanup.policy has no 'compact' "
         "(name a topic to see its policy; --force compacts it once)",
         markup=False,
     )
@@ -188,11 +189,7 @@ def _print(results: list[CompactResult], json_output: bool) -> None:
             console.print(f"{label}: nothing cleanable")
             continue
         console.print(
-            f"{label}: {_plural(len(r.rounds), 'round', 'rounds')}, offsets {r.rounds[0].first_dirty_offset}..{r.rounds[-1].end_offset - 1}, "
+            f"{label}: {plural(len(r.rounds), 'round', 'rounds')}, offsets {r.rounds[0].first_dirty_offset}..{r.rounds[-1].end_offset - 1}, "
             f"{r.bytes_before} -> {r.bytes_after} bytes, {r.segments_before} -> {r.segments_after} segments"
         )
-    console.print(f"{_plural(len(results), 'partition', 'partitions')} compacted: {before} -> {after} bytes.")
-
-
-def _plural(n: int, one: str, many: str) -> str:
-    return f"{n} {one if n == 1 else many}"
+    console.print(f"{plural(len(results), 'partition', 'partitions')} compacted: {before} -> {after} bytes.")

@@ -54,6 +54,7 @@ from kafkalog.cli.common import (
     KafkalogCommand,
     error_console,
     parse_key_values,
+    plural,
 )
 from kafkalog.cli.state import open_manager
 from kafkalog.errors import InvalidPartitionsError, InvalidTopicError
@@ -429,15 +430,11 @@ def _separator_text(separator: bytes) -> str:
     return repr(separator.decode("utf-8", "replace"))
 
 
-def _plural(n: int, one: str, many: str) -> str:
-    return f"{n} {one if n == 1 else many}"
-
-
 def _summary(producer: _Producer, interrupted: bool = False) -> None:
     parts = ", ".join(f"{p}: {n}" for p, n in sorted(producer.per_partition.items()))
     what = "interrupted after producing" if interrupted else "produced"
     error_console().print(
-        f"{what} {_plural(producer.records, 'record', 'records')} in {_plural(producer.batches, 'batch', 'batches')} to {producer.topic}"
+        f"{what} {plural(producer.records, 'record', 'records')} in {plural(producer.batches, 'batch', 'batches')} to {producer.topic}"
         + (f" (records per partition: {parts})" if parts else ""),
         markup=False,
     )
