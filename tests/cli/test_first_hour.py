@@ -49,3 +49,12 @@ def test_serve_without_the_server_extra_names_it(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "pip install 'kafkalog[server]'" in result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) <= 2
+
+
+def test_spark_data_source_without_the_spark_extra_names_it() -> None:
+    code = "import sys; sys.modules['pyspark'] = None\nfrom kafkalog.spark import KafkaLogDataSource\n"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 1
+    assert "pip install 'kafkalog[spark]'" in result.stderr.strip().splitlines()[-1]

@@ -31,7 +31,14 @@ __all__ = ["KafkaLogDataSource", "WorkerPythonError", "check_workers", "register
 
 def __getattr__(name: str) -> Any:
     if name == "KafkaLogDataSource":
-        from kafkalog.spark.source import KafkaLogDataSource
-
+        try:
+            from kafkalog.spark.source import KafkaLogDataSource
+        except ModuleNotFoundError as exc:
+            if (exc.name or "").split(".")[0] not in ("pyspark", "pyarrow"):
+                raise
+            raise ModuleNotFoundError(
+                f"the kafkalog Spark data source needs pyspark and pyarrow: pip install 'kafkalog[spark]' ({exc})",
+                name=exc.name,
+            ) from exc
         return KafkaLogDataSource
     raise AttributeError(f"module 'kafkalog.spark' has no attribute {name!r}")
