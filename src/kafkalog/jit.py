@@ -79,7 +79,11 @@ def choose_cache_dir(environ: dict[str, str] | None = None) -> tuple[str | None,
             return str(user_dir), None
     uid = os.getuid() if hasattr(os, "getuid") else 0
     temp_base = Path(env.get("TMPDIR") or tempfile.gettempdir()) / f"kafkalog-numba-{uid}"
-    where = f"{user_base / 'kafkalog' / 'numba'}" if user_base is not None else "$HOME is not set"
+    where = (
+        str(user_base / "kafkalog" / "numba")
+        if user_base is not None
+        else "a user cache directory ($HOME unset)"
+    )
     if _writable_dir(temp_base, private=True) and _writable_dir(temp_base / _install_key()):
         temp_dir = temp_base / _install_key()
         return str(temp_dir), (
