@@ -53,6 +53,16 @@ def test_worker_python_precedence() -> None:
     assert worker_python(_fake_spark("/a/python", {"spark.pyspark.python": "/b/python"})) == "/b/python"
 
 
+def test_spark_connect_sessions_are_not_probed(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Connect:
+        @property
+        def sparkContext(self) -> Any:
+            raise RuntimeError("[JVM_ATTRIBUTE_NOT_SUPPORTED] sparkContext is not supported in Spark Connect")
+
+    monkeypatch.setenv("PYSPARK_PYTHON", "/x/python")
+    assert check_workers(Connect()) == "/x/python"
+
+
 def test_workers_without_kafkalog_are_named(bare_python: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PYTHONPATH", raising=False)
     with pytest.raises(WorkerPythonError) as failure:

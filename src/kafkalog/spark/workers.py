@@ -9,8 +9,8 @@ without kafkalog: ``format("kafkalog")`` fails with ``DATA_SOURCE_NOT_FOUND`` an
 by hand with ``No module named 'kafkalog'`` on the worker, neither of which names the cause.
 
 :func:`check_workers` names it: it finds the interpreter the workers use and checks that it can import
-``kafkalog`` and ``pyspark_kafkalog`` (the auto-registration module), by running that interpreter (local
-masters) or one Spark task (clusters: the executors' own interpreter), and raises
+``pyspark_kafkalog`` (the auto-registration module) and the reader with its dependencies, by running that
+interpreter with Spark's own ``PYTHONPATH`` additions (local masters) or one Spark task (clusters: the executors' own interpreter), and raises
 :class:`WorkerPythonError` naming ``PYSPARK_PYTHON`` / ``spark.pyspark.python``, the interpreter, and the
 one that would work (this process's). :func:`register` checks, then registers the data source.
 """
@@ -21,6 +21,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any, Final
 
 from kafkalog.errors import KafkaError
@@ -29,10 +30,14 @@ __all__ = ["WorkerPythonError", "check_workers", "register", "worker_python"]
 
 _DEFAULT: Final = "python3"
 _PROBE: Final = (
-    "import importlib.util as u, sys\n"
-    "missing = [m for m in ('kafkalog', 'pyspark_kafkalog') if u.find_spec(m) is None]\n"
+    "import sys\n"
     "print(sys.executable)\n"
-    "print(','.join(missing))\n"
+    "try:\n"
+    "    import pyspark_kafkalog, kafkalog.spark.reader\n"
+    "except Exception as exc:\n"
+    "    print(type(exc).__name__ + ': ' + str(exc))\n"
+    "else:\n"
+    "    print('')\n"
 )
 
 
@@ -43,14 +48,19 @@ class WorkerPythonError(KafkaError, RuntimeError):
 def worker_python(spark: Any) -> str:
     """The interpreter Spark starts Python workers with: ``spark.pyspark.python``, else ``PYSPARK_PYTHON``
     as the session saw it, else ``python3`` (as given: a name is looked up on ``PATH``)."""
-    configured: str | None = None
     try:
-        configured = spark.sparkContext.getConf().get("spark.pyspark.python")
-    except Exception:  # Spark Connect has no SparkContext
-        configured = None
+        context = spark.sparkContext
+    except Exception:  # Spark Connect has no SparkContext on the client
+        context = None
+    configured = None
+    if context is not None:
+        try:
+            configured = context.getConf().get("spark.pyspark.python")
+        except Exception:
+            configured = None
     if configured:
         return str(configured)
-    exec_ = getattr(getattr(spark, "sparkContext", None), "pythonExec", None)
+    exec_ = getattr(context, "pythonExec", None)
     return str(exec_ or os.environ.get("PYSPARK_PYTHON") or _DEFAULT)
 
 
@@ -66,13 +76,22 @@ def _message(python: str, resolved: str | None, detail: str) -> str:
     )
 
 
+def _spark_python_path() -> list[str]:
+    """The ``pyspark.zip`` and ``py4j`` archives Spark puts on its workers' ``PYTHONPATH``."""
+    import pyspark
+
+    return sorted(str(p) for p in (Path(pyspark.__file__).parent / "python" / "lib").glob("*.zip"))
+
+
 def _probe_locally(python: str) -> None:
     resolved = shutil.which(python)
     if resolved is None:
         raise WorkerPythonError(_message(python, None, "is not found on PATH"))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([*_spark_python_path(), *filter(None, [env.get("PYTHONPATH")])])
     try:
         done = subprocess.run(
-            [resolved, "-c", _PROBE], capture_output=True, text=True, timeout=120, check=False
+            [resolved, "-c", _PROBE], capture_output=True, text=True, env=env, timeout=120, check=False
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise WorkerPythonError(_message(python, resolved, f"cannot be run ({exc})")) from None
@@ -80,7 +99,7 @@ def _probe_locally(python: str) -> None:
     if done.returncode != 0 or len(lines) < 2:
         raise WorkerPythonError(_message(python, resolved, f"failed to start: {done.stderr.strip()[-300:]}"))
     if lines[1]:
-        raise WorkerPythonError(_message(python, lines[0], f"cannot import {lines[1].replace(',', ', ')}"))
+        raise WorkerPythonError(_message(python, lines[0], f"cannot import kafkalog ({lines[1]})"))
 
 
 def _probe_on_executors(spark: Any, python: str) -> None:
@@ -98,7 +117,7 @@ def _probe_on_executors(spark: Any, python: str) -> None:
     except Exception as exc:
         raise WorkerPythonError(_message(python, None, f"failed to run a probe task ({exc})")) from None
     if missing:
-        raise WorkerPythonError(_message(python, executable, f"cannot import {missing.replace(',', ', ')}"))
+        raise WorkerPythonError(_message(python, executable, f"cannot import kafkalog ({missing})"))
 
 
 def check_workers(spark: Any) -> str:
