@@ -41,7 +41,12 @@ def main() -> None:
 
     import kafkalog.spark
 
-    spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
+    spark = (
+        SparkSession.builder.master("local[1]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
     try:
         kafkalog.spark.check_workers(spark)
         rows = spark.read.format("kafkalog").option("subscribe", "orders").load(str(work / "data")).collect()
