@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 PYTEST_ARGS ?=
 LINT_DIRS := src tests $(wildcard bench)
 
-.PHONY: all venv test test-deps lint typecheck unit demo bench bench-quick clean numba-cache
+.PHONY: all venv test test-deps lint typecheck unit pythons wheel-smoke demo bench bench-quick clean numba-cache
 
 all: test
 
@@ -23,14 +23,21 @@ venv: $(STAMP)
 
 # Numba checks a cached kernel against its own source file only; kernels that compile in the parsers of
 # records/_kernels.py (_kernels_index, _kernels_columnar, log/cleaner_kernels) would keep stale machine code
-# after an edit there. Any cache older than _kernels.py or _intrinsics.py is dropped (all of them: recompiled on use).
+# after an edit there. Any cache older than _kernels.py or _intrinsics.py is dropped (all of them: recompiled on use)
+# from this install's cache directory (`python -m kafkalog.jit` names it: NUMBA_CACHE_DIR, else a per-user
+# directory outside the package, see src/kafkalog/jit.py). Caches older kafkalog versions wrote under src/
+# are dropped too (numba no longer reads them).
 KERNEL_SOURCES := src/kafkalog/records/_kernels.py src/kafkalog/records/_intrinsics.py
-numba-cache:
-	@for f in $(KERNEL_SOURCES); do \
-	  if [ -n "$$(find src -name '*.nbi' ! -newer $$f -print -quit)" ]; then \
-	    echo "numba caches older than $$f: removed"; find src -name '*.nb[ic]' -delete; break; \
-	  fi; \
-	done
+numba-cache: $(STAMP)
+	@find src -name '*.nb[ic]' -delete
+	@dir="$$($(PY) -m kafkalog.jit 2>/dev/null)"; \
+	if [ -n "$$dir" ] && [ -d "$$dir" ]; then \
+	  for f in $(KERNEL_SOURCES); do \
+	    if [ -n "$$(find "$$dir" -name '*.nbi' ! -newer $$f -print -quit)" ]; then \
+	      echo "numba caches older than $$f: removed from $$dir"; find "$$dir" -name '*.nb[ic]' -delete; break; \
+	    fi; \
+	  done; \
+	fi
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check $(LINT_DIRS)
@@ -53,7 +60,44 @@ test-deps:
 unit: $(STAMP) numba-cache test-deps
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-test: lint typecheck unit
+# Other CPythons (3.11 is .venv's): each one on PATH gets its own venv (.venv-py3.N, kafkalog installed from
+# this tree, not editable) and runs a representative part of the suite; one that is absent is skipped with
+# the reason. pyproject's classifiers list only the versions this has actually run on.
+PY_VERSIONS ?= 3.12 3.13
+PY_SMOKE_TESTS ?= tests/records/test_batch.py tests/records/test_columnar.py tests/storage/test_segment_smoke.py \
+  tests/log/test_log_smoke.py tests/test_partitioner.py tests/cli/test_produce_consume.py
+pythons:
+	@for v in $(PY_VERSIONS); do \
+	  py=; for c in python$$v $${PYENV_ROOT:-$$HOME/.pyenv}/versions/$$v.*/bin/python$$v; do \
+	    if "$$c" -c 'import sys' >/dev/null 2>&1; then py=$$c; break; fi; \
+	  done; \
+	  if [ -z "$$py" ]; then \
+	    echo "pythons: CPython $$v SKIPPED: no working python$$v on PATH or under pyenv (install it to test $$v)"; \
+	    continue; \
+	  fi; \
+	  venv=$(CURDIR)/.venv-py$$v; \
+	  [ -x $$venv/bin/python ] || "$$py" -m venv $$venv || exit 1; \
+	  $$venv/bin/python -m pip install -q --upgrade pip && \
+	  $$venv/bin/python -m pip install -q --force-reinstall --no-deps . && \
+	  $$venv/bin/python -m pip install -q '.[arrow]' pytest pytest-timeout hypothesis kafka-python || exit 1; \
+	  echo "pythons: CPython $$v: $$($$venv/bin/python -c 'import sys; print(sys.version.split()[0])')"; \
+	  (cd tests && $$venv/bin/python -m pytest -q -p no:cacheprovider --rootdir=$(CURDIR) \
+	    -c $(CURDIR)/pyproject.toml $(addprefix $(CURDIR)/,$(PY_SMOKE_TESTS))) || exit 1; \
+	done
+
+# The wheel as a user installs it: built from this tree, installed non-editable into .venv-wheel, then
+# tests/smoke/wheel_smoke.py runs the README's command lines and a Spark read with that venv not activated.
+WHEEL_DIR := build/wheel
+wheel-smoke: $(STAMP)
+	rm -rf $(WHEEL_DIR)
+	$(PY) -m pip wheel -q --no-deps -w $(WHEEL_DIR) .
+	[ -x .venv-wheel/bin/python ] || $(PYTHON) -m venv .venv-wheel
+	.venv-wheel/bin/python -m pip install -q --force-reinstall --no-deps $(WHEEL_DIR)/kafkalog-*.whl
+	.venv-wheel/bin/python -m pip install -q "$$(ls $(WHEEL_DIR)/kafkalog-*.whl)[spark,server]"
+	env -u VIRTUAL_ENV -u PYSPARK_PYTHON -u PYSPARK_DRIVER_PYTHON PATH="$$(echo "$$PATH" | tr ':' '\n' | \
+	  grep -v '/\.venv' | paste -sd: -)" .venv-wheel/bin/python tests/smoke/wheel_smoke.py README.md
+
+test: lint typecheck unit pythons wheel-smoke
 
 demo: $(STAMP) numba-cache
 	$(PY) -m kafkalog.demo

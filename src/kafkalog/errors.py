@@ -46,6 +46,7 @@ PolicyViolationError                    PolicyViolationException (a limit or pol
 LogDirLockedError                       (kafkalog) KafkaException "Failed to acquire lock on file .lock"
 LogDirNotAvailableError                 LogDirNotFoundException / KafkaStorageException (dir offline)
 NotRegularFileError                     (kafkalog) KafkaStorageException: a log file that is a symlink, FIFO, ...
+LogDirNotFoundError                     LogDirNotFoundException (no such data directory, or not visible here)
 =====================================  =====================================================================
 """
 
@@ -73,6 +74,7 @@ __all__ = [
     "LogCleaningAbortedError",
     "LogDirLockedError",
     "LogDirNotAvailableError",
+    "LogDirNotFoundError",
     "LogSegmentOffsetOverflowError",
     "NotRegularFileError",
     "OffsetOutOfRangeError",
@@ -311,3 +313,8 @@ class NotRegularFileError(KafkaStorageError):
     """A file (or partition directory) of a log directory is a symlink, FIFO, directory or device: it is
     refused, never followed, opened for good or waited on. Met by a live log it takes the directory offline
     like any other I/O error; met while loading, the partition is a load failure."""
+
+
+class LogDirNotFoundError(KafkaError, FileNotFoundError):
+    """A data directory (log dir) does not exist, or is not visible to this process: a Spark executor on
+    a host where the directory is not mounted at the path the driver saw. Never reported as data loss."""

@@ -21,6 +21,8 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
+from kafkalog.jit import CACHE
+
 __all__ = [
     "NullKeyPartitioner",
     "murmur2",
@@ -34,7 +36,7 @@ _M = 0x5BD1E995
 _MASK = 0xFFFFFFFF
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=CACHE, nogil=True)
 def _murmur2(data: npt.NDArray[np.uint8], start: int, end: int) -> int:  # pragma: no cover - compiled
     length = end - start
     h = (_SEED ^ length) & _MASK
@@ -62,7 +64,7 @@ def _murmur2(data: npt.NDArray[np.uint8], start: int, end: int) -> int:  # pragm
     return h  # unsigned 32-bit value of Java's int
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=CACHE, nogil=True)
 def _partitions(
     offsets: npt.NDArray[np.int64],
     data: npt.NDArray[np.uint8],

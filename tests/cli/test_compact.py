@@ -25,7 +25,11 @@ def test_compact_data_dir(tmp_path: Path) -> None:
     make_data_dir(tmp_path)
     result = CliRunner().invoke(cli, ["compact", str(tmp_path), "--roll", "--json"])
     assert result.exit_code == 0, result.output
-    lines = [json.loads(line) for line in result.output.splitlines()]
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert (
+        result.stderr.strip()
+        == "1 topic not compacted: cleanup.policy has no 'compact' (name a topic to see its policy; --force compacts it once)"
+    )
     assert [line["partition"] for line in lines if line["type"] == "partition"] == ["users-0"]
     assert lines[0]["endOffset"] == 300 and lines[0]["bytesAfter"] < lines[0]["bytesBefore"]
     assert (tmp_path / "cleaner-offset-checkpoint").read_text() == "0\n1\nusers 0 300\n"
@@ -41,6 +45,18 @@ def test_compact_partition_dir_needs_force(tmp_path: Path) -> None:
     make_data_dir(tmp_path / "data")
     lone = tmp_path / "events-0"
     (tmp_path / "data" / "events-0").rename(lone)
-    assert "0 partition(s)" in CliRunner().invoke(cli, ["compact", str(lone)]).output
+    skipped = CliRunner().invoke(cli, ["compact", str(lone)])
+    assert "0 partitions compacted" in skipped.stdout
+    assert "topic events not compacted: its cleanup.policy is delete" in skipped.stderr
+    assert "--force" in skipped.stderr
     result = CliRunner().invoke(cli, ["compact", str(lone), "--force", "--roll"])
-    assert result.exit_code == 0 and "1 partition(s) compacted" in result.output
+    assert result.exit_code == 0 and "1 partition compacted" in result.output
+    assert "1 round," in result.output and "not compacted" not in result.stderr
+
+
+def test_compact_data_dir_says_why_a_topic_is_skipped(tmp_path: Path) -> None:
+    make_data_dir(tmp_path)
+    result = CliRunner().invoke(cli, ["compact", str(tmp_path), "events"])
+    assert result.exit_code == 0
+    assert "0 partitions compacted" in result.stdout
+    assert "topic events not compacted: its cleanup.policy is delete" in result.stderr

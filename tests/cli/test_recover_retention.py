@@ -183,6 +183,7 @@ def test_retention_dry_run_is_what_happens(tmp_path: Path) -> None:
     assert {r for p, _, r in planned if p == "sized-0"} == {"retention_bytes"}
     text = run("retention", root, "--dry-run")
     assert "[retention_bytes]" in text.stdout and "kept-0: nothing to delete" in text.stdout
+    assert "1 segments" not in text.stdout  # counts in the right number
 
     done = run("retention", root, "--json")
     assert done.exit_code == 0, done.stderr
@@ -225,3 +226,14 @@ def test_retention_needs_the_lock(tmp_path: Path) -> None:
         mgr.create_topic("t", 1)
         assert run_process("retention", tmp_path).returncode == 75
         assert run_process("retention", tmp_path, "--dry-run").returncode == 0
+
+
+def test_retention_says_one_segment(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    with LogManager.open(root, background=False) as mgr:
+        mgr.create_topic("small", 1)
+        mgr.produce("small", [(None, b"x")])
+    text = run("retention", root, "--dry-run")
+    assert text.exit_code == 0
+    assert "small-0: nothing to delete (1 segment)" in text.stdout
+    assert "Dry run: 0 segments (0 bytes) would be deleted." in text.stdout

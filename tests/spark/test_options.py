@@ -152,6 +152,18 @@ def test_accepted_and_ignored_options(caplog: pytest.LogCaptureFixture) -> None:
     )
     assert opts.strategy.topics == ("a",)
     assert "kafka.group.id" in caplog.text
+    ignored = [
+        r.getMessage() for r in caplog.records if "options ignored by the kafkalog source" in r.getMessage()
+    ]
+    assert len(ignored) == 1
+    for name in (
+        "groupidprefix",
+        "kafka.bootstrap.servers",
+        "kafkaconsumer.polltimeoutms",
+        "fetchoffset.numretries",
+    ):
+        assert name in ignored[0]
+    assert "kafka.group.id" not in ignored[0]
 
 
 def test_values_and_case() -> None:

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.datasource import InputPartition
 
-from kafkalog.errors import CorruptRecordError, OffsetOutOfRangeError
+from kafkalog.errors import CorruptRecordError, LogDirNotFoundError, OffsetOutOfRangeError
 from kafkalog.log import AppendOrigin, Log, LogConfig
 from kafkalog.records import ControlRecordType, Header, MemoryRecords, SimpleRecord
 from kafkalog.records import _kernels as K
@@ -198,6 +198,37 @@ def test_executor_damage_in_a_rolled_segment(tmp_path: Path, caplog: pytest.LogC
     assert f"Cannot fetch offsets [{torn_from}, {next_base})" in caplog.text
 
 
+def test_executor_that_cannot_see_the_data_dir_is_not_data_loss(tmp_path: Path) -> None:
+    """On a cluster whose executors do not mount the data directory: its own error, never data loss and
+    never zero rows (issue 23 item 2)."""
+    task = ReadTask("orders", 0, str(tmp_path / "not-mounted" / "orders-0"), 0, 300)
+    for fail in (True, False):
+        with pytest.raises(LogDirNotFoundError, match=r"not visible on this executor.*shared filesystem"):
+            list(read_task(task, include_headers=False, fail_on_data_loss=fail))
+
+
+def test_missing_data_dir_is_an_error_not_an_empty_topic(tmp_path: Path) -> None:
+    opts = parse_source_options({"path": str(tmp_path / "nope"), "subscribe": "t"}, streaming=False)
+    with pytest.raises(LogDirNotFoundError, match="does not exist"):
+        plan_batch(opts)
+    (tmp_path / "file").write_bytes(b"")
+    opts = parse_source_options({"path": str(tmp_path / "file"), "subscribe": "t"}, streaming=False)
+    with pytest.raises(LogDirNotFoundError, match="not a directory"):
+        plan_batch(opts)
+
+
+def test_relative_path_is_resolved_on_the_driver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Executors resolve a relative path from their own work directory: the plan carries absolute paths."""
+    write_topic(tmp_path / "data", "t", 1, batches=3)
+    monkeypatch.chdir(tmp_path)
+    opts = parse_source_options({"path": "data", "subscribe": "t"}, streaming=False)
+    assert opts.paths == (str(tmp_path / "data"),)
+    tasks = plan_batch(opts)
+    monkeypatch.chdir("/")
+    assert [Path(t.directory) for t in tasks] == [tmp_path / "data" / "t-0"]
+    assert sum(b.num_rows for t in tasks for b in read_task(t, include_headers=False)) == 15
+
+
 def test_plan_batch_checks_offsets(tmp_path: Path) -> None:
     write_topic(tmp_path, "t", 2, batches=20, segment_bytes=1024)
 
@@ -352,6 +383,14 @@ def test_spark_fail_on_data_loss(spark: Any, tmp_path: Path) -> None:
         reader.load(str(tmp_path)).count()
     offsets = [r.offset for r in reader.option("failOnDataLoss", "false").load(str(tmp_path)).collect()]
     assert sorted(offsets) == list(range(start, 100))
+
+
+@pytest.mark.spark
+def test_spark_missing_data_dir_is_an_error(spark: Any, tmp_path: Path) -> None:
+    for fail in ("true", "false"):
+        reader = spark.read.format("kafkalog").options(subscribe="t", failOnDataLoss=fail)
+        with pytest.raises(Exception, match="LogDirNotFoundError"):
+            reader.load(str(tmp_path / "no-such-dir")).count()
 
 
 @pytest.mark.spark

@@ -16,7 +16,8 @@ Exit codes (the contract scripts rely on; ``kafkalog --help`` prints them):
 
 :class:`KafkalogCommand` turns click's usage errors into exit 64, a :class:`CliError` into its one-line message
 and code, :class:`~kafkalog.errors.LogDirLockedError` into 75, other :class:`~kafkalog.errors.KafkaError` and
-``OSError`` into a one-line message and exit 1 (no traceback), a closed stdout into 141. Commands print data on
+``OSError`` into a one-line message and exit 1 (no traceback), a missing optional dependency into a one-line
+message naming the extra that installs it (:data:`OPTIONAL_EXTRAS`) and exit 1, a closed stdout into 141. Commands print data on
 stdout and messages on stderr (through rich, so colours appear only on a terminal).
 """
 
@@ -58,6 +59,7 @@ __all__ = [
     "EXIT_OK",
     "EXIT_TRUNCATED",
     "EXIT_USAGE",
+    "OPTIONAL_EXTRAS",
     "CliError",
     "KafkalogCommand",
     "KafkalogGroup",
@@ -66,6 +68,7 @@ __all__ = [
     "json_dumps",
     "os_error_text",
     "parse_key_values",
+    "plural",
     "progress",
     "require_dir",
     "setup_logging",
@@ -95,6 +98,14 @@ Exit codes:
   66   no such file or directory (or not readable)
   75   log directory locked by another process (try again later)"""
 
+#: Top-level module of an optional dependency -> the kafkalog extra that installs it (pyproject.toml).
+OPTIONAL_EXTRAS: Final = {
+    "kafka": "server",
+    "prometheus_client": "metrics",
+    "pyspark": "spark",
+    "pyarrow": "arrow",
+}
+
 CONTEXT_SETTINGS: Final[dict[str, Any]] = {"help_option_names": ["-h", "--help"], "max_content_width": 80}
 
 
@@ -105,6 +116,11 @@ class CliError(Exception):
         super().__init__(message)
         self.message = message
         self.code = code
+
+
+def plural(n: int, one: str, many: str) -> str:
+    """``1 record`` / ``2 records``: a count with its noun in the right number."""
+    return f"{n} {one if n == 1 else many}"
 
 
 def fail(message: str, code: int = EXIT_FAULT) -> NoReturn:
@@ -224,6 +240,15 @@ class KafkalogCommand(click.Command):
             ctx.exit(EXIT_INTERRUPTED)
         except KafkaError as exc:
             print_error(str(exc) or type(exc).__name__)
+            ctx.exit(EXIT_FAULT)
+        except ModuleNotFoundError as exc:
+            extra = OPTIONAL_EXTRAS.get((exc.name or "").split(".")[0])
+            if extra is None:
+                raise
+            print_error(
+                f"kafkalog {ctx.info_name} needs the {extra!r} extra: pip install 'kafkalog[{extra}]' "
+                f"(No module named {exc.name!r})"
+            )
             ctx.exit(EXIT_FAULT)
         except OSError as exc:
             print_error(os_error_text(exc))

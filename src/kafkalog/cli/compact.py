@@ -29,7 +29,9 @@ from kafkalog.cli.common import (
     EXIT_CODES_HELP,
     EXIT_OK,
     KafkalogCommand,
+    error_console,
     json_dumps,
+    plural,
     status,
     stdout_console,
 )
@@ -119,12 +121,14 @@ def compact(
     target = resolve_target(path, topic=topic)
     cleaner = LogCleaner({"log.cleaner.dedupe.buffer.size": dedupe_buffer_size})
     results: list[CompactResult] = []
+    skipped: dict[str, str] = {}  # topic -> its cleanup.policy, for topics that are not compacted
     if target.data_dir is None:
         for tp, part in target.partitions:
             config = partition_config(None, tp.topic)
             if force and not config.compact:
                 config = config.replace(cleanup_policy=(*config.cleanup_policy, "compact"))
             if not config.compact:
+                skipped[tp.topic] = ",".join(config.cleanup_policy)
                 continue
             with Log.open(part, config, scheduler=ImmediateScheduler()) as log:
                 log.update_high_watermark(log.log_end_offset)
@@ -139,8 +143,31 @@ def compact(
                     log.update_config({"cleanup.policy": ",".join((*log.config.cleanup_policy, "compact"))})
                 if log.config.compact:
                     results.append(_compact_log(cleaner, log, roll))
+                else:
+                    skipped[tp.topic] = ",".join(log.config.cleanup_policy)
     _print(results, json_output)
+    _explain_skipped(skipped, named=topic is not None or target.data_dir is None)
     click.get_current_context().exit(EXIT_OK)
+
+
+def _explain_skipped(skipped: dict[str, str], *, named: bool) -> None:
+    """Say on stderr why topics were not compacted: each one when it was named, else how many."""
+    if not skipped:
+        return
+    if named:
+        for name, policy in sorted(skipped.items()):
+            error_console().print(
+                f"topic {name} not compacted: its cleanup.policy is {policy} (compact it once with --force, "
+                f"or set cleanup.policy=compact: kafkalog topics DIR --alter {name} --config "
+                "cleanup.policy=compact)",
+                markup=False,
+            )
+        return
+    error_console().print(
+        f"{plural(len(skipped), 'topic', 'topics')} not compacted: cleanup.policy has no 'compact' "
+        "(name a topic to see its policy; --force compacts it once)",
+        markup=False,
+    )
 
 
 def _print(results: list[CompactResult], json_output: bool) -> None:
@@ -162,7 +189,7 @@ def _print(results: list[CompactResult], json_output: bool) -> None:
             console.print(f"{label}: nothing cleanable")
             continue
         console.print(
-            f"{label}: {len(r.rounds)} round(s), offsets {r.rounds[0].first_dirty_offset}..{r.rounds[-1].end_offset - 1}, "
+            f"{label}: {plural(len(r.rounds), 'round', 'rounds')}, offsets {r.rounds[0].first_dirty_offset}..{r.rounds[-1].end_offset - 1}, "
             f"{r.bytes_before} -> {r.bytes_after} bytes, {r.segments_before} -> {r.segments_after} segments"
         )
-    console.print(f"{len(results)} partition(s) compacted: {before} -> {after} bytes.")
+    console.print(f"{plural(len(results), 'partition', 'partitions')} compacted: {before} -> {after} bytes.")

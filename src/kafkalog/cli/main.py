@@ -24,7 +24,7 @@ _EPILOG = (
 \b
 Examples:
   kafkalog topics data --create orders --partitions 3
-  printf 'k1:hello\\nk2:world\\n' | kafkalog produce data orders --parse-key
+  printf 'k1\\thello\\nk2\\tworld\\n' | kafkalog produce data orders --parse-key
   kafkalog consume data orders --from-beginning --property print.key=true
   kafkalog info data
   kafkalog verify data

@@ -54,6 +54,7 @@ from kafkalog.cli.common import (
     KafkalogCommand,
     error_console,
     parse_key_values,
+    plural,
 )
 from kafkalog.cli.state import open_manager
 from kafkalog.errors import InvalidPartitionsError, InvalidTopicError
@@ -208,7 +209,7 @@ class _LineFormat:
             if self.parse_key:
                 k, sep, v = line.partition(self.separator)
                 if not sep:
-                    raise ProduceError(f"no key separator {self.separator!r} found")
+                    raise ProduceError(f"no key separator ({_separator_text(self.separator)}) found")
                 return SimpleRecord(v, k), None
             return SimpleRecord(line, self.key), None
         except ProduceError as exc:
@@ -422,11 +423,18 @@ def _produce_lines(
             producer.send(pending)
 
 
+def _separator_text(separator: bytes) -> str:
+    """``--key-separator`` as a person reads it: ``tab`` or the quoted text, never a bytes repr."""
+    if separator == b"\t":
+        return "a tab, set another with --key-separator"
+    return repr(separator.decode("utf-8", "replace"))
+
+
 def _summary(producer: _Producer, interrupted: bool = False) -> None:
     parts = ", ".join(f"{p}: {n}" for p, n in sorted(producer.per_partition.items()))
     what = "interrupted after producing" if interrupted else "produced"
     error_console().print(
-        f"{what} {producer.records} records in {producer.batches} batches to {producer.topic}"
+        f"{what} {plural(producer.records, 'record', 'records')} in {plural(producer.batches, 'batch', 'batches')} to {producer.topic}"
         + (f" (records per partition: {parts})" if parts else ""),
         markup=False,
     )

@@ -42,6 +42,7 @@ from kafkalog.cli.common import (
     EXIT_OK,
     KafkalogCommand,
     json_dumps,
+    plural,
     status,
     stdout_console,
 )
@@ -268,10 +269,10 @@ def _print(plans: list[RetentionPlan], dry_run: bool, json_output: bool) -> None
     for p in plans:
         label = escape(str(p.topic_partition))
         if not p.deletions:
-            console.print(f"{label}: nothing to delete ({p.segments_before} segments)")
+            console.print(f"{label}: nothing to delete ({plural(p.segments_before, 'segment', 'segments')})")
             continue
         console.print(
-            f"{label}: {len(p.deletions)} of {p.segments_before} segments {verb}, log start offset "
+            f"{label}: {len(p.deletions)} of {plural(p.segments_before, 'segment', 'segments')} {verb}, log start offset "
             f"{p.log_start_before} -> {p.log_start_after}"
             + (" (a new empty segment is rolled at the log end)" if p.rolled else "")
         )
@@ -280,7 +281,9 @@ def _print(plans: list[RetentionPlan], dry_run: bool, json_output: bool) -> None
                 f"  {d.base_offset:020d}.log  {d.size} bytes  offsets {d.base_offset}..{d.next_offset - 1}  "
                 f"{escape(f'[{d.rule}]')} {escape(d.reason)}"
             )
-    console.print(f"{'Dry run: ' if dry_run else ''}{deleted} segments ({size} bytes) {verb}.")
+    console.print(
+        f"{'Dry run: ' if dry_run else ''}{plural(deleted, 'segment', 'segments')} ({size} bytes) {verb}."
+    )
 
 
 @click.command(

@@ -25,6 +25,7 @@ from typing import Any, Final
 import numpy as np
 from numba import njit
 
+from kafkalog.jit import CACHE
 from kafkalog.log.offset_map import BYTES_PER_ENTRY, _get, _murmur, _put
 from kafkalog.records._intrinsics import _prefetch
 from kafkalog.records._kernels import (
@@ -156,7 +157,7 @@ _U64_ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 # --- compiled record parsing, filtering and encoding -----------------------------------------------------------
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=CACHE, nogil=True, inline="always")
 def _parse_record(mem: Any, p: Any, limit: Any) -> Any:
     """One record at ``p``; returns ``(err, err_pos, body_end, ts_delta, offset_delta, kl_pos, key_pos,
     key_len, value_len)`` where ``kl_pos`` is where the key length starts (what is copied verbatim)."""
@@ -207,7 +208,7 @@ def _parse_record(mem: Any, p: Any, limit: Any) -> Any:
     return OK, 0, body_end, ts_delta, offset_delta, kl_pos, key_pos, key_len, value_len
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=CACHE, nogil=True, inline="always")
 def _parse_key(mem: Any, p: Any, limit: Any) -> Any:
     """The offset delta and key of the record at ``p`` (for the offset map: the value and headers are not
     looked at here; the filter parses whole records). Returns ``(err, err_pos, body_end, offset_delta,
@@ -236,7 +237,7 @@ def _parse_key(mem: Any, p: Any, limit: Any) -> Any:
     return OK, 0, body_end, offset_delta, q2, key_len
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=CACHE, nogil=True, inline="always")
 def _uvarint_size(u: Any) -> Any:
     n = 1
     while u >= np.uint64(0x80):
@@ -245,7 +246,7 @@ def _uvarint_size(u: Any) -> Any:
     return n
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=CACHE, nogil=True, inline="always")
 def _put_uvarint(out: Any, o: Any, u: Any) -> Any:
     while u >= np.uint64(0x80):
         out[o] = np.uint8((u & np.uint64(0x7F)) | np.uint64(0x80))
@@ -255,24 +256,24 @@ def _put_uvarint(out: Any, o: Any, u: Any) -> Any:
     return o + 1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=CACHE, nogil=True, inline="always")
 def _zigzag32(v: Any) -> Any:
     return np.uint64(((v << 1) ^ (v >> 31)) & 0xFFFFFFFF)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=CACHE, nogil=True, inline="always")
 def _zigzag64(v: Any) -> Any:
     sign = _U64_ALL if v < 0 else np.uint64(0)
     return (np.uint64(v) << np.uint64(1)) ^ sign
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=CACHE, nogil=True, inline="always")
 def _put_be(out: Any, o: Any, v: Any, width: Any) -> None:
     for i in range(width):
         out[o + i] = np.uint8((v >> (8 * (width - 1 - i))) & 0xFF)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def _decide(
     mem: Any,
     start: Any,
@@ -359,7 +360,7 @@ def _decide(
     return OK, 0, kept, invalid, tombstone, first_ts, max_ts
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def _encode(mem: Any, scratch: Any, kept: Any, new_base_ts: Any, out: Any, o: Any) -> Any:
     """Write the kept records at ``out[o:]`` re-based on ``new_base_ts``; returns the end (or -1: no room)."""
     dst = out.ctypes.data
@@ -382,7 +383,7 @@ def _encode(mem: Any, scratch: Any, kept: Any, new_base_ts: Any, out: Any, o: An
     return o
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def _plan(
     kept: Any, count: Any, tombstone: Any, flags: Any, attrs: Any, base_ts: Any, new_horizon: Any
 ) -> Any:
@@ -401,7 +402,7 @@ def _plan(
     return K_DROP, attrs, base_ts
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def _write_header(
     out: Any,
     h: Any,
@@ -433,7 +434,7 @@ def _write_header(
     _put_be(out, h + 57, count, 4)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def filter_batches(
     buf: Any,
     table: Any,
@@ -546,7 +547,7 @@ def filter_batches(
     stats[S_OUT] = o
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def filter_payload(
     payload: Any,
     count: Any,
@@ -608,7 +609,7 @@ def filter_payload(
         res[6] = new_base
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def map_batches(
     buf: Any,
     starts: Any,

@@ -33,6 +33,7 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit
 
+from kafkalog.jit import CACHE
 from kafkalog.records._kernels import _at, as_uint8
 
 __all__ = [
@@ -69,12 +70,12 @@ _N2 = np.uint64(0x38495AB5)
 _S33 = np.uint64(33)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=CACHE, nogil=True, inline="always")
 def _rotl(x: Any, r: Any) -> Any:
     return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=CACHE, nogil=True, inline="always")
 def _fmix(k: Any) -> Any:
     k ^= k >> _S33
     k *= _F1
@@ -84,7 +85,7 @@ def _fmix(k: Any) -> Any:
     return k
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=CACHE, nogil=True, inline="always")
 def _le64(mem: Any, p: Any) -> Any:
     v = np.uint64(0)
     for j in range(8):
@@ -92,7 +93,7 @@ def _le64(mem: Any, p: Any) -> Any:
     return v
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def _murmur(mem: Any, p: Any, n: Any) -> Any:
     """MurmurHash3_x64_128 (seed 0) of the ``n`` bytes at address ``mem + p``; returns ``(h1, h2)``."""
     h1 = np.uint64(0)
@@ -148,7 +149,7 @@ def _murmur(mem: Any, p: Any, n: Any) -> Any:
     return h1, h2
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=CACHE, nogil=True, inline="always")
 def _slot(h1: Any, h2: Any, attempt: Any, previous: Any, slots: Any) -> Any:
     if attempt < _DOUBLE_HASH_PROBES:
         return (h1 + np.uint64(attempt) * (h2 | np.uint64(1))) % np.uint64(slots)
@@ -156,7 +157,7 @@ def _slot(h1: Any, h2: Any, attempt: Any, previous: Any, slots: Any) -> Any:
     return np.uint64(0) if nxt == np.uint64(slots) else nxt
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def _put(table: Any, h1: Any, h2: Any, offset: Any) -> Any:
     """Insert or overwrite; returns 1 if a new entry was made, 0 if an existing one was updated, -1 if full."""
     slots = table.shape[0]
@@ -174,7 +175,7 @@ def _put(table: Any, h1: Any, h2: Any, offset: Any) -> Any:
     return -1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def _get(table: Any, h1: Any, h2: Any) -> Any:
     """The offset stored for ``(h1, h2)``, or -1."""
     slots = table.shape[0]
@@ -189,7 +190,7 @@ def _get(table: Any, h1: Any, h2: Any) -> Any:
     return np.int64(-1)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def _rehash(old: Any, new: Any) -> None:
     for i in range(old.shape[0]):
         v = old[i, 2]
@@ -197,7 +198,7 @@ def _rehash(old: Any, new: Any) -> None:
             _put(new, old[i, 0], old[i, 1], np.int64(v) - 1)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def _hash_keys(buf: Any, pos: Any, lengths: Any, out1: Any, out2: Any) -> None:
     mem = buf.ctypes.data
     for i in range(pos.shape[0]):
@@ -206,7 +207,7 @@ def _hash_keys(buf: Any, pos: Any, lengths: Any, out1: Any, out2: Any) -> None:
         out2[i] = h2
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def _put_hashes(table: Any, h1: Any, h2: Any, offsets: Any, entries: Any, max_entries: Any) -> Any:
     """Insert in order while ``entries < max_entries`` (checked before each put, as Kafka's cleaner does);
     returns ``(how many were consumed, entries after)``."""
@@ -221,7 +222,7 @@ def _put_hashes(table: Any, h1: Any, h2: Any, offsets: Any, entries: Any, max_en
     return n, entries
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def _get_hashes(table: Any, h1: Any, h2: Any, out: Any) -> None:
     for i in range(h1.shape[0]):
         out[i] = _get(table, h1[i], h2[i])

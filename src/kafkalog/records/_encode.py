@@ -19,23 +19,25 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit
 
+from kafkalog.jit import CACHE
+
 __all__ = ["encode_records"]
 
 I64 = npt.NDArray[np.int64]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def _zz32(v: Any) -> Any:
     return np.uint64(np.uint32((np.int64(v) << 1) ^ (np.int64(v) >> 31)))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def _zz64(v: Any) -> Any:
     x = np.int64(v)
     return np.uint64((x << np.int64(1)) ^ (x >> np.int64(63)))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def _uvarint_size(u: Any) -> Any:
     n = 1
     while u >= np.uint64(0x80):
@@ -44,7 +46,7 @@ def _uvarint_size(u: Any) -> Any:
     return n
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def _put_uvarint(out: Any, p: Any, u: Any) -> Any:
     while u >= np.uint64(0x80):
         out[p] = np.uint8((u & np.uint64(0x7F)) | np.uint64(0x80))
@@ -54,13 +56,13 @@ def _put_uvarint(out: Any, p: Any, u: Any) -> Any:
     return p + 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def _copy(out: Any, p: Any, src: Any, s: Any, n: Any) -> None:
     for i in range(np.uint64(n)):
         out[np.uint64(p) + i] = src[np.uint64(s) + i]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def _body_sizes(
     ts_delta: Any,
     off_delta: Any,
@@ -86,7 +88,7 @@ def _body_sizes(
     return total
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def _write(
     out: Any,
     ts_delta: Any,

@@ -52,12 +52,12 @@ Speed notes (measured on the 2-core VM):
   1.85 µs for 16 KiB. Decoding its varints branch-free was twice as slow: predicted branches let the CPU run
   ahead to the next record, whose position depends only on the length varint.
 
-Compiled code is cached on disk (``cache=True``) next to this module's ``__pycache__``. On a read-only install
-(e.g. a Spark executor's site-packages) set ``NUMBA_CACHE_DIR`` to a writable directory before import, or each
-process pays the compile (see :func:`warm_up`). Numba validates a cached function against its own source file
-only, so ``_kernels_index``, ``_kernels_columnar`` and ``kafkalog.log.cleaner_kernels``, which compile these
-parsers in, keep stale machine code after an edit here until their cache files (``*.nbi`` / ``*.nbc`` in
-their ``__pycache__``) are deleted.
+Compiled code is cached on disk (``cache=CACHE``) outside the package, where :mod:`kafkalog.jit` chooses
+(``NUMBA_CACHE_DIR``, else a per-user cache directory, else a private temporary one, else no cache); without
+a cache each process pays the compile (see :func:`warm_up`). Numba validates a cached function against its
+own source file only, so ``_kernels_index``, ``_kernels_columnar`` and ``kafkalog.log.cleaner_kernels``,
+which compile these parsers in, keep stale machine code after an edit here until their cache files
+(``*.nbi`` / ``*.nbc`` under ``python -m kafkalog.jit``'s directory) are deleted (``make numba-cache``).
 
 CRC-32C: :func:`verify_crcs` calls the ``crc32c`` package's own exported C routine (hardware SSE4.2 / ARMv8
 when the package reports ``hardware_based``) from compiled code, so there is one CRC implementation (the
@@ -75,6 +75,7 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit, types
 
+from kafkalog.jit import CACHE
 from kafkalog.records._intrinsics import _load_u8, _memcpy
 
 __all__ = [
@@ -232,20 +233,20 @@ if NATIVE_CRC:
     )
 else:  # pragma: no cover - only without the crc32c extension's symbols; callers then never ask kernels for CRCs
 
-    @njit(cache=True, nogil=True)
+    @njit(cache=CACHE, nogil=True)
     def _crc32c_native(crc: Any, p: Any, n: Any) -> Any:
         return np.uint32(0)
 
 # --- small helpers (inlined by LLVM) ----------------------------------------------------------------------
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def _at(mem: Any, p: Any) -> Any:
     """Byte ``p`` of the buffer at address ``mem`` (callers keep ``0 <= p`` below a checked limit)."""
     return _load_u8(mem, p)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def _be_u32(mem: Any, p: Any) -> Any:
     return (
         (np.int64(_at(mem, p)) << 24)
@@ -255,24 +256,24 @@ def _be_u32(mem: Any, p: Any) -> Any:
     )
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def _be_i32(mem: Any, p: Any) -> Any:
     v = _be_u32(mem, p)
     return v - ((v >> 31) << 32)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def _be_i16(mem: Any, p: Any) -> Any:
     v = (np.int64(_at(mem, p)) << 8) | np.int64(_at(mem, p + 1))
     return v - ((v >> 15) << 16)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def _be_i64(mem: Any, p: Any) -> Any:
     return (_be_u32(mem, p) << 32) | _be_u32(mem, p + 4)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def _read_varint(mem: Any, p: Any, limit: Any) -> Any:
     """Zig-zag varint (int32) at ``p``; returns (value, next_p, err). Reads only below ``limit``."""
     if p >= limit:
@@ -298,7 +299,7 @@ def _read_varint(mem: Any, p: Any, limit: Any) -> Any:
     return (raw >> 1) ^ -(raw & 1), q, OK
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def _read_varlong(mem: Any, p: Any, limit: Any) -> Any:
     """Zig-zag varlong (int64) at ``p``; returns (value, next_p, err). Reads only below ``limit``."""
     if p >= limit:
@@ -324,7 +325,7 @@ def _read_varlong(mem: Any, p: Any, limit: Any) -> Any:
     return ((raw >> 1) & 0x7FFFFFFFFFFFFFFF) ^ -(raw & 1), q, OK
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=CACHE, nogil=True, inline="always")
 def _parse_record_prefix(mem: Any, p: Any, limit: Any) -> Any:
     """Parse one record up to (and including) its header count.
 
@@ -385,7 +386,7 @@ def _parse_record_prefix(mem: Any, p: Any, limit: Any) -> Any:
     )
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=CACHE, nogil=True, inline="always")
 def _parse_header(mem: Any, p: Any, body_end: Any) -> Any:
     """Parse one header; returns ``(err, err_pos, key_pos, key_len, value_pos, value_len, next_p)``."""
     key_len, q, err = _read_varint(mem, p, body_end)
@@ -405,7 +406,7 @@ def _parse_header(mem: Any, p: Any, body_end: Any) -> Any:
     return OK, 0, key_pos, key_len, q2, value_len, q2 + max(value_len, 0)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def _copy(dst: Any, d: Any, src: Any, s: Any, n: Any) -> None:
     """Copy ``n`` bytes from address ``src + s`` to ``dst + d`` (ranges checked by the caller, ``n >= 0``)."""
     _memcpy(dst + np.uint64(d), src + np.uint64(s), n)
@@ -414,7 +415,7 @@ def _copy(dst: Any, d: Any, src: Any, s: Any, n: Any) -> None:
 # --- batch-boundary scan --------------------------------------------------------------------------------------
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def _scan_batches(
     buf: Any,
     start: Any,
@@ -487,7 +488,7 @@ def _scan_batches(
 # --- CRC ------------------------------------------------------------------------------------------------------
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def _batch_crc(mem: Any, pos: Any, size: Any) -> Any:
     """CRC-32C of bytes ``[pos + 21, pos + size)`` at address ``mem``, by the crc32c library (range checked)."""
     p = mem + np.uint64(pos + ATTRIBUTES_OFFSET)
@@ -495,7 +496,7 @@ def _batch_crc(mem: Any, pos: Any, size: Any) -> Any:
     return np.int64(_crc32c_native(np.uint32(0xFFFFFFFF), p, n) ^ np.uint32(0xFFFFFFFF))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def _verify_crcs(buf: Any, table: Any, n: Any, computed: Any) -> Any:
     """CRC-32C of ``[pos + 21, pos + size)`` for batches ``0..n-1`` into ``computed``; first mismatch or -1."""
     mem = buf.ctypes.data
@@ -516,7 +517,7 @@ _FAST_PREFIX_READ: Final = 13
 _FAST_VARINT_READ: Final = 3
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=CACHE, nogil=True, inline="always")
 def _varint3(mem: Any, p: Any) -> Any:
     """Zig-zag varint of 1 to 3 bytes at ``p``, no bounds check (the caller keeps ``p + 3 <= limit``).
 
@@ -540,7 +541,7 @@ def _varint3(mem: Any, p: Any) -> Any:
     return 0, p
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=CACHE, nogil=True, inline="always")
 def _fast_record_prefix(mem: Any, p: Any, limit: Any) -> Any:
     """Optimistic :func:`_parse_record_prefix` for the common record: varints of at most 3 bytes (the header
     count: 1 byte), every field inside the record. Returns ``(ok, body_end, ts_delta, offset_delta, key_len,
@@ -585,7 +586,7 @@ def _fast_record_prefix(mem: Any, p: Any, limit: Any) -> Any:
     return True, body_end, ts_delta, offset_delta, key_len, header_count, q
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def _record_stats(src: Any, start: Any, end: Any, count: Any, base_timestamp: Any) -> Any:
     """Parse ``count`` records of ``src[start:end]`` under the strict parsers' rules, storing nothing.
 

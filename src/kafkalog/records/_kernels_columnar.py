@@ -25,6 +25,7 @@ from typing import Any, Final
 import numpy as np
 from numba import njit
 
+from kafkalog.jit import CACHE
 from kafkalog.records._intrinsics import _prefetch
 from kafkalog.records._kernels import (
     ATTR_LOG_APPEND_TIME,
@@ -75,7 +76,7 @@ S_CRC_COMPUTED: Final = 12
 N_STATS: Final = 13
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def _set_bit(bitmap: Any, i: Any, valid: Any) -> None:
     """Arrow validity bit ``i`` (LSB first); a byte is cleared when its first bit is written."""
     byte = np.uint64(i >> 3)
@@ -86,7 +87,7 @@ def _set_bit(bitmap: Any, i: Any, valid: Any) -> None:
         bitmap[byte] |= bit
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def _decode_columns(
     buf: Any,
     dbuf: Any,

@@ -20,6 +20,7 @@ from typing import Any, Final, NamedTuple
 import numpy as np
 from numba import njit
 
+from kafkalog.jit import CACHE
 from kafkalog.records._kernels import (
     ERR_CAPACITY,
     ERR_COUNT_NEGATIVE,
@@ -60,7 +61,7 @@ N_HEADER_FIELDS: Final = 4
 INDEX_BYTES_PER_RECORD: Final = N_RECORD_FIELDS * 8
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def _index_records(
     src: Any,
     start: Any,

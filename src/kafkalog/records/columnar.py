@@ -50,8 +50,8 @@ processes and drops batches one at a time (``bench/bench_columnar.py`` measures 
 upper bounds that need no parsing (key, value and header data each at most the records' bytes; at most one
 header per 2 bytes); only the pages actually written become resident.
 
-The hot loop is a numba kernel (compiled once and cached on disk; set ``NUMBA_CACHE_DIR`` to a writable
-directory on read-only installs). Kernels release the GIL, so threads decode different buffers in parallel.
+The hot loop is a numba kernel (compiled once and cached on disk where :mod:`kafkalog.jit` chooses,
+``NUMBA_CACHE_DIR`` or a per-user directory, never inside the package). Kernels release the GIL, so threads decode different buffers in parallel.
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ option                              meaning
 path / paths                        the data directory (Kafka's ``log.dirs``); replaces
                                     ``kafka.bootstrap.servers`` (which is accepted and ignored).
                                     ``paths`` is the JSON list Spark passes for ``load([a, b])``.
+                                    Made absolute on the driver (``~`` expanded), so executors
+                                    read the directory the driver saw, whatever their own cwd.
 subscribe / subscribePattern /      exactly one is required: comma-separated topics / a regular
 assign                              expression (``re.fullmatch``) / JSON ``{"t": [0, 1]}``
 startingOffsets, endingOffsets      ``earliest`` | ``latest`` | JSON ``{"t": {"0": 23, "1": -2}}``
@@ -33,14 +35,17 @@ arrowBatchRows                      kafkalog only: rows per Arrow batch handed t
 
 Rejected as Spark rejects them: ``kafka.auto.offset.reset``, ``kafka.key.deserializer``,
 ``kafka.value.deserializer``, ``kafka.enable.auto.commit``, ``kafka.interceptor.classes``. Accepted and
-ignored: ``kafka.group.id`` (with Spark's warning), ``groupIdPrefix``, ``kafkaConsumer.pollTimeoutMs``,
-``fetchOffset.numRetries``, ``fetchOffset.retryIntervalMs`` and every other ``kafka.*`` option.
+ignored with a warning: ``kafka.group.id`` (Spark's warning), and in one warning naming them
+``groupIdPrefix``, ``kafkaConsumer.pollTimeoutMs``, ``fetchOffset.numRetries``, ``fetchOffset.retryIntervalMs``
+and every other ``kafka.*`` option (``kafka.bootstrap.servers`` included). The table of every source and
+sink option beside Spark's Kafka integration guide is in ``docs/spark.md``.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -91,6 +96,11 @@ _REJECTED: Final = {
     "kafka.enable.auto.commit": "Kafka option 'enable.auto.commit' is not supported",
     "kafka.interceptor.classes": "Kafka option 'interceptor.classes' is not supported",
 }
+
+_IGNORED: Final = frozenset(
+    {"groupidprefix", "kafkaconsumer.polltimeoutms", "fetchoffset.numretries", "fetchoffset.retryintervalms"}
+)
+_HONOURED_KAFKA: Final = frozenset({"kafka.isolation.level", "kafka.group.id"})  # group.id: its own warning
 
 _CUSTOM_GROUP_ID_WARNING: Final = (
     "Kafka option 'kafka.group.id' has been set on this query; kafkalog reads files and has no consumer "
@@ -193,7 +203,7 @@ def _paths(options: Mapping[str, str]) -> tuple[str, ...]:
             "Option 'path' must be specified: the kafkalog data directory "
             "(spark.read.format('kafkalog').load('/data/dir') or .option('path', ...))"
         )
-    return tuple(dict.fromkeys(paths))
+    return tuple(dict.fromkeys(os.path.abspath(os.path.expanduser(p)) for p in paths))
 
 
 def _strategy(options: Mapping[str, str]) -> Strategy:
@@ -260,6 +270,14 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
             raise ValueError(message)
     if "kafka.group.id" in opts:
         _log.warning(_CUSTOM_GROUP_ID_WARNING)
+    ignored = sorted(
+        k for k in opts if k in _IGNORED or (k.startswith("kafka.") and k not in _HONOURED_KAFKA)
+    )
+    if ignored:
+        _log.warning(
+            "Kafka consumer options ignored by the kafkalog source (it reads log files, not brokers): %s",
+            ", ".join(ignored),
+        )
     if streaming:
         if "endingoffsets" in opts:
             raise ValueError("ending offset not valid in streaming queries")

@@ -16,12 +16,16 @@ per-record Python work: ``topic``/``partition`` are slices of constant arrays, t
 from ms to us (overflow is an error, as in Spark), the rest are the decoder's buffers.
 
 Data loss (offsets the plan wants that are gone): with ``failOnDataLoss`` (default) an error whose message
-follows Spark's; otherwise a warning, and the read skips forward.
+follows Spark's; otherwise a warning, and the read skips forward. A data directory that does not exist (on
+the driver) or that an executor cannot see (not on a shared filesystem at the driver's path) is neither
+data loss nor an empty topic: :class:`~kafkalog.errors.LogDirNotFoundError`, whatever ``failOnDataLoss``.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +36,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from kafkalog.errors import CorruptRecordError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from kafkalog.errors import (
+    CorruptRecordError,
+    LogDirNotFoundError,
+    OffsetOutOfRangeError,
+    UnknownTopicOrPartitionError,
+)
 from kafkalog.log.names import TopicPartition
 from kafkalog.log.readonly import ReadOnlyDataDir, ReadOnlyLog
 from kafkalog.records import _kernels as K
@@ -89,6 +98,11 @@ class LogDirs:
         """Every live partition directory (the first data directory wins on a duplicate)."""
         found: dict[TP, Path] = {}
         for path in self.paths:
+            if not os.path.isdir(path):
+                raise LogDirNotFoundError(
+                    f"kafkalog data directory {path} does not exist or is not a directory"
+                    + ("" if os.path.exists(path) else " (no such path)")
+                )
             for tp, directory in ReadOnlyDataDir(path).partition_dirs().items():
                 found.setdefault((tp.topic, tp.partition), directory)
         return found
@@ -298,6 +312,17 @@ def _kept_runs(table: Any, aborted: Sequence[tuple[int, int, int]]) -> list[tupl
     return list(zip(starts.tolist(), ends.tolist()))
 
 
+def _check_visible(directory: str) -> None:
+    """:class:`LogDirNotFoundError` when the data directory holding ``directory`` is not visible here."""
+    data_dir = os.path.dirname(directory)
+    if not os.path.isdir(data_dir):
+        raise LogDirNotFoundError(
+            f"kafkalog data directory {data_dir} (planned on the driver) is not visible on this executor "
+            f"(host {socket.gethostname()}, working directory {os.getcwd()}): it must be on a shared filesystem "
+            "mounted at the same path on the driver and every executor"
+        )
+
+
 def read_task(
     task: ReadTask,
     *,
@@ -307,6 +332,7 @@ def read_task(
     chunk_bytes: int = 16 << 20,
 ) -> Iterator[pa.RecordBatch]:
     """Arrow batches (schema :func:`arrow_schema`) of the records in ``task`` (executor side)."""
+    _check_visible(task.directory)
     log = ReadOnlyLog.open(task.directory)
     schema = arrow_schema(include_headers)
     constants = _Constants(task.topic, task.partition)

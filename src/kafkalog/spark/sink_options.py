@@ -32,6 +32,13 @@ uncompressed size of a staged record batch, default 1 MiB, capped by the topic's
 ``lockTimeoutMs`` (how long a commit waits for the data directory's lock, default 120 s) and
 ``stagingTtlMs`` (after how long an unreferenced staging directory counts as abandoned, default 24 h).
 
+Kafka producer options, as Spark's Kafka sink treats them: ``kafka.key.serializer`` and
+``kafka.value.serializer`` are refused with Spark's messages; ``kafka.partitioner.class`` is honoured when it
+names Kafka's default partitioner (what the sink does for rows without a ``partition`` column) and refused
+otherwise (a Java class cannot run here; a ``partition`` column places rows any way); ``kafka.compression.type``
+is honoured; every other ``kafka.*`` option (``kafka.bootstrap.servers``, ``kafka.acks``, ``kafka.linger.ms``,
+...) is ignored with one warning naming them, checked on the driver when the write is planned.
+
 Topic metadata as executors see it (:func:`load_topic_metadata`): the LogManager's
 ``<data dir>/kafkalog-topics.json`` (partition count and config overrides per topic), completed by partition
 directories ``<topic>-<n>`` for topics it does not list. The commit re-checks everything under the lock.
@@ -39,6 +46,7 @@ directories ``<topic>-<n>`` for topics it does not list. The commit re-checks ev
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Mapping
@@ -54,6 +62,7 @@ from kafkalog.records import Compression
 from kafkalog.spark.sink_layout import SPARK_DIR_NAME
 
 __all__ = [
+    "DEFAULT_PARTITIONER_CLASSES",
     "HEADERS_TYPE",
     "SPARK_DIR_NAME",
     "TOPICS_FILE",
@@ -61,6 +70,7 @@ __all__ = [
     "SinkError",
     "SinkOptions",
     "TopicMeta",
+    "check_producer_options",
     "load_topic_metadata",
     "plan_columns",
     "resolve_topic",
@@ -76,6 +86,52 @@ _PARTITION_DIR: Final = re.compile(r"^(?P<topic>[A-Za-z0-9._-]+)-(?P<partition>[
 
 class SinkError(KafkaError, ValueError):
     """A write the sink refuses: bad options, unsupported columns, an unknown topic, a bad row."""
+
+
+_log = logging.getLogger("kafkalog.spark")
+
+#: Refused as Spark's Kafka sink refuses them (``KafkaSourceProvider.kafkaParamsForProducer``).
+_REFUSED_PRODUCER_OPTIONS: Final = {
+    "kafka.key.serializer": (
+        "Kafka option 'key.serializer' is not supported as keys are serialized with ByteArraySerializer."
+    ),
+    "kafka.value.serializer": (
+        "Kafka option 'value.serializer' is not supported as values are serialized with ByteArraySerializer."
+    ),
+}
+#: ``kafka.partitioner.class`` values that mean what the sink does: Kafka's default partitioner.
+DEFAULT_PARTITIONER_CLASSES: Final = frozenset(
+    {
+        "org.apache.kafka.clients.producer.internals.DefaultPartitioner",
+    }
+)
+_HONOURED_PRODUCER_OPTIONS: Final = frozenset({"kafka.compression.type", "kafka.partitioner.class"})
+
+
+def check_producer_options(options: Mapping[str, str]) -> list[str]:
+    """Check the ``kafka.*`` options of a write as Spark's Kafka sink does (see the module doc).
+
+    Raises :class:`SinkError` for a refused option; returns the ignored ones (sorted, as given), for which
+    the caller logs one warning.
+    """
+    lowered = {key.lower(): (key, value) for key, value in options.items()}
+    for name, message in _REFUSED_PRODUCER_OPTIONS.items():
+        if name in lowered:
+            raise SinkError(message)
+    if "kafka.partitioner.class" in lowered:
+        value = lowered["kafka.partitioner.class"][1].strip()
+        if value not in DEFAULT_PARTITIONER_CLASSES:
+            raise SinkError(
+                f"kafka.partitioner.class {value!r} is not supported: the kafkalog sink places rows without a "
+                "'partition' column with Kafka's default partitioner (murmur2 of the key, sticky for null "
+                "keys), org.apache.kafka.clients.producer.internals.DefaultPartitioner; to place rows "
+                "otherwise, compute a 'partition' column (an int) in the DataFrame"
+            )
+    return sorted(
+        key
+        for low, (key, _) in lowered.items()
+        if low.startswith("kafka.") and low not in _HONOURED_PRODUCER_OPTIONS
+    )
 
 
 def _get(options: Mapping[str, str], name: str) -> str | None:
@@ -132,6 +188,13 @@ class SinkOptions:
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
         """Parse Spark's option mapping; raises :class:`SinkError` with the offending option named."""
+        ignored = check_producer_options(options)
+        if ignored:
+            _log.warning(
+                "Kafka producer options ignored by the kafkalog sink (it appends to log files, not to "
+                "brokers): %s",
+                ", ".join(ignored),
+            )
         path = _get(options, "path")
         if not path:
             raise SinkError(

@@ -73,11 +73,21 @@ class KafkaLogDataSource(DataSource):
         return KafkaLogBatchReader(parse_source_options(self.options, streaming=False))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        """A micro-batch reader with admission control and ``Trigger.AvailableNow``."""
-        from kafkalog.spark.stream_reader import KafkaLogStreamReader
+        """A micro-batch reader with admission control and ``Trigger.AvailableNow``.
+
+        Invalid options (``endingOffsets`` in a streaming query, ...) fail the query with their own message
+        on its first call: PySpark's stream runner calls ``stop()`` on a reader whose creation raised, and its
+        ``UnboundLocalError`` would be appended to ours (Spark itself checks these options at ``load()``,
+        which a Python data source cannot: ``schema()`` does not know whether the read is a stream).
+        """
+        from kafkalog.spark.stream_reader import KafkaLogStreamReader, RefusedStreamReader
 
         self._check_schema(schema)
-        return KafkaLogStreamReader(parse_source_options(self.options, streaming=True))
+        try:
+            options = parse_source_options(self.options, streaming=True)
+        except ValueError as exc:
+            return RefusedStreamReader(exc)
+        return KafkaLogStreamReader(options)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         """The batch writer of :mod:`kafkalog.spark.writer`."""

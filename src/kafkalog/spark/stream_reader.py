@@ -64,7 +64,7 @@ except ImportError:  # pragma: no cover - pyspark 4.0/4.1: no admission control,
     _limits = None
     _AvailableNowBase = object
 
-__all__ = ["KafkaLogStreamReader"]
+__all__ = ["KafkaLogStreamReader", "RefusedStreamReader"]
 
 
 class KafkaLogStreamReader(DataSourceStreamReader, _AvailableNowBase):  # type: ignore[misc]
@@ -218,3 +218,20 @@ class KafkaLogStreamReader(DataSourceStreamReader, _AvailableNowBase):  # type: 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The records of one input partition (same path as batch reads)."""
         return read_input_partition(partition, self.options)
+
+
+class RefusedStreamReader(KafkaLogStreamReader):
+    """The reader of a streaming query whose options are invalid: every call raises the options error, and
+    ``stop()`` does nothing (see :meth:`kafkalog.spark.source.KafkaLogDataSource.streamReader`)."""
+
+    def __init__(self, error: ValueError) -> None:
+        self.error = error
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise self.error
+
+    initialOffset = latestOffset = getDefaultReadLimit = reportLatestOffset = _refuse
+    prepareForTriggerAvailableNow = partitions = commit = read = _refuse
+
+    def stop(self) -> None:
+        """Nothing to release."""
