@@ -17,10 +17,10 @@ never null).
   half-open ranges). A filter accepting more than :data:`MAX_OFFSET_RANGES` separate ranges (a long ``IN``)
   only prunes, by its hull, and stays with Spark.
 * ``timestamp``: prunes only. A lower bound (``>=``, ``>``, ``=``, ``<=>``, ``IN``, ``NOT <``, ``NOT <=``)
-  moves each partition's start to the first offset whose record timestamp is at or after it (Kafka's
-  ``offsetsForTimes``: segments whose largest timestamp is below the bound are skipped, then the time index
-  is looked up); every record before that offset has a smaller timestamp. Upper bounds prune nothing: a
-  segment's smallest timestamp is not indexed and timestamps need not grow with offsets.
+  moves each partition's start to an offset below which every record is older, found from the time indexes
+  without reading records (segments whose largest timestamp is below the bound are skipped, then the time
+  index entry before it is taken, as Kafka's ``offsetsForTimes`` starts its scan). Upper bounds prune
+  nothing: a segment's smallest timestamp is not indexed and timestamps need not grow with offsets.
 * anything else (``key``, ``value``, ``headers``, ``timestampType``, literals of another type): left to Spark.
 """
 
@@ -319,7 +319,8 @@ def prune_ranges(
     offset_for_timestamp: Callable[[TP, int], int | None],
 ) -> list[OffsetRange]:
     """``ranges`` (one or more per partition) cut to what ``pushed`` lets through: partitions dropped, offsets
-    cut, starts moved to ``offset_for_timestamp(tp, min_timestamp_ms)`` (``None``: no record is that new)."""
+    cut, starts moved up to ``offset_for_timestamp(tp, min_timestamp_ms)``, an offset below which every
+    record is older (``None``: no record is that new)."""
     out: list[OffsetRange] = []
     first: dict[TP, int | None] = {}
     for rng in ranges:

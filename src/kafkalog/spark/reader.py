@@ -146,6 +146,13 @@ class LogDirs:
             timestamp, upper_offset=self.bounds(tp, read_committed).latest
         )
 
+    def offset_hint_for_timestamp(self, tp: TP, timestamp: int, read_committed: bool) -> int:
+        """An offset below which every record of ``tp`` has a timestamp < ``timestamp``, from its time
+        indexes alone (:meth:`~kafkalog.log.readonly.ReadOnlyLog.offset_hint_for_timestamp`)."""
+        return self.log(tp).offset_hint_for_timestamp(
+            timestamp, upper_offset=self.bounds(tp, read_committed).latest
+        )
+
     def boundaries(self, tp: TP) -> list[int]:
         """Segment base offsets of ``tp`` (preferred split points)."""
         return [s.base_offset for s in self.log(tp).segments]
@@ -268,7 +275,11 @@ def plan_batch(
         ranges.append(OffsetRange(tp[0], tp[1], lo, hi))
     if pushed is None:
         return make_tasks(dirs, ranges, opts)
-    hulls, pieces = group_pieces(prune_ranges(ranges, pushed, by_time))
+
+    def time_hint(tp: TP, ts: int) -> int:
+        return dirs.offset_hint_for_timestamp(tp, ts, opts.read_committed)
+
+    hulls, pieces = group_pieces(prune_ranges(ranges, pushed, time_hint))
     return make_tasks(dirs, hulls, opts, pieces)
 
 
