@@ -12,6 +12,11 @@ in the row name):
 * **batch write** — ``df.write.format("kafkalog").mode("append")`` of rows generated in the JVM (keys hashed
   by Kafka's partitioner, staged as record batches on the executors, appended atomically at commit), against
   a Python Arrow writer that only counts the rows it receives (the API's ceiling). Target >= 500k rows/s.
+* **filter pushdown** — ``where(timestamp >= T)`` selecting the newest 1% of a topic (same rows and layout,
+  timestamps growing with the offsets as a producer's CreateTime does) then ``count(*)``, with
+  ``filterPushdown=true`` (and ``spark.sql.python.filterPushdown.enabled``) against the same query without
+  it, interleaved. Target >= 5x. Bytes read: ``rchar`` of this process (``/proc/self/io``) while it plans and
+  reads every task of the query in-process, pushed down against not: target <= 3%.
 
 Each figure is rows/s over wall time of the whole Spark job (planning, tasks, commit), median of interleaved
 runs (``compare``); Spark jobs this long are run 3 times after one warm-up, not the harness's usual 7/11.
@@ -44,7 +49,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from bench.harness import Row, compare, comparison_row, log, rate
+from bench.harness import Row, Stats, compare, comparison_row, log, rate, single_row
 
 __all__ = ["run"]
 
@@ -58,6 +63,9 @@ SPARK_RUNS = 3
 CEILING_FORMAT = "kafkalog-bench-ceiling"
 COUNT_FORMAT = "kafkalog-bench-count"
 BATCH_ROWS = 32_768
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+TIMED_BASE_MS = 1_700_000_000_000
+NEWEST_FRACTION = 0.01
 
 _BATCH_CACHE: dict[int, pa.RecordBatch] = {}
 
@@ -198,14 +206,104 @@ def _make_topic(data_dir: Path) -> None:
         mgr.create_topic("bench", PARTITIONS)
 
 
-def run(quick: bool) -> list[Row]:
-    """Measure; rows for the report."""
-    rows_n = QUICK_ROWS if quick else FULL_ROWS
-    label = f"{rows_n / 1e6:.0f}M rows" + (" (quick)" if quick else "")
+def _rchar() -> int:
+    """Bytes this process has read with read()/pread() so far (``/proc/self/io``; -1 where there is none)."""
+    try:
+        text = Path("/proc/self/io").read_text()
+    except OSError:
+        return -1
+    return next(int(line.split()[1]) for line in text.splitlines() if line.startswith("rchar:"))
+
+
+def _bytes_read(data_dir: Path, cutoff_ms: int, pushdown: bool) -> tuple[int, int]:
+    """(bytes read, rows) of planning and reading every task of the time-range query in this process."""
+    import datetime as dt
+
+    from pyspark.sql.datasource import GreaterThanOrEqual
+
+    from kafkalog.spark.options import parse_source_options
+    from kafkalog.spark.reader import KafkaLogPushdownReader, batch_reader, read_task
+
+    options = {"path": str(data_dir), "subscribe": "bench", "filterpushdown": str(pushdown).lower()}
+    before = _rchar()
+    reader = batch_reader(parse_source_options(options, streaming=False))
+    if isinstance(reader, KafkaLogPushdownReader):
+        since = dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(milliseconds=cutoff_ms)
+        list(reader.pushFilters([GreaterThanOrEqual(("timestamp",), since)]))
+    rows = 0
+    for partition in reader.partitions():
+        for batch in read_task(partition.task, include_headers=False):  # type: ignore[attr-defined]
+            rows += batch.num_rows
+    return _rchar() - before, rows
+
+
+def pushdown_rows(spark: Any, tmp: Path, rows_n: int, label: str) -> list[Row]:
+    """The filter pushdown rows (see the module doc) over a topic of ``rows_n`` rows written here."""
+    from pyspark.sql import functions as F
+
+    data_dir = tmp / "timed"
+    _make_topic(data_dir)
+    log(f"{AREA}: writing {label} with growing timestamps")
+    spark.range(0, rows_n, numPartitions=PARTITIONS).select(
+        F.lpad((F.col("id") % 100_000).cast("string"), KEY_BYTES, "0").cast("binary").alias("key"),
+        F.rpad(F.col("id").cast("string"), VALUE_BYTES, "v").cast("binary").alias("value"),
+        F.timestamp_millis(F.col("id") + F.lit(TIMED_BASE_MS)).alias("timestamp"),
+    ).write.format("kafkalog").option("topic", "bench").mode("append").save(str(data_dir))
+    newest = round(rows_n * NEWEST_FRACTION)
+    cutoff_ms = TIMED_BASE_MS + rows_n - newest
+    since = F.timestamp_millis(F.lit(cutoff_ms))
+
+    def query(pushdown: bool) -> None:
+        reader = spark.read.format("kafkalog").option("subscribe", "bench")
+        if pushdown:
+            reader = reader.option("filterPushdown", "true")
+        count = reader.load(str(data_dir)).where(F.col("timestamp") >= since).count()
+        assert count == newest, (count, newest)
+
+    spark.conf.set(PUSHDOWN_CONF, "true")
+    try:
+        log(f"{AREA}: newest-1% time-range query over {label}, with and without pushdown")
+        result = compare(rate(lambda: query(True), 1), rate(lambda: query(False), 1), runs=SPARK_RUNS)
+    finally:
+        spark.conf.unset(PUSHDOWN_CONF)
+    log(f"{AREA}: bytes read by the time-range query, in-process")
+    _bytes_read(data_dir, cutoff_ms, pushdown=True)  # warm-up: the first read loads the numba kernel cache
+    pushed_bytes, pushed_rows = _bytes_read(data_dir, cutoff_ms, pushdown=True)
+    full_bytes, full_rows = _bytes_read(data_dir, cutoff_ms, pushdown=False)
+    topic_bytes = sum(f.stat().st_size for f in data_dir.glob("bench-*/*.log"))
+    share = 100.0 * pushed_bytes / full_bytes if full_bytes > 0 else float("nan")
+    return [
+        comparison_row(
+            AREA,
+            f"newest-1% time-range query, {label}: where(timestamp >= T).count(), filterPushdown=true",
+            "queries/s",
+            result,
+            "the same query without pushdown (Spark filters every row)",
+            target=">= 5x",
+            note="each partition's start moved by its time indexes (no record read to plan); Spark re-applies the filter",
+        ),
+        single_row(
+            AREA,
+            f"newest-1% time-range query, {label}: bytes read with pushdown, % of those read without",
+            "%",
+            Stats.of([share]),
+            target="<= 3 %",
+            note=f"{pushed_bytes / 2**20:.1f} MiB ({pushed_rows:,} rows decoded) vs {full_bytes / 2**20:.1f} MiB "
+            f"({full_rows:,} rows); .log files {topic_bytes / 2**20:.1f} MiB; /proc/self/io rchar, planning included",
+        ),
+    ]
+
+
+def run(quick: bool, only: str | None = None, rows: int | None = None) -> list[Row]:
+    """Measure; rows for the report (``only="pushdown"``: the pushdown rows alone; ``rows``: another size)."""
+    rows_n = rows or (QUICK_ROWS if quick else FULL_ROWS)
+    label = f"{rows_n / 1e6:g}M rows" + (" (quick)" if quick else "")
     spark = _session()
     out: list[Row] = []
     tmp = Path(tempfile.mkdtemp(prefix="kafkalog-bench-spark-"))
     try:
+        if only == "pushdown":
+            return pushdown_rows(spark, tmp, rows_n, label)
         source = _generated(spark, rows_n)
         written: list[Path] = []
 
@@ -274,6 +372,9 @@ def run(quick: bool) -> list[Row]:
                 note="reference only: Parquet is decoded in the JVM (vectorised), no Python worker",
             )
         )
+        shutil.rmtree(parquet, ignore_errors=True)
+        shutil.rmtree(data_dir, ignore_errors=True)
+        out.extend(pushdown_rows(spark, tmp, rows_n, label))
     finally:
         spark.stop()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -284,8 +385,10 @@ def main(argv: list[str] | None = None) -> int:
     """Standalone run: print the rows."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", choices=["pushdown"], help="run only these rows")
+    parser.add_argument("--rows", type=int, help="rows per data set (default 10M, --quick 2M)")
     args = parser.parse_args(argv)
-    for row in run(args.quick):
+    for row in run(args.quick, args.only, args.rows):
         print(row.to_dict())
     return 0
 

@@ -646,6 +646,31 @@ class ReadOnlyLog:
                 return found
         return None
 
+    def offset_hint_for_timestamp(self, timestamp: int, *, upper_offset: int | None = None) -> int:
+        """An offset at or before :meth:`offset_for_timestamp`'s answer found from the time indexes alone (no
+        record is read): every record below it has a smaller timestamp. Rolled segments whose largest
+        timestamp (last time-index entry) is below ``timestamp`` are skipped; in the next segment it is the
+        offset of the last time-index entry below ``timestamp`` (the largest timestamp so far there), else the
+        segment's base offset. At most ``upper_offset`` (default: the log end offset), which also stands for
+        "none"."""
+        self._ensure_loaded()
+        upper = self._leo if upper_offset is None else min(upper_offset, self._leo)
+        segments = self._segments
+        for k, seg in enumerate(segments):
+            nxt = segments[k + 1].base_offset if k + 1 < len(segments) else None
+            if nxt is not None and nxt <= self._log_start:
+                continue
+            if seg.base_offset >= upper:
+                break
+            ts, offsets, trimmed = _time_index_hints(
+                seg.path.with_suffix(TIME_INDEX_FILE_SUFFIX), seg.base_offset
+            )
+            if nxt is not None and trimmed and ts.shape[0] and int(ts[-1]) < timestamp:
+                continue
+            i = int(np.searchsorted(ts, timestamp, side="left")) - 1
+            return min(upper, max(self._log_start, int(offsets[i]) if i >= 0 else seg.base_offset))
+        return upper
+
     def _search_timestamp(self, seg: SegmentInfo, timestamp: int, from_offset: int, upper: int) -> int | None:
         """First record of ``seg`` in ``[from_offset, upper)`` with a timestamp >= ``timestamp``."""
         if from_offset >= upper:

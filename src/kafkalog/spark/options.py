@@ -31,6 +31,9 @@ maxTriggerDelay
 kafka.isolation.level               ``read_uncommitted`` (default: up to the high watermark) or
                                     ``read_committed`` (up to the LSO, aborted transactions dropped)
 arrowBatchRows                      kafkalog only: rows per Arrow batch handed to Spark (default 32768)
+filterPushdown                      kafkalog only, batch: ``true`` lets the reader take Spark's pushed
+                                    filters (needs ``spark.sql.python.filterPushdown.enabled=true``);
+                                    default ``false``; see :mod:`kafkalog.spark.pushdown`
 ==================================  ====================================================================
 
 Rejected as Spark rejects them: ``kafka.auto.offset.reset``, ``kafka.key.deserializer``,
@@ -184,6 +187,7 @@ class SourceOptions:
     max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
     read_committed: bool = False
     arrow_batch_rows: int = DEFAULT_ARROW_BATCH_ROWS
+    filter_pushdown: bool = False
 
 
 def _paths(options: Mapping[str, str]) -> tuple[str, ...]:
@@ -338,6 +342,9 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     )
     if batch_rows <= 0:
         raise ValueError("arrowBatchRows must be positive")
+    pushdown = parse_bool("filterPushdown", opts.get("filterpushdown", "false"))
+    if streaming and pushdown:
+        _log.warning("filterPushdown option ignored in streaming queries")
     return SourceOptions(
         paths=paths,
         strategy=strategy,
@@ -353,6 +360,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         max_trigger_delay_ms=delay,
         read_committed=isolation == "read_committed",
         arrow_batch_rows=batch_rows,
+        filter_pushdown=pushdown and not streaming,
     )
 
 

@@ -19,6 +19,13 @@ Data loss (offsets the plan wants that are gone): with ``failOnDataLoss`` (defau
 follows Spark's; otherwise a warning, and the read skips forward. A data directory that does not exist (on
 the driver) or that an executor cannot see (not on a shared filesystem at the driver's path) is neither
 data loss nor an empty topic: :class:`~kafkalog.errors.LogDirNotFoundError`, whatever ``failOnDataLoss``.
+
+Filter pushdown (opt-in: source option ``filterPushdown=true`` and Spark's
+``spark.sql.python.filterPushdown.enabled=true``): :func:`batch_reader` then returns a
+:class:`KafkaLogPushdownReader`, whose ``pushFilters`` keeps the plan of :mod:`kafkalog.spark.pushdown`;
+offsets are resolved and checked for data loss exactly as without it, then the ranges are pruned. Without
+the option the reader does not override ``pushFilters`` (PySpark fails every read of a reader that does
+while the conf is off).
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -49,14 +56,17 @@ from kafkalog.records.columnar import iter_columnar
 from kafkalog.spark.offsets import TP, PartitionBounds, resolve_offsets
 from kafkalog.spark.options import SourceOptions, Strategy
 from kafkalog.spark.planning import OffsetRange, split_ranges
+from kafkalog.spark.pushdown import PushedFilters, group_pieces, prune_ranges, push_filters
 from kafkalog.spark.schema import ARROW_TIMESTAMP, arrow_schema
 
 __all__ = [
     "DATA_LOSS_HINT",
     "KafkaLogBatchReader",
     "KafkaLogInputPartition",
+    "KafkaLogPushdownReader",
     "LogDirs",
     "ReadTask",
+    "batch_reader",
     "make_tasks",
     "plan_batch",
     "read_task",
@@ -150,6 +160,13 @@ class LogDirs:
             timestamp, upper_offset=self.bounds(tp, read_committed).latest
         )
 
+    def offset_hint_for_timestamp(self, tp: TP, timestamp: int, read_committed: bool) -> int:
+        """An offset below which every record of ``tp`` has a timestamp < ``timestamp``, from its time
+        indexes alone (:meth:`~kafkalog.log.readonly.ReadOnlyLog.offset_hint_for_timestamp`)."""
+        return self.log(tp).offset_hint_for_timestamp(
+            timestamp, upper_offset=self.bounds(tp, read_committed).latest
+        )
+
     def boundaries(self, tp: TP) -> list[int]:
         """Segment base offsets of ``tp`` (preferred split points)."""
         return [s.base_offset for s in self.log(tp).segments]
@@ -168,6 +185,7 @@ class ReadTask:
     start: int
     end: int
     aborted: tuple[tuple[int, int, int], ...] | None = None  # (producer id, first offset, marker offset)
+    pieces: tuple[tuple[int, int], ...] | None = None  # only these ranges [lo, hi) of [start, end) (pushdown)
 
 
 class KafkaLogInputPartition(InputPartition):
@@ -182,8 +200,14 @@ class KafkaLogInputPartition(InputPartition):
         return f"KafkaLogInputPartition({t.topic}-{t.partition} [{t.start}, {t.end}))"
 
 
-def make_tasks(dirs: LogDirs, ranges: Sequence[OffsetRange], opts: SourceOptions) -> list[ReadTask]:
-    """Split ``ranges`` as the options ask and attach what executors need (directory, aborted txns)."""
+def make_tasks(
+    dirs: LogDirs,
+    ranges: Sequence[OffsetRange],
+    opts: SourceOptions,
+    pieces: Mapping[TP, Sequence[tuple[int, int]]] | None = None,
+) -> list[ReadTask]:
+    """Split ``ranges`` as the options ask and attach what executors need (directory, aborted txns); with
+    ``pieces`` (per partition, the offset ranges to read within its range) each task reads only those."""
     parts = split_ranges(
         ranges,
         min_partitions=opts.min_partitions,
@@ -193,18 +217,35 @@ def make_tasks(dirs: LogDirs, ranges: Sequence[OffsetRange], opts: SourceOptions
     dir_of = dirs.partition_dirs()
     tasks = []
     for r in parts:
+        within = None
+        if pieces is not None:
+            within = tuple(
+                (max(lo, r.start), min(hi, r.end))
+                for lo, hi in pieces[(r.topic, r.partition)]
+                if lo < r.end and hi > r.start
+            )
+            if not within:
+                continue
+            r = OffsetRange(r.topic, r.partition, within[0][0], within[-1][1])
+            if len(within) == 1:
+                within = None
         aborted = None
         if opts.read_committed:
             txns = dirs.log((r.topic, r.partition)).aborted_transactions(r.start, r.end)
             aborted = tuple((t.producer_id, t.first_offset, t.last_offset) for t in txns)
         tasks.append(
-            ReadTask(r.topic, r.partition, str(dir_of[(r.topic, r.partition)]), r.start, r.end, aborted)
+            ReadTask(
+                r.topic, r.partition, str(dir_of[(r.topic, r.partition)]), r.start, r.end, aborted, within
+            )
         )
     return tasks
 
 
-def plan_batch(opts: SourceOptions, dirs: LogDirs | None = None) -> list[ReadTask]:
-    """The batch read plan: resolve starting/ending offsets, check data loss, split (driver side)."""
+def plan_batch(
+    opts: SourceOptions, dirs: LogDirs | None = None, pushed: PushedFilters | None = None
+) -> list[ReadTask]:
+    """The batch read plan: resolve starting/ending offsets, check data loss, prune by the ``pushed``
+    filters, split (driver side)."""
     dirs = dirs or LogDirs(opts.paths)
     partitions = dirs.select(opts.strategy)
 
@@ -246,7 +287,14 @@ def plan_batch(opts: SourceOptions, dirs: LogDirs | None = None) -> list[ReadTas
                 "You either provided an invalid fromOffset, or the Kafka topic has been damaged"
             )
         ranges.append(OffsetRange(tp[0], tp[1], lo, hi))
-    return make_tasks(dirs, ranges, opts)
+    if pushed is None:
+        return make_tasks(dirs, ranges, opts)
+
+    def time_hint(tp: TP, ts: int) -> int:
+        return dirs.offset_hint_for_timestamp(tp, ts, opts.read_committed)
+
+    hulls, pieces = group_pieces(prune_ranges(ranges, pushed, time_hint))
+    return make_tasks(dirs, hulls, opts, pieces)
 
 
 # --- executor side ------------------------------------------------------------------------------------------
@@ -347,26 +395,27 @@ def read_task(
         # failOnDataLoss=true never gets here: without on_damage the error itself is raised
         report_data_loss(f"Cannot fetch offsets [{lo}, {hi}) of {tp}: damaged data ({error})", False)
 
-    for chunk in log.iter_batch_chunks(
-        task.start,
-        task.end,
-        chunk_bytes=chunk_bytes,
-        on_missing=missing,
-        on_damage=None if fail_on_data_loss else damaged,
-    ):
-        table = chunk.table
-        runs = [(0, table.shape[1])] if not task.aborted else _kept_runs(table, task.aborted)
-        for i, j in runs:
-            lo = int(table[K.F_POS, i])
-            hi = int(table[K.F_POS, j - 1] + table[K.F_SIZE, j - 1])
-            for batch in iter_columnar(
-                chunk.data[lo:hi],
-                include_headers=include_headers,
-                start_offset=task.start,
-                end_offset=task.end,
-                target_rows=batch_rows,
-            ):
-                yield to_spark_batch(batch, constants, schema)
+    for start, end in task.pieces or ((task.start, task.end),):
+        for chunk in log.iter_batch_chunks(
+            start,
+            end,
+            chunk_bytes=chunk_bytes,
+            on_missing=missing,
+            on_damage=None if fail_on_data_loss else damaged,
+        ):
+            table = chunk.table
+            runs = [(0, table.shape[1])] if not task.aborted else _kept_runs(table, task.aborted)
+            for i, j in runs:
+                lo = int(table[K.F_POS, i])
+                hi = int(table[K.F_POS, j - 1] + table[K.F_SIZE, j - 1])
+                for batch in iter_columnar(
+                    chunk.data[lo:hi],
+                    include_headers=include_headers,
+                    start_offset=start,
+                    end_offset=end,
+                    target_rows=batch_rows,
+                ):
+                    yield to_spark_batch(batch, constants, schema)
 
 
 def read_input_partition(partition: InputPartition, options: SourceOptions) -> Iterator[pa.RecordBatch]:
@@ -397,3 +446,31 @@ class KafkaLogBatchReader(DataSourceReader):
         """The records of one input partition (``InputPartition(None)``, Spark's stand-in for an empty
         plan, reads nothing)."""
         return read_input_partition(partition, self.options)
+
+
+class KafkaLogPushdownReader(KafkaLogBatchReader):
+    """The batch reader with ``filterPushdown=true``: handles ``topic``/``partition``/``offset`` filters and
+    prunes by ``timestamp`` ones (:mod:`kafkalog.spark.pushdown`). Needs Spark's
+    ``spark.sql.python.filterPushdown.enabled=true``: with it false, PySpark refuses the read with
+    ``DATA_SOURCE_PUSHDOWN_DISABLED``."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        super().__init__(options)
+        self.pushed = PushedFilters()
+
+    def pushFilters(self, filters: list[Any]) -> Iterable[Any]:
+        """Keep the plan for ``filters``; return the ones Spark must still evaluate (same objects)."""
+        self.pushed, rest = push_filters(filters)
+        return rest
+
+    def partitions(self) -> list[InputPartition]:
+        """The input partitions of the pruned plan; ``[]`` when nothing passes."""
+        return [KafkaLogInputPartition(task) for task in plan_batch(self.options, pushed=self.pushed)]
+
+
+def batch_reader(options: SourceOptions) -> KafkaLogBatchReader:
+    """The reader for a batch read: :class:`KafkaLogPushdownReader` with ``filterPushdown=true``, else
+    :class:`KafkaLogBatchReader` (which leaves every filter to Spark and works with any pushdown conf)."""
+    if options.filter_pushdown:
+        return KafkaLogPushdownReader(options)
+    return KafkaLogBatchReader(options)

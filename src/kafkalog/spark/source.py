@@ -67,10 +67,10 @@ class KafkaLogDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         """A batch reader; raises ``ValueError`` for invalid options or a custom schema."""
-        from kafkalog.spark.reader import KafkaLogBatchReader
+        from kafkalog.spark.reader import batch_reader
 
         self._check_schema(schema)
-        return KafkaLogBatchReader(parse_source_options(self.options, streaming=False))
+        return batch_reader(parse_source_options(self.options, streaming=False))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """A micro-batch reader with admission control and ``Trigger.AvailableNow``.
