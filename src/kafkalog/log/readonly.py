@@ -625,22 +625,8 @@ class ReadOnlyLog:
         """The earliest offset whose record timestamp is >= ``timestamp`` (Kafka's ``offsetsForTimes``):
         first record in log order at or after the log start offset; ``None`` if no record below
         ``upper_offset`` (default: the log end offset) has one."""
-        self._ensure_loaded()
-        upper = self._leo if upper_offset is None else min(upper_offset, self._leo)
-        segments = self._segments
-        for k, seg in enumerate(segments):
-            nxt = segments[k + 1].base_offset if k + 1 < len(segments) else None
-            if nxt is not None and nxt <= self._log_start:
-                continue
-            if seg.base_offset >= upper:
-                return None
-            ts, offsets, trimmed = _time_index_hints(
-                seg.path.with_suffix(TIME_INDEX_FILE_SUFFIX), seg.base_offset
-            )
-            if nxt is not None and trimmed and ts.shape[0] and int(ts[-1]) < timestamp:
-                continue  # a rolled segment's last time-index entry is its largest timestamp
-            i = int(np.searchsorted(ts, timestamp, side="left")) - 1
-            from_offset = max(self._log_start, int(offsets[i]) if i >= 0 else seg.base_offset)
+        upper = self._timestamp_upper(upper_offset)
+        for seg, nxt, from_offset in self._timestamp_candidates(timestamp, upper):
             found = self._search_timestamp(seg, timestamp, from_offset, min(upper, nxt or upper))
             if found is not None:
                 return found
@@ -653,23 +639,37 @@ class ReadOnlyLog:
         offset of the last time-index entry below ``timestamp`` (the largest timestamp so far there), else the
         segment's base offset. At most ``upper_offset`` (default: the log end offset), which also stands for
         "none"."""
+        upper = self._timestamp_upper(upper_offset)
+        for _seg, _nxt, from_offset in self._timestamp_candidates(timestamp, upper):
+            return min(upper, from_offset)
+        return upper
+
+    def _timestamp_upper(self, upper_offset: int | None) -> int:
         self._ensure_loaded()
-        upper = self._leo if upper_offset is None else min(upper_offset, self._leo)
+        return self._leo if upper_offset is None else min(upper_offset, self._leo)
+
+    def _timestamp_candidates(
+        self, timestamp: int, upper: int
+    ) -> Iterator[tuple[SegmentInfo, int | None, int]]:
+        """The segments that may hold the first record with a timestamp >= ``timestamp``, in log order, each
+        with the next segment's base offset (None for the last) and the offset to search from: the last
+        time-index entry below ``timestamp`` (every record before it is older), else the segment's base offset,
+        never below the log start offset. Rolled segments whose largest timestamp (their last time-index
+        entry) is below ``timestamp`` are passed over; the walk ends at ``upper``."""
         segments = self._segments
         for k, seg in enumerate(segments):
             nxt = segments[k + 1].base_offset if k + 1 < len(segments) else None
             if nxt is not None and nxt <= self._log_start:
                 continue
             if seg.base_offset >= upper:
-                break
+                return
             ts, offsets, trimmed = _time_index_hints(
                 seg.path.with_suffix(TIME_INDEX_FILE_SUFFIX), seg.base_offset
             )
             if nxt is not None and trimmed and ts.shape[0] and int(ts[-1]) < timestamp:
-                continue
+                continue  # a rolled segment's last time-index entry is its largest timestamp
             i = int(np.searchsorted(ts, timestamp, side="left")) - 1
-            return min(upper, max(self._log_start, int(offsets[i]) if i >= 0 else seg.base_offset))
-        return upper
+            yield seg, nxt, max(self._log_start, int(offsets[i]) if i >= 0 else seg.base_offset)
 
     def _search_timestamp(self, seg: SegmentInfo, timestamp: int, from_offset: int, upper: int) -> int | None:
         """First record of ``seg`` in ``[from_offset, upper)`` with a timestamp >= ``timestamp``."""
