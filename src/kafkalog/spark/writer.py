@@ -69,6 +69,12 @@ def _new_job_id(prefix: str = "") -> str:
     return f"{prefix}{int(time.time() * 1000):013d}-{uuid.uuid4().hex[:12]}"
 
 
+def _run_token() -> str:
+    """A random suffix for a task directory: Spark's task attempt ids restart at 0 with every driver run, so
+    ``b<batch>-p<part>-a<attempt>-t<id>`` alone repeats across a crash and a restart."""
+    return uuid.uuid4().hex[:8]
+
+
 @dataclass
 class KafkaLogCommitMessage(WriterCommitMessage):
     """What one task staged: its directory (relative to the data dir) and files, for the driver's commit."""
@@ -162,7 +168,7 @@ class KafkaLogWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaLogCommitMessage:
         """Stage this task's rows (executor)."""
         info = _task_info()
-        name = f"p{info.partition:05d}-a{info.attempt}-t{info.task_attempt_id}"
+        name = f"p{info.partition:05d}-a{info.attempt}-t{info.task_attempt_id}-{_run_token()}"
         task_dir, files, rows = stage_task(
             self.options, self.plan, self.job_id, name, iterator, info.partition
         )
@@ -208,7 +214,7 @@ class KafkaLogStreamWriter(DataSourceStreamArrowWriter):
         info = _task_info()
         batch = -1 if info.batch_id is None else info.batch_id
         job_dir = _STREAM_PREFIX + self._sink_key(info.query_id)
-        name = f"b{batch:09d}-p{info.partition:05d}-a{info.attempt}-t{info.task_attempt_id}"
+        name = f"b{batch:09d}-p{info.partition:05d}-a{info.attempt}-t{info.task_attempt_id}-{_run_token()}"
         task_dir, files, rows = stage_task(self.options, self.plan, job_dir, name, iterator, info.partition)
         return KafkaLogCommitMessage(task_dir, files, rows, info.query_id, info.batch_id)
 
