@@ -4,6 +4,8 @@ the data directory, and staging no journal names is swept and bounded (item 3)."
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -117,3 +119,123 @@ def values_of_staged(data: Path, msg: Any) -> list[bytes]:
     for f in msg.files:
         out += [r.value for r in MemoryRecords((data / f.path).read_bytes()).records()]
     return out
+
+
+def stage_job(data: Path, job: str, n: int = 300, **opts: str) -> list[Any]:
+    from kafkalog.spark.sink_options import SinkOptions, plan_columns
+    from kafkalog.spark.staging import TaskStager
+
+    options = SinkOptions.parse({"path": str(data), "topic": "t", **opts})
+    stager = TaskStager(options, plan_columns({"key": "string", "value": "binary"}, "t"), task_dir(data, job))
+    stager.add(rows(n))
+    return stager.finish()
+
+
+def task_dir(data: Path, job: str) -> Path:
+    return staging_root(data) / job / "p00000-a0-t0-0123abcd"
+
+
+def sink_options(data: Path, **opts: str) -> Any:
+    from kafkalog.spark.sink_options import SinkOptions
+
+    return SinkOptions.parse({"path": str(data), "topic": "t", **opts})
+
+
+def crash_mid_commit(monkeypatch: pytest.MonkeyPatch, data: Path, job: str, files: list[Any]) -> None:
+    real_append = LogManager.append
+    calls = {"n": 0}
+
+    def dying_append(self: LogManager, *args: Any, **kw: Any) -> Any:
+        if calls["n"] == 1:
+            raise Crash("killed mid-commit")
+        calls["n"] += 1
+        return real_append(self, *args, **kw)
+
+    monkeypatch.setattr(LogManager, "append", dying_append)
+    with pytest.raises(Crash):
+        commit_mod.commit_staged(sink_options(data), job, files, cleanup=[f".kafkalog-spark/staging/{job}"])
+    monkeypatch.setattr(LogManager, "append", real_append)
+
+
+def test_a_journal_that_cannot_complete_is_quarantined_not_wedging_later_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_topic(tmp_path)
+    files = stage_job(tmp_path, "j1", 400, batchBytes="2048")
+    crash_mid_commit(monkeypatch, tmp_path, "j1", files)
+    staged = tmp_path / files[0].path
+    staged.write_bytes(staged.read_bytes()[:-7])  # the staged file is damaged before the replay
+    with LogManager.open(tmp_path, background=False) as mgr:  # the replay at open cannot complete
+        leo = mgr.get_log("t", 0).log_end_offset
+    assert 0 < leo < 400
+    # later writes are not wedged
+    more = stage_job(tmp_path, "j2", 50)
+    res = commit_mod.commit_staged(sink_options(tmp_path), "j2", more, cleanup=[".kafkalog-spark/staging/j2"])
+    assert res.records == 50 and res.partitions[0].first_offset == leo
+    failed = commit_mod.failed_journal_dir(tmp_path) / f"{'j1'}.json"
+    doc = json.loads(failed.read_text())
+    assert doc["job_id"] == "j1" and "CorruptRecordError" in doc["error"]
+    assert doc["log_end_offsets"] == {"t": {"0": leo}}
+    assert not list(journal_dir(tmp_path).glob("*.json"))
+    assert (tmp_path / files[0].path).exists()  # kept for the operator: the failed journal names it
+
+
+def test_the_replay_refuses_a_staged_file_changed_after_the_journal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_topic(tmp_path)
+    files = stage_job(tmp_path, "j1", 400, batchBytes="2048")
+    crash_mid_commit(monkeypatch, tmp_path, "j1", files)
+    staged = tmp_path / files[0].path
+    raw = bytearray(staged.read_bytes())
+    other = stage_job(tmp_path, "j9", 400, batchBytes="2048")  # same size, other bytes (a rewrite)
+    rewrite = (tmp_path / other[0].path).read_bytes()
+    assert len(rewrite) == len(raw) and rewrite != bytes(raw)
+    staged.write_bytes(rewrite)
+    with LogManager.open(tmp_path, background=False) as mgr:
+        assert mgr.get_log("t", 0).log_end_offset < 400  # nothing of the rewritten file was appended
+    doc = json.loads((commit_mod.failed_journal_dir(tmp_path) / "j1.json").read_text())
+    assert "changed after commit journal" in doc["error"]
+
+
+def test_interrupted_journal_temp_files_are_removed(tmp_path: Path) -> None:
+    make_topic(tmp_path)
+    journal_dir(tmp_path).mkdir(parents=True)
+    (journal_dir(tmp_path) / "x.json.tmp").write_text('{"version": 1, "job')
+    with LogManager.open(tmp_path, background=False):
+        pass
+    assert (journal_dir(tmp_path) / "x.json.tmp").exists()  # nothing pending: the manager does not look
+    commit_mod.prepare_job(sink_options(tmp_path))
+    assert not list(journal_dir(tmp_path).iterdir())
+
+
+def age(path: Path, seconds: float) -> None:
+    past = time.time() - seconds
+    for p in [path, *path.rglob("*")]:
+        os.utime(p, (past, past))
+
+
+def test_staging_no_journal_names_is_swept_at_job_start_and_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_topic(tmp_path)
+    # three crashed attempts of a job (nothing journaled), one committing job's journaled staging
+    for job in ("c1", "c2", "c3"):
+        stage_job(tmp_path, job, 2000)
+    files = stage_job(tmp_path, "live", 400, batchBytes="2048")
+    crash_mid_commit(monkeypatch, tmp_path, "live", files)
+    monkeypatch.setattr(commit_mod, "replay_pending", lambda mgr: [])  # keep the journal pending
+    monkeypatch.setattr(LogManager, "_complete_pending_sink_commits", lambda self: None)
+    size = sum(f.stat().st_size for f in task_dir(tmp_path, "c1").iterdir())
+    age(staging_root(tmp_path) / "c1", 7200)
+    age(staging_root(tmp_path) / "c2", 3600)
+    age(staging_root(tmp_path) / "live", 9000)
+    opts = sink_options(tmp_path, stagingMaxBytes=str(size), lockTimeoutMs="1000", stagingTtlMs="86400000")
+    commit_mod.prepare_job(opts)
+    left = sorted(p.name for p in staging_root(tmp_path).iterdir())
+    # over the bound: the oldest idle attempts go (c1, then c2); c3 was touched just now, live is journaled
+    assert left == ["c3", "live"]
+    # past the TTL, everything no journal names goes
+    age(staging_root(tmp_path) / "c3", 60)
+    commit_mod.prepare_job(sink_options(tmp_path, stagingTtlMs="30000"))
+    assert sorted(p.name for p in staging_root(tmp_path).iterdir()) == ["live"]

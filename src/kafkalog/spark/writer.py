@@ -33,6 +33,7 @@ cluster), and no other process may hold it open with a LogManager while a job co
 
 from __future__ import annotations
 
+import os
 import re
 import time
 import uuid
@@ -95,6 +96,17 @@ def _check_topic_option(options: SinkOptions) -> None:
     if options.topic is None or options.create_topics:
         return
     resolve_topic(options.topic, load_topic_metadata(options.path), options, options.path)
+
+
+def _prepare_job(options: SinkOptions) -> None:
+    """On the driver, before any task stages: complete a commit a crash left pending and sweep staging that no
+    journal names (:func:`kafkalog.spark.commit.prepare_job`), so a job that keeps crashing cannot fill the
+    disk with its attempts' staging."""
+    if not os.path.isdir(options.path):
+        return
+    from kafkalog.spark.commit import prepare_job
+
+    prepare_job(options)
 
 
 @dataclass(frozen=True)
@@ -163,6 +175,7 @@ class KafkaLogWriter(DataSourceArrowWriter):
         self.options = SinkOptions.parse(options)
         self.plan = plan_columns(_columns(schema), self.options.topic)
         _check_topic_option(self.options)
+        _prepare_job(self.options)
         self.job_id = _new_job_id()
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaLogCommitMessage:
@@ -202,6 +215,7 @@ class KafkaLogStreamWriter(DataSourceStreamArrowWriter):
         self.options = SinkOptions.parse(options)
         self.plan = plan_columns(_columns(schema), self.options.topic)
         _check_topic_option(self.options)
+        _prepare_job(self.options)
         self.fallback_id = _new_job_id()
 
     def _sink_key(self, query_id: str | None) -> str:
