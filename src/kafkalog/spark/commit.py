@@ -66,6 +66,7 @@ from typing import Any, Final
 
 from crc32c import crc32c
 
+from kafkalog.datadir import bump_sink_commit_seq
 from kafkalog.errors import CorruptRecordError, KafkaError, KafkaStorageError, LogDirLockedError
 from kafkalog.log.checkpoint import atomic_write
 from kafkalog.log.types import FetchIsolation
@@ -802,6 +803,7 @@ def commit_staged(
             "partitions": partitions,
         }
         path = _write_journal(data_dir, journal)  # the commit point
+        bump_sink_commit_seq(data_dir)  # readers now bound these partitions at base_offset until _finish
         result.partitions = _apply(manager, data_dir, journal)
         _finish(manager, data_dir, path, journal, result.partitions)
         return result
