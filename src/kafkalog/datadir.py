@@ -63,12 +63,14 @@ __all__ = [
     "SINK_DIR",
     "TOPICS_FILE",
     "DirLock",
+    "SinkDirState",
     "TopicMetadata",
     "TopicsDocument",
     "bump_sink_commit_seq",
     "pending_sink_bounds",
     "read_pending_sink_bounds",
     "read_sink_commit_seq",
+    "read_sink_dir_state",
     "read_topics",
     "write_topics",
 ]
@@ -275,3 +277,47 @@ def read_pending_sink_bounds(directory: Path, read: Callable[[], T]) -> tuple[T,
             break
     assert result is not None
     return result
+
+
+@dataclass(frozen=True)
+class SinkDirState:
+    """What ``kafkalog info`` reports of ``.kafkalog-spark/``: journals pending and failed (job ids), and the
+    staging on disk (directories directly under ``staging/<job>/``, and bytes of their files)."""
+
+    pending_journals: list[str]
+    failed_journals: list[str]
+    staging_dirs: int
+    staging_bytes: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``--json`` form."""
+        return {
+            "pendingJournals": self.pending_journals,
+            "failedJournals": self.failed_journals,
+            "stagingDirs": self.staging_dirs,
+            "stagingBytes": self.staging_bytes,
+        }
+
+
+def read_sink_dir_state(directory: Path) -> SinkDirState | None:
+    """The Spark sink's state in a log dir (None when the sink never wrote there). Read-only."""
+    root = directory / SINK_DIR
+    if not root.is_dir():
+        return None
+    jdir = root / _SINK_JOURNAL_DIR
+
+    def names(d: Path) -> list[str]:
+        try:
+            return sorted(n[: -len(".json")] for n in os.listdir(d) if n.endswith(".json"))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    dirs = size = 0
+    for job_root, subdirs, files in os.walk(root / "staging"):
+        depth = len(Path(job_root).relative_to(root / "staging").parts)
+        if depth == 1:
+            dirs += len(subdirs)
+        for name in files:
+            with contextlib.suppress(OSError):
+                size += os.stat(os.path.join(job_root, name)).st_size
+    return SinkDirState(names(jdir), names(jdir / "failed"), dirs, size)

@@ -178,6 +178,24 @@ def test_a_journal_that_cannot_complete_is_quarantined_not_wedging_later_writes(
     assert doc["log_end_offsets"] == {"t": {"0": leo}}
     assert not list(journal_dir(tmp_path).glob("*.json"))
     assert (tmp_path / files[0].path).exists()  # kept for the operator: the failed journal names it
+    # ... and reported by info
+    from click.testing import CliRunner
+
+    from kafkalog.cli.main import cli
+
+    out = CliRunner().invoke(cli, ["info", str(tmp_path), "--json"])
+    sink = [json.loads(line) for line in out.output.splitlines() if '"sparkSink"' in line]
+    assert sink == [
+        {
+            "type": "sparkSink",
+            "pendingJournals": [],
+            "failedJournals": ["j1"],
+            "stagingDirs": 1,
+            "stagingBytes": (tmp_path / files[0].path).stat().st_size,
+        }
+    ]
+    text = CliRunner().invoke(cli, ["info", str(tmp_path)]).output
+    assert "journal/failed/j1.json" in text
 
 
 def test_the_replay_refuses_a_staged_file_changed_after_the_journal(

@@ -10,20 +10,27 @@ and by partition-directory scans):
        "sink": {"id": "<sink id>", "batch_id": N} | null,
        "cleanup": ["<staging dir, relative to the data dir>", ...],
        "partitions": [{"topic": "t", "partition": 0, "base_offset": B, "records": R,
-                       "files": [{"path": "<staged file, relative>", "size": S, "records": r, "batches": b}]}]}
+                       "files": [{"path": "<staged file, relative>", "size": S, "records": r, "batches": b,
+                                  "crc32c": C}]}]}
 
   ``base_offset`` is the partition's log end offset when the journal was written; the job's records take
-  exactly ``[B, B + R)``. Durable journal = committed job.
+  exactly ``[B, B + R)``. Durable journal = committed job. ``crc32c`` is the CRC-32C of the whole staged
+  file (journals written before it existed replay without the check).
+* ``journal/failed/<job>.json`` — a journal whose replay can never complete, with ``"error"``,
+  ``"failed_ms"`` and ``"log_end_offsets"`` added (:func:`replay_pending`).
+* ``commit.seq`` — the commit counter readers use to see pending journals consistently
+  (:mod:`kafkalog.datadir` owns its format and the readers' side).
 * ``sinks/<sink id>.json`` — per streaming sink (query) marker: the last micro-batch id whose records are in
   the log, ``{"version": 1, "sink_id": ..., "batch_id": N, "job_id": ..., "committed_ms": T,
   "offsets": {"<topic>": {"<partition>": [first, last]}}}``.
-* ``staging/`` — staged batch files (:mod:`kafkalog.spark.staging`).
+* ``staging/`` — staged batch files (:mod:`kafkalog.spark.staging`; never overwritten).
 
 Commit protocol (:func:`commit_staged`; on the driver, one at a time per data dir through the LogManager's
 ``.lock``, waiting up to ``lockTimeoutMs`` for it):
 
 1. open the data dir with :class:`~kafkalog.manager.LogManager` and **replay** every pending journal
-   (:func:`replay_pending`);
+   (:func:`replay_pending`), then sweep staging no journal names (:func:`sweep_stale_staging`; the job's own
+   is kept);
 2. streaming: if the sink marker already holds this batch id or a later one, the batch is a replay — drop
    its staging and return (exactly once);
 3. create missing topics (``createTopics``), then **pre-check** everything that could make an append fail:
@@ -31,21 +38,29 @@ Commit protocol (:func:`commit_staged`; on the driver, one at a time per data di
    ``max.message.bytes`` and ``segment.bytes``, CreateTime timestamps inside the topic's window (with one
    minute of slack), keys present for compacted topics. A failure here appends nothing;
 4. flush the target logs (their end offsets become durable), write + fsync the journal — **the commit
-   point**;
+   point** — then increment ``commit.seq``. From here until step 6 every reader stops these partitions at
+   ``base_offset`` (:func:`kafkalog.datadir.read_pending_sink_bounds`): the job appears to readers at once;
 5. append every staged batch with ``append_as_leader`` (the validator assigns offsets in place, nothing is
    re-encoded when the staged codec is the topic's), partition by partition in journal order; flush the logs;
-6. write the sink marker (streaming), delete the journal (fsync), delete the job's staging directories,
-   sweep abandoned staging directories (older than ``stagingTtlMs`` and named by no journal).
+6. write the sink marker (streaming), delete the journal (fsync), delete the job's staging directories.
 
-Crash at each step: (1-3) nothing was appended, staging is removed by ``abort()`` or the TTL sweep;
-(4, before the rename) no journal, nothing appended; (5) the next commit — or any opener that calls
-:func:`replay_pending` — finds the journal and rolls forward: for each partition it checks which staged
-batches are already at ``[B, ...)`` (record count and CRC compared batch by batch), appends the rest, then
-does step 6. Records are thus never retracted once appended (readers see up to the log end offset), and a
-decided commit always completes. If another writer appended to a partition between the crash and the replay,
-the remainder is appended after its records (logged as a warning; the range is then not contiguous).
-An append failing in step 5 in the committing process (an I/O error, say) leaves the journal in place:
-the error is raised, and the next commit or replay completes the job.
+A job's start (:func:`prepare_job`, called by the writers' constructors on the driver) and :func:`abort_staged`
+also replay and sweep, so a job that keeps crashing before its commit cannot fill the disk.
+
+Crash at each step: (1-3) nothing was appended, staging is removed by ``abort()`` or the sweep;
+(4, before the rename) no journal, nothing appended; (5) the next writer — ``LogManager.open`` replays before
+anything else appends, and so do the next job's start and commit — finds the journal and rolls forward: it
+checks every staged file against the journal (size, CRC-32C), then for each partition which staged batches
+are already at ``[B, ...)`` (record count, and CRC where the log keeps the staged bytes, compared batch by
+batch), appends the rest, then does step 6. Staged files cannot change under a journal (they are created
+exclusively, under names unique per task attempt), so the comparison never sees other bytes than the ones
+appended. Records are never retracted once appended, and a decided commit always completes — or, when it
+can never complete (a staged file missing or changed, a topic deleted, a batch the log refuses), its journal
+is moved to ``journal/failed/`` and no longer blocks anything (docs/operations.md §6.1). If another writer
+appended to a partition between the crash and the replay (possible only after a replay failed with an I/O
+error at open), the remainder is appended after its records (logged as a warning; the range is then not
+contiguous). An append failing in step 5 in the committing process (an I/O error, say) leaves the journal in
+place: the error is raised, and the next commit or replay completes the job.
 """
 
 from __future__ import annotations
