@@ -196,6 +196,8 @@ def test_a_journal_that_cannot_complete_is_quarantined_not_wedging_later_writes(
     ]
     text = CliRunner().invoke(cli, ["info", str(tmp_path)]).output
     assert "journal/failed/j1.json" in text
+    checked = CliRunner().invoke(cli, ["verify", str(tmp_path)])
+    assert checked.exit_code == 1 and "could not complete" in checked.output
 
 
 def test_the_replay_refuses_a_staged_file_changed_after_the_journal(
