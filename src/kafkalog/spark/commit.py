@@ -656,32 +656,39 @@ def _sweep(data_dir: Path, options: SinkOptions, keep: Sequence[str] = ()) -> li
     )
 
 
-def _has_idle_staging(data_dir: Path, idle_ms: int) -> bool:
+def _sweep_due(data_dir: Path, options: SinkOptions) -> bool:
+    """Whether a sweep would remove something: staging past its TTL, or more than ``stagingMaxBytes`` of it
+    with some idle long enough (journals are not read: a pending one triggers a replay anyway)."""
     root = staging_root(data_dir)
     if not root.is_dir():
         return False
-    cutoff = _now_ms() / 1000 - idle_ms / 1000
+    now = _now_ms() / 1000
+    total, idle = 0, False
     for unit in _sweep_units(root):
-        with contextlib.suppress(FileNotFoundError):
-            if _newest_mtime_and_size(unit)[0] < cutoff:
-                return True
-    return False
+        try:
+            newest, size = _newest_mtime_and_size(unit)
+        except FileNotFoundError:
+            continue
+        if newest < now - options.staging_ttl_ms / 1000:
+            return True
+        total += size
+        idle = idle or newest < now - (options.lock_timeout_ms + _SWEEP_IDLE_MARGIN_MS) / 1000
+    return idle and total > options.staging_max_bytes
 
 
 def prepare_job(options: SinkOptions) -> list[str]:
-    """At the start of a write job (driver): when a journal is pending, a temp file is left or some staging
-    has been idle long enough to be swept, take the data dir's lock (without waiting), replay the pending
+    """At the start of a write job (driver): when a journal is pending, a temp file is left or a sweep is due
+    (:func:`_sweep_due`), take the data dir's lock (without waiting), replay the pending
     journals and sweep staging no journal names (:func:`sweep_stale_staging` with the sink's limits).
     Skipped when another process holds the lock (its own commit replays and sweeps). The job ids replayed.
 
     Cheap when there is nothing to do (directory listings and the staging's mtimes), so the streaming sink,
     whose writer Spark rebuilds for every micro-batch commit, calls it every time."""
     data_dir = Path(options.path)
-    idle_ms = min(options.staging_ttl_ms, options.lock_timeout_ms + _SWEEP_IDLE_MARGIN_MS)
     busy = (
         has_pending_journals(data_dir)
         or any(d.is_dir() and any(d.glob("*.tmp")) for d in (journal_dir(data_dir), sinks_dir(data_dir)))
-        or _has_idle_staging(data_dir, idle_ms)
+        or _sweep_due(data_dir, options)
     )
     if not busy:
         return []
