@@ -207,6 +207,7 @@ def state_after_kill(data: Path) -> str:
 
 
 @pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_reason()))
+@pytest.mark.timeout(180 * KILLS + 900)  # about 20 s a session on idle cores; 90 s on a machine 5x overloaded
 def test_sigkill_of_the_whole_driver_session_at_random_points(tmp_path: Path) -> None:
     rng = random.Random(int(os.environ.get("KAFKALOG_SINK_CRASH_SEED", str(time.time_ns()))))
     phases: Counter[str] = Counter()
