@@ -232,9 +232,11 @@ def info(path: Path, topic: str | None, verbose: bool, json_output: bool) -> Non
     For every partition: segments and sizes, log start offset, log end
     offset, high watermark (HW), last stable offset (LSO, where
     read_committed consumers stop), the producers recorded in the newest
-    producer snapshot, and the leader epochs. Read-only and lock-free:
-    safe while another process writes. Exits 1 if a partition could not
-    be read.
+    producer snapshot, and the leader epochs. The high watermark stops at
+    a Spark sink job still being committed (readers see the job when it
+    completes); the Spark sink's pending and failed journals and its
+    staging are listed at the end. Read-only and lock-free: safe while
+    another process writes. Exits 1 if a partition could not be read.
 
     \b
     Examples:
