@@ -24,6 +24,18 @@ Files and the invariants owned here:
   highest one found wins on load, so a directory that missed an update (it was offline) is repaired.
   A data dir without the file (a Kafka broker's ``log.dirs`` entry) has its topics inferred from the
   partition directories, with default configs.
+* ``.kafkalog-spark/`` — the Spark sink's files (owned by :mod:`kafkalog.spark.commit`). Two of them matter
+  to every reader, and are read here so that the read-only view needs nothing from the layers above it:
+
+  * ``journal/<job>.json`` — a sink job that has decided to commit and whose records may be partly appended.
+    Its ``partitions[].topic``, ``.partition`` and ``.base_offset`` say where: the job's records start at
+    ``base_offset``. **Readers bound their view of such a partition at the oldest pending job's
+    ``base_offset``** (:func:`pending_sink_bounds`), so a job appears to them all at once, when its journal
+    is deleted — as ``read_committed`` consumers stop at the LSO.
+  * ``commit.seq`` — a decimal counter the committer increments (atomically) after writing a journal and
+    before appending anything. A reader takes a consistent view with :func:`read_pending_sink_bounds`: read
+    the counter, the journals, then the offsets it wants, then the counter again, and start over if it
+    moved (a whole job that committed between two looks would otherwise go unseen).
 """
 
 from __future__ import annotations
@@ -33,9 +45,10 @@ import fcntl
 import json
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kafkalog.errors import KafkaError, LogDirLockedError
 from kafkalog.log.checkpoint import atomic_write
@@ -47,10 +60,18 @@ __all__ = [
     "LOG_START_OFFSET_CHECKPOINT",
     "RECOVERY_POINT_CHECKPOINT",
     "REPLICATION_OFFSET_CHECKPOINT",
+    "SINK_COMMIT_SEQ",
+    "SINK_DIR",
     "TOPICS_FILE",
     "DirLock",
+    "SinkDirState",
     "TopicMetadata",
     "TopicsDocument",
+    "bump_sink_commit_seq",
+    "pending_sink_bounds",
+    "read_pending_sink_bounds",
+    "read_sink_commit_seq",
+    "read_sink_dir_state",
     "read_topics",
     "write_topics",
 ]
@@ -61,6 +82,10 @@ LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 TOPICS_FILE = "kafkalog-topics.json"
+SINK_DIR = ".kafkalog-spark"
+SINK_COMMIT_SEQ = "commit.seq"
+_SINK_JOURNAL_DIR = "journal"
+_CONSISTENT_VIEW_ATTEMPTS = 100
 _VERSION = 1
 _HELD: set[str] = set()  # lock files held by this process (realpath)
 _HELD_LOCK = threading.Lock()
@@ -185,3 +210,115 @@ def read_topics(directory: Path) -> TopicsDocument | None:
 def write_topics(directory: Path, document: TopicsDocument) -> None:
     """Write the document atomically (temp file, fsync, rename, directory fsync)."""
     atomic_write(directory / TOPICS_FILE, document.to_bytes())
+
+
+# --- the Spark sink's pending jobs, as readers see them ------------------------------------------------------
+
+T = TypeVar("T")
+
+
+def read_sink_commit_seq(directory: Path) -> int:
+    """The sink's commit counter (-1 when there is none: no sink commit ever ran here, or an old directory)."""
+    try:
+        return int((directory / SINK_DIR / SINK_COMMIT_SEQ).read_bytes() or b"-1")
+    except FileNotFoundError:
+        return -1
+    except (OSError, ValueError):
+        return -2  # unreadable or torn by hand: still a value that is compared, never trusted as a count
+
+
+def bump_sink_commit_seq(directory: Path) -> None:
+    """Increment the commit counter atomically (only under the data dir's lock, after writing a journal and
+    before appending its records)."""
+    current = max(read_sink_commit_seq(directory), 0)
+    (directory / SINK_DIR).mkdir(parents=True, exist_ok=True)
+    atomic_write(directory / SINK_DIR / SINK_COMMIT_SEQ, f"{current + 1}\n".encode())
+
+
+def pending_sink_bounds(directory: Path) -> dict[tuple[str, int], int]:
+    """``(topic, partition) -> base offset`` of the oldest pending sink job on each partition it touches.
+
+    A journal that is unreadable or malformed is skipped (the next writer replays or quarantines it)."""
+    jdir = directory / SINK_DIR / _SINK_JOURNAL_DIR
+    try:
+        names = os.listdir(jdir)
+    except (FileNotFoundError, NotADirectoryError):
+        return {}
+    bounds: dict[tuple[str, int], int] = {}
+    for name in names:
+        if not name.endswith(".json"):
+            continue
+        try:
+            doc = json.loads((jdir / name).read_bytes())
+            entries = [
+                (str(e["topic"]), int(e["partition"]), int(e["base_offset"])) for e in doc["partitions"]
+            ]
+        except FileNotFoundError:
+            continue  # completed since the listing
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        for topic, partition, base in entries:
+            key = (topic, partition)
+            bounds[key] = min(base, bounds.get(key, base))
+    return bounds
+
+
+def read_pending_sink_bounds(directory: Path, read: Callable[[], T]) -> tuple[T, dict[tuple[str, int], int]]:
+    """``read()`` (the caller's look at log end offsets) together with the pending sink jobs' bounds, taken
+    consistently: no sink job both started and finished unseen while ``read()`` ran (see the module doc).
+
+    Retried while the commit counter moves (at most 100 times: then the last look is returned)."""
+    result: tuple[T, dict[tuple[str, int], int]] | None = None
+    for _ in range(_CONSISTENT_VIEW_ATTEMPTS):
+        before = read_sink_commit_seq(directory)
+        bounds = pending_sink_bounds(directory)
+        value = read()
+        result = value, bounds
+        if read_sink_commit_seq(directory) == before:
+            break
+    assert result is not None
+    return result
+
+
+@dataclass(frozen=True)
+class SinkDirState:
+    """What ``kafkalog info`` reports of ``.kafkalog-spark/``: journals pending and failed (job ids), and the
+    staging on disk (directories directly under ``staging/<job>/``, and bytes of their files)."""
+
+    pending_journals: list[str]
+    failed_journals: list[str]
+    staging_dirs: int
+    staging_bytes: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``--json`` form."""
+        return {
+            "pendingJournals": self.pending_journals,
+            "failedJournals": self.failed_journals,
+            "stagingDirs": self.staging_dirs,
+            "stagingBytes": self.staging_bytes,
+        }
+
+
+def read_sink_dir_state(directory: Path) -> SinkDirState | None:
+    """The Spark sink's state in a log dir (None when the sink never wrote there). Read-only."""
+    root = directory / SINK_DIR
+    if not root.is_dir():
+        return None
+    jdir = root / _SINK_JOURNAL_DIR
+
+    def names(d: Path) -> list[str]:
+        try:
+            return sorted(n[: -len(".json")] for n in os.listdir(d) if n.endswith(".json"))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    dirs = size = 0
+    for job_root, subdirs, files in os.walk(root / "staging"):
+        depth = len(Path(job_root).relative_to(root / "staging").parts)
+        if depth == 1:
+            dirs += len(subdirs)
+        for name in files:
+            with contextlib.suppress(OSError):
+                size += os.stat(os.path.join(job_root, name)).st_size
+    return SinkDirState(names(jdir), names(jdir / "failed"), dirs, size)

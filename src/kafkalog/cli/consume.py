@@ -339,9 +339,9 @@ def _never_compacted(data_dir: Path, topic: str, partitions: list[int]) -> set[i
 def _start_offset(rl: ReadOnlyLog, offset: str | None, timestamp: int | None) -> int:
     if timestamp is not None:
         found = rl.offset_for_timestamp(timestamp)
-        return rl.log_end_offset if found is None else found
+        return rl.high_watermark if found is None else found
     if offset is None or offset == "latest":
-        return rl.log_end_offset
+        return rl.high_watermark  # Kafka's "latest" for a consumer; never inside a pending Spark sink job
     if offset == "earliest":
         return rl.log_start_offset
     return min(max(int(offset), rl.log_start_offset), rl.log_end_offset)

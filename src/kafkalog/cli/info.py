@@ -11,7 +11,10 @@ count, config overrides, topic id) when the directory has one.
 "lastStableOffset","segments":[{"baseOffset","sizeBytes","indexes":[...]}],"producerSnapshotOffset",
 "producers":[{"producerId","producerEpoch","coordinatorEpoch","lastSequence","lastOffset","lastTimestamp",
 "currentTxnFirstOffset"}],"leaderEpochs":[{"epoch","startOffset"}],"error"}`` per partition (``error`` is null
-unless the partition could not be read), and ``{"type":"summary","topics","partitions","segments","sizeBytes"}``.
+unless the partition could not be read), ``{"type":"sparkSink","pendingJournals":[job ids],"failedJournals":[job
+ids],"stagingDirs","stagingBytes"}`` when the Spark sink has written to the directory, and
+``{"type":"summary","topics","partitions","segments","sizeBytes"}``. The high watermark stops at a pending Spark
+sink job (readers see it when it completes), so ``logEndOffset > highWatermark`` shows one.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from kafkalog.cli.common import (
     stdout_console,
 )
 from kafkalog.cli.paths import resolve_target
-from kafkalog.datadir import read_topics
+from kafkalog.datadir import read_sink_dir_state, read_topics
 from kafkalog.errors import CorruptSnapshotError, KafkaError
 from kafkalog.log.checkpoint import CheckpointError, leader_epoch_checkpoint
 from kafkalog.log.names import TopicPartition
@@ -229,9 +232,11 @@ def info(path: Path, topic: str | None, verbose: bool, json_output: bool) -> Non
     For every partition: segments and sizes, log start offset, log end
     offset, high watermark (HW), last stable offset (LSO, where
     read_committed consumers stop), the producers recorded in the newest
-    producer snapshot, and the leader epochs. Read-only and lock-free:
-    safe while another process writes. Exits 1 if a partition could not
-    be read.
+    producer snapshot, and the leader epochs. The high watermark stops at
+    a Spark sink job still being committed (readers see the job when it
+    completes); the Spark sink's pending and failed journals and its
+    staging are listed at the end. Read-only and lock-free: safe while
+    another process writes. Exits 1 if a partition could not be read.
 
     \b
     Examples:
@@ -250,6 +255,7 @@ def info(path: Path, topic: str | None, verbose: bool, json_output: bool) -> Non
         if doc is not None:
             topics = {n: m for n, m in doc.topics.items() if topic is None or n == topic}
     failed = any(p.error for p in parts)
+    sink = read_sink_dir_state(target.data_dir) if target.data_dir is not None else None
     if json_output:
         for name, meta in sorted(topics.items()):
             click.echo(
@@ -265,6 +271,8 @@ def info(path: Path, topic: str | None, verbose: bool, json_output: bool) -> Non
             )
         for p in parts:
             click.echo(json_dumps(p.to_dict()))
+        if sink is not None:
+            click.echo(json_dumps({"type": "sparkSink", **sink.to_dict()}))
         click.echo(
             json_dumps(
                 {
@@ -294,6 +302,20 @@ def info(path: Path, topic: str | None, verbose: bool, json_output: bool) -> Non
         for p in parts:
             for table in _details(p):
                 console.print(table)
+    if sink is not None:
+        console.print(
+            f"Spark sink: {len(sink.pending_journals)} pending journal(s), {sink.staging_dirs} staging "
+            f"director{'y' if sink.staging_dirs == 1 else 'ies'} ({_size(sink.staging_bytes)})"
+        )
+        for job in sink.pending_journals:
+            console.print(
+                f"  pending (readers stop at its base offsets until a writer completes it): {escape(job)}"
+            )
+        for job in sink.failed_journals:
+            console.print(
+                f"[red]  failed journal (incomplete job, docs/operations.md §6.1): "
+                f".kafkalog-spark/journal/failed/{escape(job)}.json[/]"
+            )
     for p in parts:
         if p.error:
             console.print(f"[red]{escape(str(p.topic_partition))}: {escape(p.error)}[/]")

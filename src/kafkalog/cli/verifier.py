@@ -57,7 +57,7 @@ from typing import Final, Literal
 from kafkalog.cli.dumplog import BatchEvent, ErrorEvent, LogDump, SummaryEvent
 from kafkalog.cli.paths import Target
 from kafkalog.cli.segscan import control_type_at, iter_fixed_entries
-from kafkalog.datadir import TOPICS_FILE, read_topics
+from kafkalog.datadir import SINK_DIR, TOPICS_FILE, read_sink_dir_state, read_topics
 from kafkalog.errors import CorruptSnapshotError, KafkaError
 from kafkalog.log.checkpoint import (
     CheckpointError,
@@ -777,6 +777,25 @@ def _check_data_dir(data_dir: Path, parts: list[PartitionReport]) -> tuple[Parti
     return report, topic_ids
 
 
+def _check_sink_journals(data_dir: Path, own: PartitionReport) -> None:
+    """A failed Spark sink journal is a fault (a job is partly in the log); a pending one a warning (readers
+    stop at its base offsets until a writer completes it)."""
+    sink = read_sink_dir_state(data_dir)
+    if sink is None:
+        return
+    for job in sink.failed_journals:
+        own.fault(
+            f"{SINK_DIR}/journal/failed/{job}.json",
+            "a Spark sink job could not complete: part of its records are in the log (docs/operations.md §6.1)",
+        )
+    for job in sink.pending_journals:
+        own.warn(
+            f"{SINK_DIR}/journal/{job}.json",
+            "a Spark sink job is pending (committing, or cut by a crash): readers stop at its base offsets "
+            "until a writer completes it",
+        )
+
+
 def verify_target(target: Target, tick: Tick | None = None) -> VerifyReport:
     """Verifies a resolved path: every partition directory, then the data directory's own files."""
     result = VerifyReport()
@@ -807,6 +826,7 @@ def verify_target(target: Target, tick: Tick | None = None) -> VerifyReport:
         own, _ = _check_data_dir(target.data_dir, result.parts)
         for other in target.other_dirs:
             own.warn(other.name, "partition directory pending deletion, moving or set aside (not checked)")
+        _check_sink_journals(target.data_dir, own)
         own.finish()
         result.parts.insert(0, own)
     return result

@@ -38,7 +38,10 @@ Offsets, as Kafka defines them for a log directory:
 * log start offset: ``max(<log_dir>/log-start-offset-checkpoint entry, first segment's base offset)``;
 * high watermark: the log end offset when ``<log_dir>/kafkalog-topics.json`` says ``"hw_follows_leo": true``
   (single-replica store), else the ``replication-offset-checkpoint`` entry clamped to
-  ``[log start, log end]``, else the log end offset;
+  ``[log start, log end]``, else the log end offset; in every case no further than the ``base_offset`` of
+  the oldest Spark sink job still pending on the partition (``.kafkalog-spark/journal/``, read consistently
+  with the log end through :func:`kafkalog.datadir.read_pending_sink_bounds`), so a sink job appears to
+  readers all at once, when its commit completes (not applied when the caller gives the high watermark);
 * last stable offset: the first offset of the oldest transaction still open, or completed by a marker at
   or above the high watermark, else the high watermark. Open transactions come from the newest producer
   snapshot (``<offset>.snapshot``, read with :func:`~kafkalog.log.producer_state.read_snapshot`) plus a
@@ -61,7 +64,12 @@ from typing import Final, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from kafkalog.datadir import LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT, read_topics
+from kafkalog.datadir import (
+    LOG_START_OFFSET_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    read_pending_sink_bounds,
+    read_topics,
+)
 from kafkalog.errors import (
     CorruptRecordError,
     CorruptSnapshotError,
@@ -356,9 +364,18 @@ class ReadOnlyLog:
 
     def refresh(self) -> None:
         """Re-read the directory: new segments, new appends, segments deleted by retention, checkpoints."""
-        self._segments = self.list_segments()
         self._loaded = True
-        self._leo = self._scan_tail()
+
+        def look() -> tuple[list[SegmentInfo], int]:
+            self._segments = self.list_segments()
+            return self._segments, self._scan_tail()
+
+        if self._given_hw is None:  # the view stops before a Spark sink job that is still being appended
+            (_, self._leo), pending = read_pending_sink_bounds(self.dir.parent, look)
+            sink_bound = pending.get((self.topic_partition.topic, self.topic_partition.partition))
+        else:
+            _, self._leo = look()
+            sink_bound = None
         first_base = self._segments[0].base_offset if self._segments else self._leo
         log_dir = self.dir.parent
         start = self._given_log_start
@@ -369,6 +386,8 @@ class ReadOnlyLog:
         if hw is None and not _hw_follows_leo(log_dir):
             hw = _load_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT).get(self.topic_partition)
         self._hw = self._leo if hw is None else min(max(hw, self._log_start), self._leo)
+        if sink_bound is not None:
+            self._hw = max(self._log_start, min(self._hw, sink_bound))
         self._lso = None
 
     def _scan_tail(self) -> int:

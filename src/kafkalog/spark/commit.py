@@ -10,20 +10,27 @@ and by partition-directory scans):
        "sink": {"id": "<sink id>", "batch_id": N} | null,
        "cleanup": ["<staging dir, relative to the data dir>", ...],
        "partitions": [{"topic": "t", "partition": 0, "base_offset": B, "records": R,
-                       "files": [{"path": "<staged file, relative>", "size": S, "records": r, "batches": b}]}]}
+                       "files": [{"path": "<staged file, relative>", "size": S, "records": r, "batches": b,
+                                  "crc32c": C}]}]}
 
   ``base_offset`` is the partition's log end offset when the journal was written; the job's records take
-  exactly ``[B, B + R)``. Durable journal = committed job.
+  exactly ``[B, B + R)``. Durable journal = committed job. ``crc32c`` is the CRC-32C of the whole staged
+  file (journals written before it existed replay without the check).
+* ``journal/failed/<job>.json`` — a journal whose replay can never complete, with ``"error"``,
+  ``"failed_ms"`` and ``"log_end_offsets"`` added (:func:`replay_pending`).
+* ``commit.seq`` — the commit counter readers use to see pending journals consistently
+  (:mod:`kafkalog.datadir` owns its format and the readers' side).
 * ``sinks/<sink id>.json`` — per streaming sink (query) marker: the last micro-batch id whose records are in
   the log, ``{"version": 1, "sink_id": ..., "batch_id": N, "job_id": ..., "committed_ms": T,
   "offsets": {"<topic>": {"<partition>": [first, last]}}}``.
-* ``staging/`` — staged batch files (:mod:`kafkalog.spark.staging`).
+* ``staging/`` — staged batch files (:mod:`kafkalog.spark.staging`; never overwritten).
 
 Commit protocol (:func:`commit_staged`; on the driver, one at a time per data dir through the LogManager's
 ``.lock``, waiting up to ``lockTimeoutMs`` for it):
 
 1. open the data dir with :class:`~kafkalog.manager.LogManager` and **replay** every pending journal
-   (:func:`replay_pending`);
+   (:func:`replay_pending`), then sweep staging no journal names (:func:`sweep_stale_staging`; the job's own
+   is kept);
 2. streaming: if the sink marker already holds this batch id or a later one, the batch is a replay — drop
    its staging and return (exactly once);
 3. create missing topics (``createTopics``), then **pre-check** everything that could make an append fail:
@@ -31,21 +38,29 @@ Commit protocol (:func:`commit_staged`; on the driver, one at a time per data di
    ``max.message.bytes`` and ``segment.bytes``, CreateTime timestamps inside the topic's window (with one
    minute of slack), keys present for compacted topics. A failure here appends nothing;
 4. flush the target logs (their end offsets become durable), write + fsync the journal — **the commit
-   point**;
+   point** — then increment ``commit.seq``. From here until step 6 every reader stops these partitions at
+   ``base_offset`` (:func:`kafkalog.datadir.read_pending_sink_bounds`): the job appears to readers at once;
 5. append every staged batch with ``append_as_leader`` (the validator assigns offsets in place, nothing is
    re-encoded when the staged codec is the topic's), partition by partition in journal order; flush the logs;
-6. write the sink marker (streaming), delete the journal (fsync), delete the job's staging directories,
-   sweep abandoned staging directories (older than ``stagingTtlMs`` and named by no journal).
+6. write the sink marker (streaming), delete the journal (fsync), delete the job's staging directories.
 
-Crash at each step: (1-3) nothing was appended, staging is removed by ``abort()`` or the TTL sweep;
-(4, before the rename) no journal, nothing appended; (5) the next commit — or any opener that calls
-:func:`replay_pending` — finds the journal and rolls forward: for each partition it checks which staged
-batches are already at ``[B, ...)`` (record count and CRC compared batch by batch), appends the rest, then
-does step 6. Records are thus never retracted once appended (readers see up to the log end offset), and a
-decided commit always completes. If another writer appended to a partition between the crash and the replay,
-the remainder is appended after its records (logged as a warning; the range is then not contiguous).
-An append failing in step 5 in the committing process (an I/O error, say) leaves the journal in place:
-the error is raised, and the next commit or replay completes the job.
+A job's start (:func:`prepare_job`, called by the writers' constructors on the driver) and :func:`abort_staged`
+also replay and sweep, so a job that keeps crashing before its commit cannot fill the disk.
+
+Crash at each step: (1-3) nothing was appended, staging is removed by ``abort()`` or the sweep;
+(4, before the rename) no journal, nothing appended; (5) the next writer — ``LogManager.open`` replays before
+anything else appends, and so do the next job's start and commit — finds the journal and rolls forward: it
+checks every staged file against the journal (size, CRC-32C), then for each partition which staged batches
+are already at ``[B, ...)`` (record count, and CRC where the log keeps the staged bytes, compared batch by
+batch), appends the rest, then does step 6. Staged files cannot change under a journal (they are created
+exclusively, under names unique per task attempt), so the comparison never sees other bytes than the ones
+appended. Records are never retracted once appended, and a decided commit always completes — or, when it
+can never complete (a staged file missing or changed, a topic deleted, a batch the log refuses), its journal
+is moved to ``journal/failed/`` and no longer blocks anything (docs/operations.md §6.1). If another writer
+appended to a partition between the crash and the replay (possible only after a replay failed with an I/O
+error at open), the remainder is appended after its records (logged as a warning; the range is then not
+contiguous). An append failing in step 5 in the committing process (an I/O error, say) leaves the journal in
+place: the error is raised, and the next commit or replay completes the job.
 """
 
 from __future__ import annotations
@@ -66,13 +81,21 @@ from typing import Any, Final
 
 from crc32c import crc32c
 
-from kafkalog.errors import CorruptRecordError, KafkaError, LogDirLockedError
+from kafkalog.datadir import bump_sink_commit_seq
+from kafkalog.errors import CorruptRecordError, KafkaError, KafkaStorageError, LogDirLockedError
 from kafkalog.log.checkpoint import atomic_write
 from kafkalog.log.types import FetchIsolation
 from kafkalog.manager import LogManager
 from kafkalog.records import MemoryRecords, TimestampType
 from kafkalog.records.batch import HEADER, MAGIC_V2, RECORD_BATCH_OVERHEAD
-from kafkalog.spark.sink_layout import StagedFile, fsync_dir, journal_dir, sinks_dir, staging_root
+from kafkalog.spark.sink_layout import (
+    StagedFile,
+    fsync_dir,
+    has_pending_journals,
+    journal_dir,
+    sinks_dir,
+    staging_root,
+)
 from kafkalog.spark.sink_options import SinkError, SinkOptions
 
 __all__ = [
@@ -81,11 +104,13 @@ __all__ = [
     "SinkBatch",
     "abort_staged",
     "commit_staged",
+    "failed_journal_dir",
     "iter_staged_batches",
     "journal_dir",
     "last_committed_batch",
     "new_job_id",
     "open_manager",
+    "prepare_job",
     "replay_pending",
     "sinks_dir",
     "sweep_stale_staging",
@@ -96,6 +121,7 @@ JOURNAL_VERSION: Final = 1
 _TIMESTAMP_SLACK_MS: Final = 60_000
 _SIZE: Final = struct.Struct(">qi")
 _THREADS: Final = 2
+_SWEEP_IDLE_MARGIN_MS: Final = 60_000
 
 
 @dataclass(frozen=True)
@@ -207,7 +233,8 @@ def _batch_fields(buf: bytearray | bytes | memoryview) -> tuple[int, int, int, i
     return fields[12], fields[4], fields[5] & 0x07, 12 + fields[1]
 
 
-def _check_staged_file(data_dir: Path, staged: StagedFile, limit: int) -> None:
+def _check_staged_file(data_dir: Path, staged: StagedFile, limit: int) -> int:
+    """Check one staged file against what its task reported; its CRC-32C (recorded in the journal)."""
     path = data_dir / staged.path
     try:
         size = path.stat().st_size
@@ -215,8 +242,9 @@ def _check_staged_file(data_dir: Path, staged: StagedFile, limit: int) -> None:
         raise SinkError(f"staged file {path} is missing (removed by a sweep or another abort?)") from None
     if size != staged.size:
         raise SinkError(f"staged file {path} is {size} bytes, the task staged {staged.size}")
-    records = batches = 0
+    records = batches = file_crc = 0
     for buf in iter_staged_batches(path):
+        file_crc = crc32c(buf, file_crc)
         if buf[16] != MAGIC_V2:
             raise CorruptRecordError(f"staged file {path}: batch {batches} is not magic 2")
         count, crc, _, bsize = _batch_fields(buf)
@@ -230,6 +258,42 @@ def _check_staged_file(data_dir: Path, staged: StagedFile, limit: int) -> None:
         batches += 1
     if records != staged.records or batches != staged.batches:
         raise SinkError(f"staged file {path} holds {records} records in {batches} batches, not as staged")
+    return file_crc
+
+
+def _file_crc(path: Path) -> int:
+    crc = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            crc = crc32c(chunk, crc)
+    return crc
+
+
+def _check_journal_files(data_dir: Path, journal: Mapping[str, Any]) -> None:
+    """Before a replay appends anything: every staged file the journal names is inside the staging area and
+    still what the commit checked (size, and the CRC-32C of the whole file where the journal records one)."""
+    root = staging_root(data_dir).resolve()
+    for entry in journal["partitions"]:
+        for f in entry["files"]:
+            path = (data_dir / f["path"]).resolve()
+            if root not in path.parents:
+                raise SinkError(
+                    f"commit journal {journal['job_id']} names {f['path']}, outside the staging area"
+                )
+            try:
+                size = path.stat().st_size
+            except FileNotFoundError:
+                raise SinkError(
+                    f"staged file {path} named by commit journal {journal['job_id']} is missing"
+                ) from None
+            if size != int(f["size"]):
+                raise CorruptRecordError(
+                    f"staged file {path} is {size} bytes, commit journal {journal['job_id']} recorded {f['size']}"
+                )
+            if "crc32c" in f and _file_crc(path) != int(f["crc32c"]):
+                raise CorruptRecordError(
+                    f"staged file {path} changed after commit journal {journal['job_id']} was written (CRC-32C)"
+                )
 
 
 # --- journal -----------------------------------------------------------------------------------------------
@@ -361,17 +425,70 @@ def _finish(
     _remove_dirs(data_dir, list(journal.get("cleanup", [])))
 
 
+def failed_journal_dir(data_dir: str | Path) -> Path:
+    """``journal/failed/``: journals whose replay could not complete (see :func:`replay_pending`)."""
+    return journal_dir(data_dir) / "failed"
+
+
+def _quarantine(
+    manager: LogManager, data_dir: Path, path: Path, journal: Mapping[str, Any], error: str
+) -> Path:
+    ends: dict[str, dict[str, int]] = {}
+    for entry in journal["partitions"]:
+        topic, partition = str(entry["topic"]), int(entry["partition"])
+        with contextlib.suppress(KafkaError):
+            ends.setdefault(topic, {})[str(partition)] = manager.get_log(topic, partition).log_end_offset
+    doc = {**journal, "error": error, "failed_ms": _now_ms(), "log_end_offsets": ends}
+    fdir = failed_journal_dir(data_dir)
+    fdir.mkdir(parents=True, exist_ok=True)
+    target = fdir / path.name
+    atomic_write(target, (json.dumps(doc, indent=1) + "\n").encode())
+    _unlink_durably(path)
+    return target
+
+
+def _remove_temp_files(data_dir: Path) -> None:
+    """Temp files of an atomic write a crash cut short (only ever written under the data dir's lock)."""
+    for directory in (journal_dir(data_dir), sinks_dir(data_dir)):
+        if directory.is_dir():
+            for tmp in directory.glob("*.tmp"):
+                with contextlib.suppress(FileNotFoundError):
+                    tmp.unlink()
+
+
 def replay_pending(manager: LogManager) -> list[str]:
     """Roll forward every pending commit journal in the manager's log dirs; the job ids replayed.
 
-    Idempotent; needs the manager's lock (any :class:`LogManager` holds it). A LogManager can call this
-    right after loading so that no other append lands between a crashed commit and its completion.
+    Contract: needs the manager's lock (any :class:`LogManager` holds it); idempotent; journals are replayed
+    oldest first, each one completely before the next. Before anything is appended, every staged file the
+    journal names is checked against the journal (:func:`_check_journal_files`); which records are already in
+    the log is decided batch by batch at ``[base_offset, log end)`` (record counts, and CRCs where the log
+    keeps the staged bytes). A journal that can never complete (a staged file missing or changed, a topic
+    deleted, a batch the log refuses: any :class:`~kafkalog.errors.KafkaError` but a storage error) is moved
+    to ``journal/failed/<job>.json`` with the error and the partitions' log end offsets, logged as an error,
+    and no longer blocks anything (docs/operations.md says what to do with it). An I/O error is raised and
+    leaves the journal pending. Also removes the temp files of interrupted journal and marker writes.
     """
     done: list[str] = []
     for data_dir in manager.log_dirs:
+        _remove_temp_files(data_dir)
         for path, journal in _pending_journals(data_dir):
             _log.info("replaying commit journal %s", path)
-            results = _apply(manager, data_dir, journal)
+            try:
+                _check_journal_files(data_dir, journal)
+                results = _apply(manager, data_dir, journal)
+            except KafkaStorageError:
+                raise
+            except KafkaError as exc:
+                target = _quarantine(manager, data_dir, path, journal, f"{type(exc).__name__}: {exc}")
+                _log.error(
+                    "commit journal %s cannot be completed (%s): moved to %s; the job is incomplete "
+                    "(docs/operations.md, Spark sink recovery)",
+                    path,
+                    exc,
+                    target,
+                )
+                continue
             _finish(manager, data_dir, path, journal, results)
             done.append(str(journal["job_id"]))
     return done
@@ -420,39 +537,171 @@ def _write_marker(
 # --- staging sweep -----------------------------------------------------------------------------------------
 
 
-def _newest_mtime(path: Path) -> float:
+def _newest_mtime_and_size(path: Path) -> tuple[float, int]:
     newest = path.stat().st_mtime
+    size = 0
     for root, dirs, files in os.walk(path):
         for name in dirs + files:
             with contextlib.suppress(OSError):
-                newest = max(newest, os.stat(os.path.join(root, name)).st_mtime)
-    return newest
+                st = os.stat(os.path.join(root, name))
+                newest = max(newest, st.st_mtime)
+                if name in files:
+                    size += st.st_size
+    return newest, size
 
 
-def sweep_stale_staging(data_dir: str | Path, ttl_ms: int, *, now_ms: int | None = None) -> list[Path]:
-    """Remove job staging directories untouched for ``ttl_ms`` and named by no pending journal."""
-    root = staging_root(data_dir)
+def _journaled_task_dirs(data_dir: Path) -> set[str]:
+    """Task directories (``<job>/<task>``) named by a pending or a failed journal: never swept."""
+    protected: set[str] = set()
+    docs = [doc for _, doc in _pending_journals(data_dir)]
+    fdir = failed_journal_dir(data_dir)
+    if fdir.is_dir():
+        for path in fdir.glob("*.json"):
+            with contextlib.suppress(OSError, ValueError):
+                docs.append(json.loads(path.read_text()))
+    for doc in docs:
+        for entry in doc.get("partitions", []):
+            for f in entry.get("files", []):
+                parts = Path(f["path"]).parts  # .kafkalog-spark/staging/<job>/<task>/<file>
+                if len(parts) > 3:
+                    protected.add(f"{parts[2]}/{parts[3]}")
+    return protected
+
+
+def _sweep_units(root: Path) -> list[Path]:
+    """What the sweep removes as a whole: a batch job's directory, or one task directory of a streaming
+    query's ``stream-<sink>`` directory (which lives as long as the query)."""
+    units: list[Path] = []
+    for job in sorted(root.iterdir()):
+        if not job.is_dir():
+            continue
+        if job.name.startswith("stream-"):
+            units += sorted(t for t in job.iterdir() if t.is_dir())
+        else:
+            units.append(job)
+    return units
+
+
+def sweep_stale_staging(
+    data_dir: str | Path,
+    ttl_ms: int,
+    *,
+    max_bytes: int | None = None,
+    idle_ms: int = 0,
+    keep: Sequence[str] = (),
+    now_ms: int | None = None,
+) -> list[Path]:
+    """Remove staging that no pending or failed journal names (call it under the data dir's lock).
+
+    A unit (:func:`_sweep_units`) untouched for ``ttl_ms`` is removed. Then, while the unreferenced staging
+    left holds more than ``max_bytes``, the least recently touched unit idle for at least ``idle_ms`` is
+    removed (a job still staging or waiting for the lock touched its files more recently). ``keep`` lists
+    directories (relative to the data dir) never removed: the calling job's own.
+    """
+    data = Path(data_dir)
+    root = staging_root(data)
     if not root.is_dir():
         return []
-    protected: set[str] = set()
-    for _, journal in _pending_journals(Path(data_dir)):
-        for entry in journal["partitions"]:
-            for f in entry["files"]:
-                parts = Path(f["path"]).parts  # .kafkalog-spark/staging/<job>/<task>/<file>
-                if len(parts) > 2:
-                    protected.add(parts[2])
-    cutoff = ((now_ms if now_ms is not None else _now_ms()) - ttl_ms) / 1000
-    removed: list[Path] = []
-    for job in root.iterdir():
-        if job.name in protected or not job.is_dir():
+    protected = _journaled_task_dirs(data)
+    kept = {str(Path(k)) for k in keep}
+    now = (now_ms if now_ms is not None else _now_ms()) / 1000
+    candidates: list[tuple[float, int, Path]] = []
+    for unit in _sweep_units(root):
+        rel = unit.relative_to(root)
+        rel_data = str(unit.relative_to(data))
+        if rel_data in kept or str(Path(rel_data).parent) in kept:
+            continue
+        if len(rel.parts) == 2:
+            if str(rel) in protected:
+                continue
+        elif any(p.startswith(f"{rel}/") for p in protected):
             continue
         try:
-            if _newest_mtime(job) < cutoff:
-                shutil.rmtree(job, ignore_errors=True)
-                removed.append(job)
+            newest, size = _newest_mtime_and_size(unit)
         except FileNotFoundError:
             continue
+        candidates.append((newest, size, unit))
+    removed: list[Path] = []
+    left: list[tuple[float, int, Path]] = []
+    for newest, size, unit in candidates:
+        if newest < now - ttl_ms / 1000:
+            shutil.rmtree(unit, ignore_errors=True)
+            removed.append(unit)
+        else:
+            left.append((newest, size, unit))
+    if max_bytes is not None:
+        total = sum(size for _, size, _ in left)
+        for newest, size, unit in sorted(left, key=lambda item: item[0]):
+            if total <= max_bytes:
+                break
+            if newest > now - idle_ms / 1000:
+                break  # everything after this one is younger
+            shutil.rmtree(unit, ignore_errors=True)
+            removed.append(unit)
+            total -= size
+    for unit in removed:  # a streaming query's directory once its last task directory is gone
+        if unit.parent != root:
+            with contextlib.suppress(OSError):
+                unit.parent.rmdir()
     return removed
+
+
+def _sweep(data_dir: Path, options: SinkOptions, keep: Sequence[str] = ()) -> list[Path]:
+    return sweep_stale_staging(
+        data_dir,
+        options.staging_ttl_ms,
+        max_bytes=options.staging_max_bytes,
+        idle_ms=options.lock_timeout_ms + _SWEEP_IDLE_MARGIN_MS,
+        keep=keep,
+    )
+
+
+def _sweep_due(data_dir: Path, options: SinkOptions) -> bool:
+    """Whether a sweep would remove something: staging past its TTL, or more than ``stagingMaxBytes`` of it
+    with some idle long enough (journals are not read: a pending one triggers a replay anyway)."""
+    root = staging_root(data_dir)
+    if not root.is_dir():
+        return False
+    now = _now_ms() / 1000
+    total, idle = 0, False
+    for unit in _sweep_units(root):
+        try:
+            newest, size = _newest_mtime_and_size(unit)
+        except FileNotFoundError:
+            continue
+        if newest < now - options.staging_ttl_ms / 1000:
+            return True
+        total += size
+        idle = idle or newest < now - (options.lock_timeout_ms + _SWEEP_IDLE_MARGIN_MS) / 1000
+    return idle and total > options.staging_max_bytes
+
+
+def prepare_job(options: SinkOptions) -> list[str]:
+    """At the start of a write job (driver): when a journal is pending, a temp file is left or a sweep is due
+    (:func:`_sweep_due`), take the data dir's lock (without waiting), replay the pending
+    journals and sweep staging no journal names (:func:`sweep_stale_staging` with the sink's limits).
+    Skipped when another process holds the lock (its own commit replays and sweeps). The job ids replayed.
+
+    Cheap when there is nothing to do (directory listings and the staging's mtimes), so the streaming sink,
+    whose writer Spark rebuilds for every micro-batch commit, calls it every time."""
+    data_dir = Path(options.path)
+    busy = (
+        has_pending_journals(data_dir)
+        or any(d.is_dir() and any(d.glob("*.tmp")) for d in (journal_dir(data_dir), sinks_dir(data_dir)))
+        or _sweep_due(data_dir, options)
+    )
+    if not busy:
+        return []
+    try:
+        manager = LogManager.open(data_dir, background=False)
+    except LogDirLockedError:
+        return []
+    try:  # LogManager.open replayed the journals already; a failure it only logged is raised here
+        replayed = replay_pending(manager)
+        _sweep(data_dir, options)
+        return replayed
+    finally:
+        manager.close()
 
 
 # --- commit / abort ----------------------------------------------------------------------------------------
@@ -483,7 +732,8 @@ def _ensure_topics(manager: LogManager, options: SinkOptions, groups: Mapping[tu
 
 def _precheck(
     manager: LogManager, data_dir: Path, groups: Mapping[tuple[str, int], list[StagedFile]], now: int
-) -> None:
+) -> dict[str, int]:
+    """Check every staged file (see the module doc, step 3); the CRC-32C of each file by path."""
     checks: list[tuple[StagedFile, int]] = []
     for (topic, partition), files in groups.items():
         cfg = manager.get_log(topic, partition).config
@@ -502,7 +752,8 @@ def _precheck(
                     f"compacted topic {topic!r} cannot accept {staged.null_keys} records without key"
                 )
             checks.append((staged, limit))
-    _parallel(lambda item: _check_staged_file(data_dir, item[0], item[1]), checks)
+    crcs = _parallel(lambda item: _check_staged_file(data_dir, item[0], item[1]), checks)
+    return {staged.path: crc for (staged, _), crc in zip(checks, crcs, strict=True)}
 
 
 def commit_staged(
@@ -521,6 +772,8 @@ def commit_staged(
     manager = open_manager(data_dir, options.lock_timeout_ms)
     try:
         result.replayed = replay_pending(manager)
+        with contextlib.suppress(OSError):
+            _sweep(data_dir, options, keep=cleanup)
         if sink is not None:
             last = last_committed_batch(data_dir, sink.sink_id)
             if last is not None and sink.batch_id <= last:
@@ -537,7 +790,7 @@ def commit_staged(
             return result
         try:
             _ensure_topics(manager, options, groups)
-            _precheck(manager, data_dir, groups, _now_ms())
+            crcs = _precheck(manager, data_dir, groups, _now_ms())
         except BaseException:
             _remove_dirs(data_dir, cleanup)
             raise
@@ -552,7 +805,13 @@ def commit_staged(
                     "base_offset": log.log_end_offset,
                     "records": sum(f.records for f in files),
                     "files": [
-                        {"path": f.path, "size": f.size, "records": f.records, "batches": f.batches}
+                        {
+                            "path": f.path,
+                            "size": f.size,
+                            "records": f.records,
+                            "batches": f.batches,
+                            "crc32c": crcs[f.path],
+                        }
                         for f in files
                     ],
                 }
@@ -566,10 +825,9 @@ def commit_staged(
             "partitions": partitions,
         }
         path = _write_journal(data_dir, journal)  # the commit point
+        bump_sink_commit_seq(data_dir)  # readers now bound these partitions at base_offset until _finish
         result.partitions = _apply(manager, data_dir, journal)
         _finish(manager, data_dir, path, journal, result.partitions)
-        with contextlib.suppress(OSError):
-            sweep_stale_staging(data_dir, options.staging_ttl_ms)
         return result
     finally:
         manager.close()
@@ -577,14 +835,14 @@ def commit_staged(
 
 def abort_staged(options: SinkOptions, cleanup: Sequence[str]) -> None:
     """Drop a job's staging directories. Pending journals are rolled forward first (a commit decided before it
-    failed completes, and the staged files it names are never deleted before that)."""
+    failed completes, and the staged files it names are never deleted before that); then staging no journal
+    names is swept (:func:`sweep_stale_staging`)."""
     data_dir = Path(options.path)
-    if _pending_journals(data_dir):
-        with open_manager(data_dir, options.lock_timeout_ms) as manager:
-            replay_pending(manager)
-    _remove_dirs(data_dir, cleanup)
-    with contextlib.suppress(OSError, KafkaError):
-        sweep_stale_staging(data_dir, options.staging_ttl_ms)
+    with open_manager(data_dir, options.lock_timeout_ms) as manager:
+        replay_pending(manager)
+        _remove_dirs(data_dir, cleanup)
+        with contextlib.suppress(OSError):
+            _sweep(data_dir, options)
 
 
 def new_job_id(prefix: str = "") -> str:

@@ -5,12 +5,15 @@ Layout owned here (everything under one hidden directory, which the LogManager a
     <data dir>/.kafkalog-spark/
         staging/<job>/<task>/<topic>-<partition>.batches   staged record batches (kafkalog.spark.staging)
         journal/<job>.json                                 commit journals in progress (kafkalog.spark.commit)
+        journal/failed/<job>.json                          journals whose replay could not complete
+        commit.seq                                         commit counter readers use (kafkalog.datadir)
         sinks/<sink id>.json                               last committed micro-batch of a streaming sink
 
 A batch job's ``<job>`` is ``<ms>-<12 hex>``; a streaming query's is ``stream-<sink id>`` and its task
-directories start with ``b<batch id>-``. Paths recorded in commit messages and journals are relative to the
-data directory. This module has no dependency beyond the standard library, so that a LogManager can look for
-pending journals cheaply.
+directories start with ``b<batch id>-``. Task directory names end in a random ``-<8 hex>`` per task attempt
+(Spark's attempt ids restart at 0 with every driver run), and are created exclusively. Paths recorded in commit messages and journals are relative to the
+data directory. This module needs nothing but :mod:`kafkalog.datadir` (which owns the directory's name and
+what readers read of it), so that a LogManager can look for pending journals cheaply.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+
+from kafkalog.datadir import SINK_DIR
 
 __all__ = [
     "SPARK_DIR_NAME",
@@ -31,7 +36,7 @@ __all__ = [
     "staging_root",
 ]
 
-SPARK_DIR_NAME: Final = ".kafkalog-spark"
+SPARK_DIR_NAME: Final = SINK_DIR
 STAGED_SUFFIX: Final = ".batches"
 
 

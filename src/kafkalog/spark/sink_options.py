@@ -30,7 +30,10 @@ codec for topics whose ``compression.type`` is ``producer``; default ``none``), 
 uncompressed size of a staged record batch, default 1 MiB, capped by the topic's ``max.message.bytes``),
 ``sinkId`` (streaming: the identity batch ids are deduplicated under; default the streaming query id),
 ``lockTimeoutMs`` (how long a commit waits for the data directory's lock, default 120 s) and
-``stagingTtlMs`` (after how long an unreferenced staging directory counts as abandoned, default 24 h).
+``stagingTtlMs`` (after how long an unreferenced staging directory counts as abandoned, default 24 h) and
+``stagingMaxBytes`` (how much staging no commit journal names may stay before the oldest is removed ahead of
+its TTL once idle for ``lockTimeoutMs`` + 60 s, default 1 GiB; the sweep runs at the start of every job and
+after every commit and abort).
 
 Kafka producer options, as Spark's Kafka sink treats them: ``kafka.key.serializer`` and
 ``kafka.value.serializer`` are refused with Spark's messages; ``kafka.partitioner.class`` is honoured when it
@@ -81,6 +84,7 @@ HEADERS_TYPE: Final = "array<struct<key:string,value:binary>>"
 _DEFAULT_BATCH_BYTES: Final = 1 << 20
 _DEFAULT_LOCK_TIMEOUT_MS: Final = 120_000
 _DEFAULT_STAGING_TTL_MS: Final = 24 * 3600 * 1000
+_DEFAULT_STAGING_MAX_BYTES: Final = 1 << 30
 _PARTITION_DIR: Final = re.compile(r"^(?P<topic>[A-Za-z0-9._-]+)-(?P<partition>[0-9]+)$")
 
 
@@ -184,6 +188,7 @@ class SinkOptions:
     sink_id: str | None = None
     lock_timeout_ms: int = _DEFAULT_LOCK_TIMEOUT_MS
     staging_ttl_ms: int = _DEFAULT_STAGING_TTL_MS
+    staging_max_bytes: int = _DEFAULT_STAGING_MAX_BYTES
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
@@ -234,6 +239,7 @@ class SinkOptions:
             sink_id=sink_id,
             lock_timeout_ms=_int(options, "lockTimeoutMs", _DEFAULT_LOCK_TIMEOUT_MS, 0) or 0,
             staging_ttl_ms=_int(options, "stagingTtlMs", _DEFAULT_STAGING_TTL_MS, 0) or 0,
+            staging_max_bytes=_int(options, "stagingMaxBytes", _DEFAULT_STAGING_MAX_BYTES, 0) or 0,
         )
 
 

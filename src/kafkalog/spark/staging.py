@@ -19,6 +19,11 @@ timestamp, a null header key, a null key on a compacted topic, a CreateTime time
 task early (the commit re-checks them under the lock). Within a task, records keep their input order per
 partition.
 
+Staged files and task directories are created exclusively (``O_EXCL``): a name that exists already fails
+the task instead of rewriting a file that a pending commit journal may name, and a failing task removes only
+the directory it created itself. Task directory names carry a random suffix per task attempt, so a run
+restarted after a crash (whose Spark task attempt ids start at 0 again) never reuses a previous run's names.
+
 Batches fill up to the target size (``batchBytes``, default 1 MiB, capped so that the compressed batch stays
 within ``max.message.bytes`` and ``segment.bytes``) across Arrow batches; each partition's open batch owns a
 buffer of that size, and when the open buffers of a task exceed 64 MiB they are all written out. Finished
@@ -337,7 +342,13 @@ class PartitionStager:
         header[17:21] = crc.to_bytes(4, "big")
         if self._file is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(self.path, "wb", buffering=0)  # noqa: SIM115 - closed in finish()/discard()
+            try:  # created exclusively: a staged file that a commit journal may name is never rewritten
+                self._file = open(self.path, "xb", buffering=0)  # noqa: SIM115 - closed in finish()/discard()
+            except FileExistsError:
+                raise SinkError(
+                    f"staged file {self.path} already exists: staged files are never overwritten (another task "
+                    "attempt or run used the same name)"
+                ) from None
         self._file.write(header)
         self._file.write(payload)
         self.size += size
@@ -423,6 +434,7 @@ class TaskStager:
         self._topics: dict[str, TopicMeta] = {}
         self._sticky: dict[str, StickyNullKeys] = {}
         self._stagers: dict[tuple[str, int], PartitionStager] = {}
+        self._created_dir = False
         self.rows = 0
 
     # topic resolution, once per topic per task
@@ -435,9 +447,23 @@ class TaskStager:
             self._topics[topic] = meta
         return meta
 
+    def _ensure_task_dir(self) -> None:
+        """Create this task attempt's directory exclusively (an existing one belongs to someone else)."""
+        if self._created_dir:
+            return
+        self.task_dir.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.task_dir.mkdir()
+        except FileExistsError:
+            raise SinkError(
+                f"staging directory {self.task_dir} already exists: task directories are never reused"
+            ) from None
+        self._created_dir = True
+
     def _stager(self, topic: str, partition: int) -> PartitionStager:
         st = self._stagers.get((topic, partition))
         if st is None:
+            self._ensure_task_dir()
             codec, level, target, hard = _topic_batch_limits(self._topic(topic), self.options)
             st = PartitionStager(
                 self.task_dir / f"{topic}-{partition}{STAGED_SUFFIX}",
@@ -605,13 +631,14 @@ class TaskStager:
         return out
 
     def abort(self) -> None:
-        """Drop everything this task staged (its directory included)."""
+        """Drop everything this task staged (its directory included, if this stager created it)."""
         for st in self._stagers.values():
             try:
                 st.discard()
             except OSError:
                 pass
-        shutil.rmtree(self.task_dir, ignore_errors=True)
+        if self._created_dir:
+            shutil.rmtree(self.task_dir, ignore_errors=True)
 
 
 def _gather(data: U8, pos: I64, lens: I64, total: int) -> U8:

@@ -33,6 +33,7 @@ cluster), and no other process may hold it open with a LogManager while a job co
 
 from __future__ import annotations
 
+import os
 import re
 import time
 import uuid
@@ -69,6 +70,12 @@ def _new_job_id(prefix: str = "") -> str:
     return f"{prefix}{int(time.time() * 1000):013d}-{uuid.uuid4().hex[:12]}"
 
 
+def _run_token() -> str:
+    """A random suffix for a task directory: Spark's task attempt ids restart at 0 with every driver run, so
+    ``b<batch>-p<part>-a<attempt>-t<id>`` alone repeats across a crash and a restart."""
+    return uuid.uuid4().hex[:8]
+
+
 @dataclass
 class KafkaLogCommitMessage(WriterCommitMessage):
     """What one task staged: its directory (relative to the data dir) and files, for the driver's commit."""
@@ -89,6 +96,17 @@ def _check_topic_option(options: SinkOptions) -> None:
     if options.topic is None or options.create_topics:
         return
     resolve_topic(options.topic, load_topic_metadata(options.path), options, options.path)
+
+
+def _prepare_job(options: SinkOptions) -> None:
+    """On the driver, before any task stages: complete a commit a crash left pending and sweep staging that no
+    journal names (:func:`kafkalog.spark.commit.prepare_job`), so a job that keeps crashing cannot fill the
+    disk with its attempts' staging."""
+    if not os.path.isdir(options.path):
+        return
+    from kafkalog.spark.commit import prepare_job
+
+    prepare_job(options)
 
 
 @dataclass(frozen=True)
@@ -157,12 +175,13 @@ class KafkaLogWriter(DataSourceArrowWriter):
         self.options = SinkOptions.parse(options)
         self.plan = plan_columns(_columns(schema), self.options.topic)
         _check_topic_option(self.options)
+        _prepare_job(self.options)
         self.job_id = _new_job_id()
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaLogCommitMessage:
         """Stage this task's rows (executor)."""
         info = _task_info()
-        name = f"p{info.partition:05d}-a{info.attempt}-t{info.task_attempt_id}"
+        name = f"p{info.partition:05d}-a{info.attempt}-t{info.task_attempt_id}-{_run_token()}"
         task_dir, files, rows = stage_task(
             self.options, self.plan, self.job_id, name, iterator, info.partition
         )
@@ -196,6 +215,7 @@ class KafkaLogStreamWriter(DataSourceStreamArrowWriter):
         self.options = SinkOptions.parse(options)
         self.plan = plan_columns(_columns(schema), self.options.topic)
         _check_topic_option(self.options)
+        _prepare_job(self.options)
         self.fallback_id = _new_job_id()
 
     def _sink_key(self, query_id: str | None) -> str:
@@ -208,7 +228,7 @@ class KafkaLogStreamWriter(DataSourceStreamArrowWriter):
         info = _task_info()
         batch = -1 if info.batch_id is None else info.batch_id
         job_dir = _STREAM_PREFIX + self._sink_key(info.query_id)
-        name = f"b{batch:09d}-p{info.partition:05d}-a{info.attempt}-t{info.task_attempt_id}"
+        name = f"b{batch:09d}-p{info.partition:05d}-a{info.attempt}-t{info.task_attempt_id}-{_run_token()}"
         task_dir, files, rows = stage_task(self.options, self.plan, job_dir, name, iterator, info.partition)
         return KafkaLogCommitMessage(task_dir, files, rows, info.query_id, info.batch_id)
 
