@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 PYTEST_ARGS ?=
 LINT_DIRS := src tests $(wildcard bench)
 
-.PHONY: all venv test test-deps lint typecheck unit pythons wheel-smoke demo bench bench-quick clean numba-cache
+.PHONY: all venv test test-deps lint typecheck unit pythons wheel-smoke demo bench bench-quick clean numba-cache readme-layout
 
 all: test
 
@@ -101,6 +101,9 @@ test: lint typecheck unit pythons wheel-smoke
 
 demo: $(STAMP) numba-cache
 	$(PY) -m kafkalog.demo
+
+readme-layout: $(STAMP)  # the README's "What a data directory looks like" picture, from a directory it writes
+	$(PY) -m kafkalog.cli.layout
 
 bench: $(STAMP) numba-cache
 	$(PY) -m bench

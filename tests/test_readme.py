@@ -74,3 +74,14 @@ def test_readme_embedded_server_example_runs(tmp_path: Path, monkeypatch: pytest
 
     with LogManager.open(tmp_path / "data", background=False) as mgr:
         assert sum(mgr.get_log("orders", p).log_end_offset for p in range(3)) == 1
+
+
+def test_data_directory_picture_is_drawn_from_a_real_directory() -> None:
+    """The "What a data directory looks like" picture is what ``python -m kafkalog.cli.layout`` draws today
+    (``make readme-layout`` regenerates it), so it cannot drift from the files kafkalog writes."""
+    from kafkalog.cli.layout import example_tree
+
+    section = README.split("## What a data directory looks like\n", 1)[1]
+    picture = re.search(r"```text\n(.*?)```", section, flags=re.S)
+    assert picture is not None
+    assert picture.group(1).splitlines() == example_tree()

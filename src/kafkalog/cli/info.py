@@ -15,6 +15,8 @@ unless the partition could not be read), ``{"type":"sparkSink","pendingJournals"
 ids],"stagingDirs","stagingBytes"}`` when the Spark sink has written to the directory, and
 ``{"type":"summary","topics","partitions","segments","sizeBytes"}``. The high watermark stops at a pending Spark
 sink job (readers see it when it completes), so ``logEndOffset > highWatermark`` shows one.
+
+``--tree``: every file of the directory as a text tree with its size and what it holds (:mod:`kafkalog.cli.layout`).
 """
 
 from __future__ import annotations
@@ -34,8 +36,10 @@ from kafkalog.cli.common import (
     EXIT_OK,
     KafkalogCommand,
     json_dumps,
+    require_dir,
     stdout_console,
 )
+from kafkalog.cli.layout import render_tree
 from kafkalog.cli.paths import resolve_target
 from kafkalog.datadir import read_sink_dir_state, read_topics
 from kafkalog.errors import CorruptSnapshotError, KafkaError
@@ -226,7 +230,8 @@ def _details(p: PartitionInfo) -> list[Table]:
     "-v", "--verbose", is_flag=True, help="Also list each partition's segments, producers and leader epochs."
 )
 @click.option("--json", "json_output", is_flag=True, help="Write JSON Lines instead of tables.")
-def info(path: Path, topic: str | None, verbose: bool, json_output: bool) -> None:
+@click.option("--tree", is_flag=True, help="Draw the directory's files as a tree, each with what it holds.")
+def info(path: Path, topic: str | None, verbose: bool, json_output: bool, tree: bool) -> None:
     """Show what a data directory (or one partition directory) holds.
 
     For every partition: segments and sizes, log start offset, log end
@@ -238,12 +243,23 @@ def info(path: Path, topic: str | None, verbose: bool, json_output: bool) -> Non
     staging are listed at the end. Read-only and lock-free: safe while
     another process writes. Exits 1 if a partition could not be read.
 
+    --tree draws every file of the directory instead, with its size and
+    what it holds (a segment's offsets and batches, index entries, a
+    snapshot's producers, checkpoint entries).
+
     \b
     Examples:
       kafkalog info data
+      kafkalog info data --tree
       kafkalog info data --topic orders -v
       kafkalog info data/orders-0 --json
     """
+    if tree:
+        if json_output or topic is not None or verbose:
+            raise click.UsageError("--tree draws the whole directory: give it without --json, --topic or -v")
+        for line in render_tree(require_dir(path)):
+            click.echo(line)
+        click.get_current_context().exit(EXIT_OK)
     target = resolve_target(path, topic=topic)
     parts = [partition_info(tp, p) for tp, p in target.partitions]
     topics: dict[str, Any] = {}
