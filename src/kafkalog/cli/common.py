@@ -65,6 +65,7 @@ __all__ = [
     "KafkalogGroup",
     "error_console",
     "fail",
+    "isatty",
     "json_dumps",
     "os_error_text",
     "parse_key_values",
@@ -318,12 +319,19 @@ def _isatty(stream: object) -> bool:
         return False
 
 
+def isatty(stream: object) -> bool:
+    """Whether ``stream`` is a terminal (False when it has no ``isatty`` or it fails): progress shows on stderr
+    only when it is one, and commands that write data show it only when stdout is not (a file, a pipe)."""
+    return _isatty(stream)
+
+
 @contextmanager
 def progress(
     description: str, total: int | None, *, enabled: bool = True, in_bytes: bool = True
 ) -> Iterator[Progress | None]:
     """A transient rich progress bar on stderr with one task (``bar.task_ids[0]``), only when stderr is a
-    terminal (``None`` otherwise); ``in_bytes`` shows the counts as sizes."""
+    terminal (``None`` otherwise: nothing is written, so pipes see no change); ``in_bytes`` shows the counts as
+    sizes. Rich redraws it at most 10 times a second, whatever the rate of updates."""
     if not enabled or not _isatty(sys.stderr):
         yield None
         return
@@ -333,7 +341,9 @@ def progress(
         DownloadColumn(binary_units=True) if in_bytes else MofNCompleteColumn(),
         TimeElapsedColumn(),
     )
-    with Progress(*columns, console=error_console(), transient=True) as bar:
+    # redirect_stdout=False: data written to stdout meanwhile must stay on stdout (rich would print it above the
+    # bar, on stderr)
+    with Progress(*columns, console=error_console(), transient=True, redirect_stdout=False) as bar:
         bar.add_task(escape(description), total=total)
         yield bar
 

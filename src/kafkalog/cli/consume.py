@@ -18,7 +18,10 @@ waiting for the old ones would stall silently. Without ``--follow`` the same fou
 ``--partition``) are picked up at the next poll and read from their first offset (every record of theirs is
 new), as a Kafka consumer subscribed to the topic picks them up at its next metadata refresh.
 
-Partitions are read in turn, a fetch (``--fetch-bytes``) at a time, so several partitions interleave.
+Partitions are read in turn, a fetch (``--fetch-bytes``) at a time, so several partitions interleave. When
+stderr is a terminal and stdout is not (``consume ... > file``), a transient progress bar on stderr counts the
+offsets read out of those up to the end at the start (the high watermark, or the LSO; at most
+``--max-messages``), moved once per fetch; never with ``--follow``, in a pipe or onto a terminal.
 
 Damaged data (a torn, overlong or zero-filled batch in a rolled segment, a bad frame, a CRC mismatch) is
 printed up to the damage and then is an error: exit 2 (``EXIT_CORRUPT``) naming the partition, offset, file
@@ -51,6 +54,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import click
+from rich.progress import Progress
 
 from kafkalog.cli.common import (
     CONTEXT_SETTINGS,
@@ -62,7 +66,9 @@ from kafkalog.cli.common import (
     CliError,
     KafkalogCommand,
     error_console,
+    isatty,
     parse_key_values,
+    progress,
     require_dir,
 )
 from kafkalog.cli.dumplog import DECODERS, Decoder
@@ -475,6 +481,8 @@ def consume(
     exits 2 at the end. The last segment's torn tail (a crash, a write in
     progress) is the end of the data, not damage.
 
+    Written to a file from a terminal, it shows a progress bar on stderr.
+
     \b
     Properties (--property NAME=VALUE, comma-separated or repeated):
       print.timestamp, print.partition, print.offset, print.headers,
@@ -551,8 +559,26 @@ def consume(
         json_keys=key_decoder == "json",
     )
     out = _Output()
+    # a transient bar on stderr (a terminal) while a topic is copied to a file or a pipe: offsets read of those
+    # up to the high watermark (LSO) at the start; never with --follow (it has no end) or onto a terminal
+    total = sum(max(0, r.bound() - r.position) for r in readers)
+    if max_messages is not None:
+        total = min(total, max_messages)
     try:
-        _run(readers, formatter, out, max_messages, follow, poll_ms / 1000, None if partitions else discover)
+        with progress(
+            f"consuming {topic}", total, enabled=not follow and not isatty(sys.stdout), in_bytes=False
+        ) as bar:
+            tick = None if bar is None else _offsets_tick(bar, readers)
+            _run(
+                readers,
+                formatter,
+                out,
+                max_messages,
+                follow,
+                poll_ms / 1000,
+                None if partitions else discover,
+                tick,
+            )
     except KeyboardInterrupt:
         pass  # Ctrl-C is how --follow ends
     finally:
@@ -591,6 +617,17 @@ class _Output:
         (self.stream or sys.stdout).flush()
 
 
+def _offsets_tick(bar: Progress, readers: list[PartitionReader]) -> Callable[[], None]:
+    """Moves ``bar`` to the number of offsets the readers have passed since now (called once per fetch)."""
+    task = bar.task_ids[0]
+    first = sum(r.position for r in readers)
+
+    def tick() -> None:
+        bar.update(task, completed=sum(r.position for r in readers) - first)
+
+    return tick
+
+
 def _run(
     readers: list[PartitionReader],
     formatter: Formatter,
@@ -599,9 +636,11 @@ def _run(
     follow: bool,
     poll_s: float,
     discover: Callable[[], list[PartitionReader]] | None = None,
+    tick: Callable[[], None] | None = None,
 ) -> None:
     """Reads the partitions in turn until they are caught up (``follow``: forever) or ``max_messages``;
-    ``discover`` (``follow``) gives readers of partitions added meanwhile, appended to ``readers``."""
+    ``discover`` (``follow``) gives readers of partitions added meanwhile, appended to ``readers``; ``tick``
+    is called after each fetch (a progress bar)."""
     while True:
         progressed = False
         for reader in readers:
@@ -617,6 +656,8 @@ def _run(
                     f"it were printed; --skip-damaged goes on past it): {exc}",
                     EXIT_CORRUPT,
                 ) from None
+            if tick is not None:
+                tick()
             progressed = progressed or reader.position != before
         if progressed:
             continue

@@ -1,0 +1,91 @@
+"""Progress on stderr for long commands (issue #23 item 9): a transient bar when stderr is a terminal (a pty
+here) and the data goes to a file or pipe; in pipes nothing changes, byte for byte."""
+
+from __future__ import annotations
+
+import os
+import pty
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kafkalog.cli.layout import write_example
+
+from .helpers import ENV, kafkalog_command
+
+#: A terminal wide enough for the bar's columns; rich reads these from the environment.
+TTY_ENV = {**ENV, "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "40"}
+
+
+def run_with_tty_stderr(args: list[str | Path], stdout_path: Path) -> tuple[int, bytes]:
+    """``kafkalog ARGS`` with stdout to ``stdout_path`` and stderr on a pseudo-terminal: (exit code, stderr)."""
+    master, slave = pty.openpty()
+    try:
+        with stdout_path.open("wb") as out:
+            proc = subprocess.Popen(
+                [*kafkalog_command(), *(str(a) for a in args)],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=slave,
+                env=TTY_ENV,
+            )
+        os.close(slave)
+        slave = -1
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return proc.wait(timeout=120), b"".join(chunks)
+    finally:
+        os.close(master)
+        if slave >= 0:
+            os.close(slave)
+
+
+def run_piped(args: list[str | Path]) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [*kafkalog_command(), *(str(a) for a in args)],
+        capture_output=True,
+        env=TTY_ENV,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("progress") / "data"
+    write_example(path)
+    return path
+
+
+def test_consume_to_a_file_shows_a_bar_on_a_terminal_and_nothing_in_a_pipe(
+    data: Path, tmp_path: Path
+) -> None:
+    args: list[str | Path] = [
+        "consume",
+        data,
+        "orders",
+        "--from-beginning",
+        "--property",
+        "print.offset=true",
+    ]
+    piped = run_piped(args)
+    assert piped.returncode == 0
+    assert piped.stderr == b""  # a pipe: no bar, no control codes
+    code, stderr = run_with_tty_stderr(args, tmp_path / "out.txt")
+    assert code == 0
+    assert b"consuming orders" in stderr  # the bar's description, drawn at least once
+    assert b"\x1b[" in stderr  # and erased (transient) with terminal control sequences
+    assert (tmp_path / "out.txt").read_bytes() == piped.stdout  # the data is the same with or without the bar
+    assert len(piped.stdout.splitlines()) == 63  # 64 offsets of data, less the aborted transaction's marker
+    # --follow has no end to show progress towards
+    code, stderr = run_with_tty_stderr([*args, "--max-messages", "3", "--follow"], tmp_path / "follow.txt")
+    assert code == 0 and b"consuming" not in stderr
+    assert (tmp_path / "follow.txt").read_bytes().splitlines() == piped.stdout.splitlines()[:3]
