@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pty
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -89,3 +90,19 @@ def test_consume_to_a_file_shows_a_bar_on_a_terminal_and_nothing_in_a_pipe(
     code, stderr = run_with_tty_stderr([*args, "--max-messages", "3", "--follow"], tmp_path / "follow.txt")
     assert code == 0 and b"consuming" not in stderr
     assert (tmp_path / "follow.txt").read_bytes().splitlines() == piped.stdout.splitlines()[:3]
+
+
+@pytest.mark.parametrize("dry_run", [True, False], ids=["dry-run", "recover"])
+def test_recover_shows_the_bytes_it_checks_on_a_terminal(data: Path, tmp_path: Path, dry_run: bool) -> None:
+    work = tmp_path / "data"
+    args: list[str | Path] = ["recover", work, *(["--dry-run"] if dry_run else [])]
+    shutil.copytree(data, work)
+    piped = run_piped(args)
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stderr == b""
+    shutil.rmtree(work)
+    shutil.copytree(data, work)  # the same directory again, at the same path: the same report
+    code, stderr = run_with_tty_stderr(args, tmp_path / "out.txt")
+    assert code == 0
+    assert b"checking" in stderr
+    assert (tmp_path / "out.txt").read_bytes() == piped.stdout

@@ -21,6 +21,9 @@ Two steps (the rule is :mod:`kafkalog.cli.repair`'s, documented in docs/operatio
      the clean-shutdown marker, under its data directory's ``.lock`` when it is in one (with the topic's
      config and log start offset from there); a standalone partition directory gets its own marker back.
 
+On a terminal (stderr) and without ``--json``, a transient progress bar counts the ``.log`` bytes the plan has
+walked, then a spinner runs while the directory is loaded (the load reports no progress of its own).
+
 Before and after, the directory's files are compared (:func:`~kafkalog.cli.state.diff_dirs`); the report
 lists the plan, bytes truncated, segments deleted or created, indexes whose entries changed, files removed,
 and the log end offset before and after.
@@ -37,6 +40,7 @@ or loaded (or, with ``--dry-run``, there is something to repair).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,12 +54,14 @@ from kafkalog.cli.common import (
     EXIT_OK,
     KafkalogCommand,
     json_dumps,
+    progress,
     status,
     stdout_console,
 )
 from kafkalog.cli.paths import DATA_DIR_FILES, Target, resolve_target
 from kafkalog.cli.repair import Mode, PartitionPlan, apply_plan, plan_partition
 from kafkalog.cli.state import DirChanges, diff_dirs, open_manager, partition_config, snapshot_dir
+from kafkalog.cli.verifier import log_bytes
 from kafkalog.datadir import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, DirLock, read_topics
 from kafkalog.errors import KafkaError
 from kafkalog.log.checkpoint import CLEAN_SHUTDOWN_FILE, atomic_write, offset_checkpoint, topic_id_from_string
@@ -116,8 +122,11 @@ def _log_start_offsets(data_dir: Path | None) -> dict[TopicPartition, int]:
         return {}
 
 
-def plan_target(target: Target, *, mode: Mode = "keep") -> list[PartitionPlan]:
-    """The repair plan of every partition of ``target`` (read-only; :mod:`kafkalog.cli.repair`)."""
+def plan_target(
+    target: Target, *, mode: Mode = "keep", on_bytes: Callable[[int], None] | None = None
+) -> list[PartitionPlan]:
+    """The repair plan of every partition of ``target`` (read-only; :mod:`kafkalog.cli.repair`); ``on_bytes``
+    gets the size of each ``.log`` file walked."""
     starts = _log_start_offsets(target.data_dir)
     topics_error = None
     try:
@@ -142,12 +151,23 @@ def plan_target(target: Target, *, mode: Mode = "keep") -> list[PartitionPlan]:
                 exact_counts=exact,
                 log_start_offset=starts.get(tp, 0),
                 mode=mode,
+                on_bytes=on_bytes,
             )
         )
     if topics_error is not None:
         for plan in plans:
             plan.segments, plan.epoch_fixes, plan.files, plan.error = [], [], [], topics_error
     return plans
+
+
+def _checked_plans(target: Target, mode: Mode, show_progress: bool) -> list[PartitionPlan]:
+    """:func:`plan_target` with a transient bar on stderr (bytes of ``.log`` walked; only on a terminal and
+    with ``show_progress``), closed before the load's spinner starts."""
+    with progress("checking", log_bytes(target), enabled=show_progress) as bar:
+        if bar is None:
+            return plan_target(target, mode=mode)
+        task = bar.task_ids[0]
+        return plan_target(target, mode=mode, on_bytes=lambda n: bar.advance(task, n))
 
 
 def _untouched(plans: list[PartitionPlan]) -> list[RecoveryResult]:
@@ -160,11 +180,11 @@ def _untouched(plans: list[PartitionPlan]) -> list[RecoveryResult]:
     return out
 
 
-def _recover_partition_dir(target: Target, mode: Mode) -> list[RecoveryResult]:
+def _recover_partition_dir(target: Target, mode: Mode, show_progress: bool) -> list[RecoveryResult]:
     (tp, path), data_dir = target.partitions[0], target.data_dir
     lock = DirLock(data_dir).acquire() if data_dir is not None else None
     try:
-        (plan,) = plan_target(target, mode=mode)
+        (plan,) = _checked_plans(target, mode, show_progress)
         if plan.error is not None:
             return _untouched([plan])
         before, end_before = snapshot_dir(path), _end_offset(path)
@@ -209,11 +229,13 @@ def _recover_partition_dir(target: Target, mode: Mode) -> list[RecoveryResult]:
 _DIR_STATE_FILES = (CLEAN_SHUTDOWN_FILE, *(n for n in DATA_DIR_FILES if n.endswith("-checkpoint")))
 
 
-def _recover_data_dir(target: Target, from_recovery_point: bool, mode: Mode) -> list[RecoveryResult]:
+def _recover_data_dir(
+    target: Target, from_recovery_point: bool, mode: Mode, show_progress: bool
+) -> list[RecoveryResult]:
     data_dir = target.path
     lock = DirLock(data_dir).acquire()  # fail (75) before touching anything if someone holds the dir
     try:
-        plans = plan_target(target, mode=mode)
+        plans = _checked_plans(target, mode, show_progress)
         if any(p.error is not None for p in plans):
             return _untouched(plans)
         saved = {n: (data_dir / n).read_bytes() for n in _DIR_STATE_FILES if (data_dir / n).is_file()}
@@ -269,12 +291,13 @@ def _restore(data_dir: Path, saved: dict[str, bytes]) -> None:
 
 
 def recover_target(
-    target: Target, *, from_recovery_point: bool = False, mode: Mode = "keep"
+    target: Target, *, from_recovery_point: bool = False, mode: Mode = "keep", show_progress: bool = False
 ) -> list[RecoveryResult]:
-    """Recovers a resolved path (see the module doc) and returns what changed per partition."""
+    """Recovers a resolved path (see the module doc) and returns what changed per partition; ``show_progress``
+    draws a bar on stderr (when it is a terminal) while the plan walks the segments."""
     if target.is_data_dir:
-        return _recover_data_dir(target, from_recovery_point, mode)
-    return _recover_partition_dir(target, mode)
+        return _recover_data_dir(target, from_recovery_point, mode, show_progress)
+    return _recover_partition_dir(target, mode, show_progress)
 
 
 def _describe(c: DirChanges) -> list[str]:
@@ -414,7 +437,8 @@ def recover(
     repaired, nothing changes (exit 1). Then does exactly the plan, loads the directory as after a crash
     (indexes rebuilt, producer state replayed, leftovers resolved) and
     reports what changed. --dry-run prints the plan only. Needs the
-    directory's lock: stop producers first (exit 75 otherwise).
+    directory's lock: stop producers first (exit 75 otherwise). On a
+    terminal, a progress bar follows the walk and a spinner the load.
 
     \b
     Examples:
@@ -425,10 +449,12 @@ def recover(
     target = resolve_target(path)
     mode: Mode = "truncate" if truncate_after_damage else "keep"
     if dry_run:
-        plans = plan_target(target, mode=mode)
+        plans = _checked_plans(target, mode, not json_output)
         _print_plans(plans, json_output)
         todo = any(p.error or not p.empty for p in plans)
         click.get_current_context().exit(EXIT_FAULT if todo else EXIT_OK)
-    results = recover_target(target, from_recovery_point=from_recovery_point, mode=mode)
+    results = recover_target(
+        target, from_recovery_point=from_recovery_point, mode=mode, show_progress=not json_output
+    )
     _print_results(results, json_output)
     click.get_current_context().exit(EXIT_FAULT if any(r.error for r in results) else EXIT_OK)

@@ -61,6 +61,7 @@ import os
 import struct
 import uuid
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal
@@ -670,8 +671,10 @@ def plan_partition(
     exact_counts: bool,
     log_start_offset: int,
     mode: Mode = "keep",
+    on_bytes: Callable[[int], None] | None = None,
 ) -> PartitionPlan:
-    """What :func:`apply_plan` will do to ``path`` (read-only; see the module doc for the rule)."""
+    """What :func:`apply_plan` will do to ``path`` (read-only; see the module doc for the rule); ``on_bytes`` is
+    called with each ``.log`` file's size once it has been walked (a progress bar)."""
     plan = PartitionPlan(tp, path, mode, data_dir)
     try:
         check_partition_dir(
@@ -722,6 +725,8 @@ def plan_partition(
                 left.append(_Left(base, walk.previous_last, segment.size_after, tail_kept) if kept else None)
             finally:
                 reader.close()
+                if on_bytes is not None:
+                    on_bytes(reader.size)
         _plan_swaps(plan, exact_counts)
         if mode == "keep":
             _plan_moves(plan, left, exact_counts)
