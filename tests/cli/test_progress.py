@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pty
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -105,4 +106,25 @@ def test_recover_shows_the_bytes_it_checks_on_a_terminal(data: Path, tmp_path: P
     code, stderr = run_with_tty_stderr(args, tmp_path / "out.txt")
     assert code == 0
     assert b"checking" in stderr
+    assert (tmp_path / "out.txt").read_bytes() == piped.stdout
+
+
+@pytest.mark.parametrize("partition_dir", [False, True], ids=["data-dir", "partition-dir"])
+def test_compact_shows_the_bytes_compacted_on_a_terminal(
+    data: Path, tmp_path: Path, partition_dir: bool
+) -> None:
+    # a partition directory on its own (no data directory around it) is compacted without a LogManager; the
+    # cleaner writes its cleaner-offset-checkpoint next to it, so each run gets a fresh parent too
+    root = tmp_path / "root"
+    source, work = (data / "orders-0", root / "orders-0") if partition_dir else (data, root)
+    args: list[str | Path] = ["compact", work, "--force", "--roll"]
+    shutil.copytree(source, work)
+    piped = run_piped(args)
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stderr == b"" and b"compacted" in piped.stdout
+    shutil.rmtree(root)
+    shutil.copytree(source, work)
+    code, stderr = run_with_tty_stderr(args, tmp_path / "out.txt")
+    assert code == 0
+    assert re.search(rb"compacting.*/[0-9.]+ (bytes|KiB)", stderr)  # a bar counting bytes, not a spinner
     assert (tmp_path / "out.txt").read_bytes() == piped.stdout

@@ -11,6 +11,9 @@ is written to the data directory's ``cleaner-offset-checkpoint``. A data directo
 :class:`~kafkalog.manager.LogManager` (exit 75 while another process holds it); a partition directory outside
 one is opened on its own, its high watermark at its log end.
 
+On a terminal (stderr) and without ``--json``, a transient progress bar counts the bytes of the partitions
+compacted so far (a spinner while a data directory is loaded first).
+
 ``--json``: ``{"type":"partition","partition","rounds","firstDirtyOffset","endOffset","bytesBefore",
 "bytesAfter","segmentsBefore","segmentsAfter","messagesRead","messagesWritten"}`` per partition, then
 ``{"type":"summary","partitions","bytesBefore","bytesAfter"}``.
@@ -18,6 +21,8 @@ one is opened on its own, its high watermark at its log end.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,11 +37,13 @@ from kafkalog.cli.common import (
     error_console,
     json_dumps,
     plural,
+    progress,
     status,
     stdout_console,
 )
 from kafkalog.cli.paths import resolve_target
 from kafkalog.cli.state import ImmediateScheduler, open_manager, partition_config
+from kafkalog.cli.verifier import log_bytes
 from kafkalog.log.cleaner_service import CleanResult, LogCleaner
 from kafkalog.log.log import Log
 from kafkalog.log.names import TopicPartition
@@ -123,31 +130,50 @@ def compact(
     results: list[CompactResult] = []
     skipped: dict[str, str] = {}  # topic -> its cleanup.policy, for topics that are not compacted
     if target.data_dir is None:
-        for tp, part in target.partitions:
-            config = partition_config(None, tp.topic)
-            if force and not config.compact:
-                config = config.replace(cleanup_policy=(*config.cleanup_policy, "compact"))
-            if not config.compact:
-                skipped[tp.topic] = ",".join(config.cleanup_policy)
-                continue
-            with Log.open(part, config, scheduler=ImmediateScheduler()) as log:
-                log.update_high_watermark(log.log_end_offset)
-                results.append(_compact_log(cleaner, log, roll))
+        with _bytes_bar(log_bytes(target), not json_output) as advance:
+            for tp, part in target.partitions:
+                config = partition_config(None, tp.topic)
+                if force and not config.compact:
+                    config = config.replace(cleanup_policy=(*config.cleanup_policy, "compact"))
+                if not config.compact:
+                    skipped[tp.topic] = ",".join(config.cleanup_policy)
+                    continue
+                with Log.open(part, config, scheduler=ImmediateScheduler()) as log:
+                    log.update_high_watermark(log.log_end_offset)
+                    results.append(_compact_log(cleaner, log, roll))
+                advance(results[-1].bytes_before)
     else:
         wanted = {tp for tp, _ in target.partitions}
-        with status(f"compacting {target.data_dir} ..."), open_manager(target.data_dir) as mgr:
-            for tp, log in sorted(mgr.all_logs().items()):
-                if tp not in wanted:
-                    continue
-                if force and not log.config.compact:
-                    log.update_config({"cleanup.policy": ",".join((*log.config.cleanup_policy, "compact"))})
-                if log.config.compact:
-                    results.append(_compact_log(cleaner, log, roll))
-                else:
-                    skipped[tp.topic] = ",".join(log.config.cleanup_policy)
+        with ExitStack() as stack:
+            with status(f"loading {target.data_dir} ..."):
+                mgr = stack.enter_context(open_manager(target.data_dir))
+            logs = sorted((tp, log) for tp, log in mgr.all_logs().items() if tp in wanted)
+            with _bytes_bar(sum(log.size for _, log in logs), not json_output) as advance:
+                for tp, log in logs:
+                    if force and not log.config.compact:
+                        log.update_config(
+                            {"cleanup.policy": ",".join((*log.config.cleanup_policy, "compact"))}
+                        )
+                    if log.config.compact:
+                        results.append(_compact_log(cleaner, log, roll))
+                        advance(results[-1].bytes_before)
+                    else:
+                        skipped[tp.topic] = ",".join(log.config.cleanup_policy)
     _print(results, json_output)
     _explain_skipped(skipped, named=topic is not None or target.data_dir is None)
     click.get_current_context().exit(EXIT_OK)
+
+
+@contextmanager
+def _bytes_bar(total: int, enabled: bool) -> Iterator[Callable[[int], None]]:
+    """An ``advance(bytes)`` that moves a transient "compacting" bar on stderr (only on a terminal and when
+    ``enabled``; otherwise it does nothing)."""
+    with progress("compacting", total, enabled=enabled) as bar:
+        if bar is None:
+            yield lambda n: None
+            return
+        task = bar.task_ids[0]
+        yield lambda n: bar.advance(task, n)
 
 
 def _explain_skipped(skipped: dict[str, str], *, named: bool) -> None:
