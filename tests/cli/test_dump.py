@@ -18,7 +18,7 @@ import tracemalloc
 import zlib
 from io import BytesIO, StringIO
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from click.testing import CliRunner, Result
@@ -895,14 +895,16 @@ def test_progress_bar_does_not_change_stdout(tmp_path: Path) -> None:
 
     path = tmp_path / "00000000000000000000.log"
     write_big(path, 12 << 20)
-    outputs = []
+    outputs, drawn = [], []
     for cls in (DumpOutput, Forced):
         stdout, stderr = BytesIO(), Console(file=StringIO(), force_terminal=True)
-        code = dump_batch_file(path, DumpSettings(json=True), cls(stdout, stderr))
+        code = dump_batch_file(path, DumpSettings(), cls(stdout, stderr))
         assert code == 0
         outputs.append(stdout.getvalue())
+        drawn.append(cast(StringIO, stderr.file).getvalue())
     assert outputs[0] == outputs[1]
-    assert outputs[0].count(b"\n") == 13
+    assert outputs[0].count(b"\n") == 14  # "Dumping ..." and 13 batches
+    assert drawn[0] == "" and path.name in drawn[1]
 
 
 # --------------------------------------------------------------------------------------------------- events API

@@ -8,11 +8,18 @@ import pty
 import re
 import shutil
 import subprocess
+from io import BytesIO, StringIO
 from pathlib import Path
+from typing import cast
 
 import pytest
+from rich.console import Console
 
+from kafkalog.cli.dump import dump_batch_file
+from kafkalog.cli.dumpio import DumpOutput, DumpSettings
 from kafkalog.cli.layout import write_example
+from kafkalog.log import Log, LogConfig
+from kafkalog.records import SimpleRecord
 
 from .helpers import ENV, kafkalog_command
 
@@ -87,7 +94,9 @@ def test_consume_to_a_file_shows_a_bar_on_a_terminal_and_nothing_in_a_pipe(
     assert b"\x1b[" in stderr  # and erased (transient) with terminal control sequences
     assert (tmp_path / "out.txt").read_bytes() == piped.stdout  # the data is the same with or without the bar
     assert len(piped.stdout.splitlines()) == 63  # 64 offsets of data, less the aborted transaction's marker
-    # --follow has no end to show progress towards
+    # no bar for --format json (read by scripts), nor with --follow (it has no end to show progress towards)
+    code, stderr = run_with_tty_stderr([*args, "--format", "json"], tmp_path / "json.txt")
+    assert code == 0 and b"consuming" not in stderr
     code, stderr = run_with_tty_stderr([*args, "--max-messages", "3", "--follow"], tmp_path / "follow.txt")
     assert code == 0 and b"consuming" not in stderr
     assert (tmp_path / "follow.txt").read_bytes().splitlines() == piped.stdout.splitlines()[:3]
@@ -128,3 +137,23 @@ def test_compact_shows_the_bytes_compacted_on_a_terminal(
     assert code == 0
     assert re.search(rb"compacting.*/[0-9.]+ (bytes|KiB)", stderr)  # a bar counting bytes, not a spinner
     assert (tmp_path / "out.txt").read_bytes() == piped.stdout
+
+
+def test_dump_json_never_draws_a_bar(tmp_path: Path) -> None:
+    """A big segment dumped from a terminal to a file draws a bar in text mode, and none with --json."""
+
+    class Forced(DumpOutput):
+        def wants_progress(self, size: int) -> bool:
+            return True  # a big file, stderr a terminal, stdout a file
+
+    with Log.open(tmp_path / "t-0", LogConfig.from_props({"segment.bytes": 1 << 30})) as log:
+        for _ in range(3):
+            log.append([SimpleRecord(b"x" * 1000) for _ in range(100)])
+    path = tmp_path / "t-0" / "00000000000000000000.log"
+    drawn = {}
+    for json_output in (False, True):
+        stderr = Console(file=StringIO(), force_terminal=True)
+        assert dump_batch_file(path, DumpSettings(json=json_output), Forced(BytesIO(), stderr)) == 0
+        drawn[json_output] = cast(StringIO, stderr.file).getvalue()
+    assert path.name in drawn[False]
+    assert drawn[True] == ""

@@ -21,7 +21,8 @@ new), as a Kafka consumer subscribed to the topic picks them up at its next meta
 Partitions are read in turn, a fetch (``--fetch-bytes``) at a time, so several partitions interleave. When
 stderr is a terminal and stdout is not (``consume ... > file``), a transient progress bar on stderr counts the
 offsets read out of those up to the end at the start (the high watermark, or the LSO; at most
-``--max-messages``), moved once per fetch; never with ``--follow``, in a pipe or onto a terminal.
+``--max-messages``), moved once per fetch; never with ``--follow`` or ``--format json``, in a pipe or onto a
+terminal.
 
 Damaged data (a torn, overlong or zero-filled batch in a rolled segment, a bad frame, a CRC mismatch) is
 printed up to the damage and then is an error: exit 2 (``EXIT_CORRUPT``) naming the partition, offset, file
@@ -566,7 +567,10 @@ def consume(
         total = min(total, max_messages)
     try:
         with progress(
-            f"consuming {topic}", total, enabled=not follow and not isatty(sys.stdout), in_bytes=False
+            f"consuming {topic}",
+            total,
+            enabled=not follow and fmt != "json" and not isatty(sys.stdout),
+            in_bytes=False,
         ) as bar:
             tick = None if bar is None else _offsets_tick(bar, readers)
             _run(

@@ -103,7 +103,7 @@ def dump_batch_file(path: Path, settings: DumpSettings, out: DumpOutput) -> int:
     except OSError as exc:
         out.error(path, _os_error_text(exc))
         return EXIT_NOINPUT if isinstance(exc, (FileNotFoundError, PermissionError)) else EXIT_UNREADABLE
-    with dump, _progress(dump, out) as tick:
+    with dump, _progress(dump, out, enabled=not settings.json) as tick:
         try:
             if settings.json:
                 return _render_json(dump, out, tick)
@@ -175,9 +175,10 @@ def _report(path: Path, event: ErrorEvent, out: DumpOutput) -> None:
 
 
 @contextmanager
-def _progress(dump: LogDump, out: DumpOutput) -> Iterator[Callable[[], None]]:
-    """A ``tick`` to call per event; it moves a transient progress bar on stderr when one is wanted."""
-    if not out.wants_progress(dump.limit):
+def _progress(dump: LogDump, out: DumpOutput, *, enabled: bool) -> Iterator[Callable[[], None]]:
+    """A ``tick`` to call per event; it moves a transient progress bar on stderr when one is wanted (never
+    with ``--json``, whose readers are scripts)."""
+    if not enabled or not out.wants_progress(dump.limit):
         yield _no_tick
         return
     columns = (
