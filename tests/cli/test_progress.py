@@ -157,3 +157,18 @@ def test_dump_json_never_draws_a_bar(tmp_path: Path) -> None:
         drawn[json_output] = cast(StringIO, stderr.file).getvalue()
     assert path.name in drawn[False]
     assert drawn[True] == ""
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["recover"], ["compact", "--force"], ["retention"]],
+    ids=["recover", "compact", "retention"],
+)
+def test_json_output_draws_nothing_on_a_terminal(data: Path, tmp_path: Path, command: list[str]) -> None:
+    """With --json the output is for a script: no bar and no spinner, even from a terminal."""
+    work = tmp_path / "data"
+    shutil.copytree(data, work)
+    code, stderr = run_with_tty_stderr([command[0], work, *command[1:], "--json"], tmp_path / "out.jsonl")
+    assert code == 0
+    assert stderr == b""
+    assert (tmp_path / "out.jsonl").read_bytes().splitlines()[-1].startswith(b'{"type":"summary"')

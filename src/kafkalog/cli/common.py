@@ -349,10 +349,11 @@ def progress(
 
 
 @contextmanager
-def status(text: str) -> Iterator[None]:
-    """A transient spinner with ``text`` on stderr while the block runs (only when stderr is a terminal), for
-    work whose size is not known in advance (recovery, retention)."""
-    if not _isatty(sys.stderr):
+def status(text: str, *, enabled: bool = True) -> Iterator[None]:
+    """A transient spinner with ``text`` on stderr while the block runs (only when stderr is a terminal and
+    ``enabled``: commands pass ``not --json``), for work whose size is not known in advance (recovery,
+    retention)."""
+    if not enabled or not _isatty(sys.stderr):
         yield
         return
     with error_console().status(escape(text)):

@@ -145,7 +145,7 @@ def compact(
     else:
         wanted = {tp for tp, _ in target.partitions}
         with ExitStack() as stack:
-            with status(f"loading {target.data_dir} ..."):
+            with status(f"loading {target.data_dir} ...", enabled=not json_output):
                 mgr = stack.enter_context(open_manager(target.data_dir))
             logs = sorted((tp, log) for tp, log in mgr.all_logs().items() if tp in wanted)
             with _bytes_bar(sum(log.size for _, log in logs), not json_output) as advance:

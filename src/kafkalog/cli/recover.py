@@ -202,7 +202,7 @@ def _recover_partition_dir(target: Target, mode: Mode, show_progress: bool) -> l
             apply_plan(plan)
             log_start = _log_start_offsets(data_dir).get(tp, 0)  # after the plan (which may drop the entry)
             marker.unlink(missing_ok=True)
-            with status(f"recovering {path} ..."):
+            with status(f"recovering {path} ...", enabled=show_progress):
                 log = Log.open(
                     path,
                     config,
@@ -248,7 +248,7 @@ def _recover_data_dir(
     finally:
         lock.release()
     try:
-        with status(f"recovering {data_dir} ..."), open_manager(data_dir) as mgr:
+        with status(f"recovering {data_dir} ...", enabled=show_progress), open_manager(data_dir) as mgr:
             failures = {f.path.resolve(): f.error for f in mgr.load_failures}
             ends = {tp: log.log_end_offset for tp, log in mgr.all_logs().items()}
     except BaseException:
@@ -294,7 +294,8 @@ def recover_target(
     target: Target, *, from_recovery_point: bool = False, mode: Mode = "keep", show_progress: bool = False
 ) -> list[RecoveryResult]:
     """Recovers a resolved path (see the module doc) and returns what changed per partition; ``show_progress``
-    draws a bar on stderr (when it is a terminal) while the plan walks the segments."""
+    draws a bar on stderr (when it is a terminal) while the plan walks the segments, then a spinner while the
+    directory loads."""
     if target.is_data_dir:
         return _recover_data_dir(target, from_recovery_point, mode, show_progress)
     return _recover_partition_dir(target, mode, show_progress)

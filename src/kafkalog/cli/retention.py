@@ -326,7 +326,7 @@ def retention(path: Path, topic: str | None, dry_run: bool, json_output: bool) -
     if target.data_dir is None:
         done = [_apply_standalone(plans[0])]
     else:
-        done = _apply_managed(target.data_dir, plans)
+        done = _apply_managed(target.data_dir, plans, spinner=not json_output)
     _print(done, False, json_output)
     click.get_current_context().exit(EXIT_OK)
 
@@ -351,9 +351,9 @@ def _result(plan: RetentionPlan, changes: DirChanges, start_before: int, start_a
     return result
 
 
-def _apply_managed(data_dir: Path, plans: list[RetentionPlan]) -> list[RetentionPlan]:
+def _apply_managed(data_dir: Path, plans: list[RetentionPlan], *, spinner: bool) -> list[RetentionPlan]:
     done: list[RetentionPlan] = []
-    with status(f"applying retention in {data_dir} ..."), open_manager(data_dir) as mgr:
+    with status(f"applying retention in {data_dir} ...", enabled=spinner), open_manager(data_dir) as mgr:
         logs = mgr.all_logs()
         for plan in plans:
             log = logs.get(plan.topic_partition)
