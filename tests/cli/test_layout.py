@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,7 @@ import pytest
 from kafkalog.cli.common import EXIT_NOINPUT, EXIT_USAGE
 from kafkalog.cli.layout import render_tree, write_example
 
-from .helpers import run
+from .helpers import run, run_process
 
 
 @pytest.fixture(scope="module")
@@ -52,3 +53,22 @@ def test_tree_refuses_other_views_and_missing_dirs(example: Path, tmp_path: Path
     assert run("info", example, "--tree", "--json").exit_code == EXIT_USAGE
     assert run("info", example, "--tree", "--topic", "orders").exit_code == EXIT_USAGE
     assert run("info", tmp_path / "nope", "--tree").exit_code == EXIT_NOINPUT
+
+
+def test_tree_never_opens_a_fifo_or_follows_a_link(tmp_path: Path) -> None:
+    """A FIFO named like a file kafkalog reads would block a reader; a link may point out of the directory."""
+    data = tmp_path / "data"
+    write_example(data)
+    os.mkfifo(data / "kafkalog-topics.json.fifo")
+    os.replace(data / "kafkalog-topics.json.fifo", data / "orders-0" / "00000000000000000045.snapshot")
+    os.mkfifo(data / "kafkalog-topics.json.tmp")
+    (data / "kafkalog-topics.json").unlink()
+    os.replace(data / "kafkalog-topics.json.tmp", data / "kafkalog-topics.json")
+    (data / "orders-1" / "00000000000000000000.log").unlink()
+    (data / "orders-1" / "00000000000000000000.log").symlink_to("/dev/zero")
+    result = run_process("info", data, "--tree", timeout=60)  # a process: a blocked open would time out
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.decode().splitlines()
+    assert any("00000000000000000045.snapshot" in x and "not a regular file" in x for x in lines)
+    assert any("kafkalog-topics.json" in x and "not a regular file" in x for x in lines)
+    assert any("00000000000000000000.log" in x and "symbolic link (not followed)" in x for x in lines)

@@ -14,12 +14,14 @@ One line per file or directory, drawn like ``tree(1)`` (entries in name order, s
 The summaries never print a wall-clock time or a topic id, so the same records give the same tree (the README's
 picture is :func:`example_tree`, printed by ``python -m kafkalog.cli.layout``; ``tests/test_readme.py`` checks
 that it has not drifted).
-A file that cannot be read is shown with ``unreadable: <reason>`` instead of a summary; nothing is written.
+A file that cannot be read is shown with ``unreadable: <reason>`` instead of a summary; symbolic links, FIFOs
+and devices are named, never opened or followed; nothing is written.
 """
 
 from __future__ import annotations
 
 import json
+import stat
 import tempfile
 from pathlib import Path
 from typing import Final
@@ -83,8 +85,18 @@ def _segment(path: Path) -> str:
 
 
 def describe_file(path: Path) -> str:
-    """What ``path`` holds, in a few words (``unreadable: ...`` when its contents cannot be read)."""
+    """What ``path`` holds, in a few words (``unreadable: ...`` when its contents cannot be read). A symbolic
+    link, FIFO or device is named as such and never opened (a FIFO would block, a link may leave the
+    directory)."""
     name = path.name
+    try:
+        mode = path.lstat().st_mode
+    except OSError as exc:
+        return f"unreadable: {exc.strerror or exc}"
+    if stat.S_ISLNK(mode):
+        return "symbolic link (not followed)"
+    if not stat.S_ISREG(mode):
+        return "not a regular file (not opened)"
     suffix = path.suffix
     try:
         if suffix == ".log":
@@ -138,7 +150,7 @@ def _walk(directory: Path, prefix: str, out: list[tuple[str, str]]) -> None:
             _walk(child, prefix + ("    " if last else "│   "), out)
         else:
             summary = describe_file(child)
-            size = _size(child.stat().st_size)
+            size = _size(child.lstat().st_size)
             out.append((f"{branch}{child.name}", f"{size:>10}" + (f"  {summary}" if summary else "")))
 
 
