@@ -1510,12 +1510,25 @@ def _three_batches(directory: Path, config: dict[str, Any] | None = None) -> tup
     return seg, seg.stat().st_size // 3
 
 
-@pytest.mark.parametrize("delta", [3, -1], ids=["lowered", "negative"])
-def test_a_batch_with_more_records_than_its_offset_range_is_damage(tmp_path: Path, delta: int) -> None:
+def test_a_batch_with_more_records_than_its_offset_range_is_kept_as_kafka_keeps_it(tmp_path: Path) -> None:
+    """Not a port. A CRC-valid batch whose ``lastOffsetDelta`` is below its record count: Kafka's
+    ``LogSegment.recover`` checks CRC and size only (the count is read when records are iterated), so it keeps
+    the batch, and so does kafkalog's crash recovery (recovery never truncates what Kafka's keeps: issue #21).
+    ``kafkalog recover`` is the operator's repair that removes it (tests/cli/test_recover_repairs.py)."""
     seg, size = _three_batches(tmp_path / "t-0")
-    _forge(seg, 2 * size, last_offset_delta=delta)  # CRC recomputed: only the count tells
+    _forge(seg, 2 * size, last_offset_delta=3)  # CRC recomputed: only the count tells
     with Log.open(tmp_path / "t-0", last_shutdown_clean=False) as log:
-        assert log.log_end_offset == 20  # the forged batch is cut
+        assert log.log_end_offset == 24
+    assert seg.stat().st_size == 3 * size
+
+
+def test_a_batch_whose_last_offset_is_below_its_first_is_damage(tmp_path: Path) -> None:
+    """Not a port. ``lastOffsetDelta`` -1 (CRC recomputed): the batch's offsets run backwards, which crash
+    recovery treats as damage outside the CRC and truncates."""
+    seg, size = _three_batches(tmp_path / "t-0")
+    _forge(seg, 2 * size, last_offset_delta=-1)
+    with Log.open(tmp_path / "t-0", last_shutdown_clean=False) as log:
+        assert log.log_end_offset == 20
     assert seg.stat().st_size == 2 * size
 
 

@@ -31,7 +31,6 @@ from kafkalog.records._kernels import (
     F_MAX_TIMESTAMP,
     F_POS,
     F_PRODUCER_ID,
-    F_RECORD_COUNT,
     F_SIZE,
     N_BATCH_FIELDS,
     SCAN_END,
@@ -67,14 +66,24 @@ class Walk:
 
 
 def check_batch_offsets(
-    batch: RecordBatch, segment_base: int, previous_last: int, exact_counts: bool, path: object
+    batch: RecordBatch,
+    segment_base: int,
+    previous_last: int,
+    exact_counts: bool,
+    path: object,
+    *,
+    check_count: bool = True,
 ) -> None:
     """The offset checks of a re-index walk on one (CRC-valid) batch: it starts at or above the segment's
     base offset and after ``previous_last`` (the base offset is outside the CRC), its last offset is not
     below its first, a v2 batch holds at most ``lastOffsetDelta + 1`` records (the cleaner keeps a batch's last
     offset when it removes records, so fewer is valid) and, with ``exact_counts`` (a topic that is not
     compacted), exactly that many. Raises :class:`CorruptRecordError` at the batch's position. (Appends check
-    a client's count in the validator, as Kafka's ``LogValidator``; ``ensure_valid`` stays Kafka's CRC check.)"""
+    a client's count in the validator, as Kafka's ``LogValidator``; ``ensure_valid`` stays Kafka's CRC check.)
+
+    ``check_count=False`` (crash recovery) leaves the record count alone: Kafka's ``LogSegment.recover`` keeps
+    a CRC-valid batch whatever its count says (the count is only read when records are iterated), and
+    recovery never truncates what Kafka's recovery keeps. ``kafkalog recover``, the operator's repair, checks it."""
     first = batch.base_offset if batch.magic >= MAGIC_V2 else batch.last_offset
     last = batch.last_offset
     if first < segment_base:
@@ -87,7 +96,7 @@ def check_batch_offsets(
             f"offsets go backwards in segment {path}: batch [{first}, {last}] after offset {previous_last}",
             position=batch.position,
         )
-    count = batch.count if batch.magic >= MAGIC_V2 else None
+    count = batch.count if check_count and batch.magic >= MAGIC_V2 else None
     if count is not None and not (
         0 <= count <= last - first + 1 and (count == last - first + 1 or not exact_counts)
     ):
@@ -173,8 +182,6 @@ def _bulk_batches(
     rel = last - segment.base_offset
     ok = (rel >= 0) & (rel <= _INT32_MAX) & (base > np.concatenate(([walk.previous_last], last[:-1])))
     ok &= last >= base
-    count = t[F_RECORD_COUNT]
-    ok &= (count >= 0) & (count <= t[F_LAST_OFFSET_DELTA] + 1)
     k = n if bad_crc < 0 else bad_crc
     if not ok[:k].all():
         k = int(np.argmin(ok[:k]))

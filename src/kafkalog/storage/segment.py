@@ -257,10 +257,11 @@ class LogSegment:
     ) -> int:
         """Reset both indexes and rebuild them from the valid prefix of the ``.log``; returns its length.
 
-        Every batch is checked (CRC, a record count of at most ``lastOffsetDelta + 1`` -- fewer is what the
-        cleaner leaves, so a topic's config is not trusted to rule it out here --, offsets fit the segment, offsets grow from batch
-        to batch: the base offset is outside the CRC, so a damaged one that goes backwards or below the
-        segment's base offset is caught here, while a forward jump looks like a compaction gap); ``on_batch`` (recovery's replay of ``producer_state`` and
+        Every batch is checked as Kafka's recovery checks it (CRC and size; the record count is not read, so a
+        batch Kafka keeps is kept), and its offsets: they fit the segment and grow from batch to batch (the
+        base offset is outside the CRC, so a damaged one that goes backwards or below the segment's base offset
+        is caught here, while a forward jump looks like a compaction gap); ``on_batch`` (recovery's replay of
+        ``producer_state`` and
         ``epoch_cache``) sees each valid batch after it is indexed. The walk stops at the first invalid batch.
 
         Clean v2 batches take a bulk path (:mod:`kafkalog.storage._reindex`); the first batch it does not vouch for,
@@ -275,7 +276,9 @@ class LogSegment:
             bulk_reindex(self, walk, on_batch, producer_state, epoch_cache)
             for batch in self.log.batches(walk.valid_bytes):
                 batch.ensure_valid()
-                check_batch_offsets(batch, self.base_offset, walk.previous_last, False, self.log.path)
+                check_batch_offsets(
+                    batch, self.base_offset, walk.previous_last, False, self.log.path, check_count=False
+                )
                 self.ensure_offset_in_range(batch.last_offset)
                 walk.previous_last = batch.last_offset
                 self._note_max_timestamp(batch.max_timestamp, batch.last_offset)
