@@ -12,6 +12,14 @@ change (unknown name, bad value: INVALID_CONFIG) changes nothing; ``validate_onl
 logs switch to the new config at once. Other resource types are INVALID_REQUEST. A change that would leave an
 internal topic without what its coordinator needs (:func:`~kafkalog.server.internal_topics.check_internal_topic_config`:
 compacted, segments and batches not below their floors) is POLICY_VIOLATION and changes nothing.
+
+Client floors (:data:`CLIENT_CONFIG_FLOORS`, :func:`check_client_overrides`): a value a client sets over the
+wire — CreateTopics' configs, an IncrementalAlterConfigs SET or APPEND — below its floor is INVALID_CONFIG
+and changes nothing. ``segment.bytes`` >= 1 MiB is Kafka 4.0's (KIP-1030); ``segment.ms``,
+``max.compaction.lag.ms`` >= 60000 and ``segment.index.bytes`` >= 1024 are the floors KIP-1030 plans for
+Kafka 5.0, taken now: below them one client could make a new segment (about three descriptors) per append.
+The Python API and the server's own settings keep Kafka's old minimums (tests rely on small segments), and a
+DELETE returns to the server's default whatever it is.
 """
 
 from __future__ import annotations
@@ -34,8 +42,10 @@ from kafkalog.server.protocol import Message
 
 __all__ = [
     "BROKER_RESOURCE",
+    "CLIENT_CONFIG_FLOORS",
     "TOPIC_RESOURCE",
     "ConfigEntry",
+    "check_client_overrides",
     "describe_topic",
     "handle_describe_configs",
     "handle_incremental_alter_configs",
@@ -59,6 +69,27 @@ _Result = DescribeConfigsResponse.DescribeConfigsResult
 _Entry = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult
 _Synonym = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym
 _AlterResult = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+
+#: The least value a client may set over the wire for a topic config that decides how often a segment rolls.
+CLIENT_CONFIG_FLOORS: Final[dict[str, int]] = {
+    "segment.bytes": 1024 * 1024,
+    "segment.ms": 60_000,
+    "segment.index.bytes": 1024,
+    "max.compaction.lag.ms": 60_000,
+}
+
+
+def check_client_overrides(names: Iterable[str], config: LogConfig) -> None:
+    """Refuse (:class:`InvalidConfigurationError`) a config a client set over the wire, ``names`` of the
+    validated ``config``, below its floor in :data:`CLIENT_CONFIG_FLOORS`."""
+    values = config.to_props()
+    for name in names:
+        floor = CLIENT_CONFIG_FLOORS.get(name)
+        if floor is not None and int(values[name]) < floor:
+            raise InvalidConfigurationError(
+                f"Invalid value {values[name]} for configuration {name}: Value must be at least {floor}"
+            )
+
 
 #: (name, value text, source, config type, documentation)
 ConfigEntry = tuple[str, str | None, int, int, str | None]
@@ -228,7 +259,9 @@ async def handle_incremental_alter_configs(ctx: RequestContext, request: Message
             changes = topic_changes(
                 config, [(str(c.name), int(c.config_operation), c.value) for c in res.configs]
             )
-            check_internal_topic_config(name, _config_after(manager, config, changes))
+            after = _config_after(manager, config, changes)
+            check_client_overrides([k for k, v in changes.items() if v is not None], after)
+            check_internal_topic_config(name, after)
             if not request.validate_only:
                 await ctx.broker.run_blocking(manager.alter_topic_config, name, changes)
             responses.append(

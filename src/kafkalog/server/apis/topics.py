@@ -13,6 +13,8 @@ before any topic is created; more than ``max.partitions.per.request``, a total p
 more file descriptors than the process has free refuses every topic of the request with POLICY_VIOLATION
 (as Kafka's controller answers an excessively large batch operation), and nothing is created. Internal
 topics (:mod:`kafkalog.server.internal_topics`) cannot be created, grown or deleted here (POLICY_VIOLATION).
+A topic's configs must be above the client floors (:data:`~kafkalog.server.apis.configs.CLIENT_CONFIG_FLOORS`,
+else INVALID_CONFIG).
 
 CreateTopics v5+ answers with the new topic's partition count, replication factor and configs (as
 DescribeConfigs describes them), v7+ with its topic id. DeleteTopics v6 accepts names or topic ids
@@ -31,7 +33,7 @@ from kafka.protocol.api_key import ApiKey
 from kafkalog.errors import InvalidPartitionsError, KafkaError, TopicExistsError, UnknownTopicOrPartitionError
 from kafkalog.log.config import LogConfig
 from kafkalog.log.names import validate_topic_name
-from kafkalog.server.apis.configs import describe_topic
+from kafkalog.server.apis.configs import check_client_overrides, describe_topic
 from kafkalog.server.broker import ZERO_UUID, Broker
 from kafkalog.server.context import RequestContext
 from kafkalog.server.dispatch import api
@@ -102,7 +104,7 @@ def _plan_topic(broker: Broker, topic: Message) -> tuple[int, dict[str, str]]:
         if c.value is None:
             raise _Refused(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic configs: {c.name}")
         configs[str(c.name)] = str(c.value)
-    LogConfig.from_props(configs, base=broker.manager.default_config)
+    check_client_overrides(configs, LogConfig.from_props(configs, base=broker.manager.default_config))
     return partitions, configs
 
 
