@@ -1,7 +1,7 @@
-"""Work per request of OffsetCommit, TxnOffsetCommit and OffsetFetch (issue #19): a partition named more than
+"""Work per request of OffsetCommit, TxnOffsetCommit, OffsetFetch and AddPartitionsToTxn (issue #19): a partition named more than
 once is one entry answered once (a commit keeps the last offset given), a request of many partitions is
 read, built and answered on the I/O threads (a 300k-partition OffsetCommit held every other client for
-6.7 s), and a commit too large for one ``__consumer_offsets`` batch is refused before its records are
+6.7 s, a 3M-entry AddPartitionsToTxn 5.9 s), and a commit too large for one ``__consumer_offsets`` batch is refused before its records are
 built."""
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from .helpers import RawClient
 _COMMIT = message_classes()[ApiKey.OffsetCommit][0]
 _FETCH = message_classes()[ApiKey.OffsetFetch][0]
 _TXN_COMMIT = message_classes()[ApiKey.TxnOffsetCommit][0]
+_INIT = message_classes()[ApiKey.InitProducerId][0]
+_ADD = message_classes()[ApiKey.AddPartitionsToTxn][0]
 #: More partitions than MANY_OFFSETS (1000)
 _MANY = 5000
 
@@ -145,3 +147,45 @@ def test_a_commit_too_large_for_one_batch_is_refused_before_its_records_are_buil
         (0, 1),
         (1, -1),
     ]
+
+
+def test_a_large_add_partitions_to_txn_runs_off_the_event_loop(
+    server: KafkaServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert server.manager is not None
+    server.manager.create_topic("t", 3)
+    checked: set[str] = set()  # the threads that look up how many partitions "t" has
+    real_count = server.manager.num_partitions
+
+    def count(topic: str) -> int:
+        if topic == "t":
+            checked.add(threading.current_thread().name)
+        return real_count(topic)
+
+    monkeypatch.setattr(server.manager, "num_partitions", count)
+    with RawClient(server.port) as client:
+        init = _INIT[2](
+            transactional_id="tx", transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1
+        )
+        ready = client.call(init, 2)
+        for _ in range(100):  # the transaction coordinator may still be loading its topic
+            if ready.error_code == ErrorCode.NONE:
+                break
+            threading.Event().wait(0.1)
+            ready = client.call(init, 2)
+        assert ready.error_code == ErrorCode.NONE, ready
+        topic = _ADD.AddPartitionsToTxnTopic(name="t", partitions=[*range(_MANY), 0, 1])
+        request = _ADD[3](
+            v3_and_below_transactional_id="tx",
+            v3_and_below_producer_id=ready.producer_id,
+            v3_and_below_producer_epoch=ready.producer_epoch,
+            v3_and_below_topics=[topic],
+        )
+        checked.clear()
+        response = client.call(request, 3)
+    answered = [(p.partition_index, p.partition_error_code) for t in response.results_by_topic_v3_and_below
+                for p in t.results_by_partition]  # fmt: skip
+    assert answered == [(p, ErrorCode.OPERATION_NOT_ATTEMPTED) for p in range(3)] + [
+        (p, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for p in range(3, _MANY)
+    ]
+    assert checked and all(n.startswith("kafkalog-server-io-") for n in checked), checked

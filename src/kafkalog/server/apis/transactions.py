@@ -43,10 +43,9 @@ def _fenced(ctx: RequestContext, since: int) -> ErrorCode:
 
 @api(ApiKey.AddPartitionsToTxn, max_version=3)
 async def handle_add_partitions_to_txn(ctx: RequestContext, request: Message) -> Message:
-    """Add partitions to the producer's transaction."""
-    partitions = [
-        (str(t.name), int(p)) for t in request.v3_and_below_topics or [] for p in t.partitions or []
-    ]
+    """Add partitions to the producer's transaction (each distinct partition once)."""
+    topics = request.v3_and_below_topics
+    partitions = await off_loop(ctx, partition_count(topics), _txn_partitions, topics)
     txns = ctx.broker.transactions
     if txns is None:
         codes = dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -58,11 +57,20 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, request: Message) ->
             partitions,
             _fenced(ctx, 2),
         )
+    results = await off_loop(ctx, len(codes), _add_results, codes)
+    return ctx.response(throttle_time_ms=0, results_by_topic_v3_and_below=results)
+
+
+def _txn_partitions(topics: list[Message] | None) -> list[tuple[str, int]]:
+    """The distinct partitions of AddPartitionsToTxn's topics."""
+    return list(dict.fromkeys((str(t.name), int(p)) for t in topics or [] for p in t.partitions or []))
+
+
+def _add_results(codes: dict[tuple[str, int], ErrorCode]) -> list[Message]:
     by_topic: dict[str, list[Message]] = defaultdict(list)
     for (topic, partition), code in codes.items():
         by_topic[topic].append(_PartitionResult(partition_index=partition, partition_error_code=code))
-    results = [_TopicResult(name=name, results_by_partition=parts) for name, parts in by_topic.items()]
-    return ctx.response(throttle_time_ms=0, results_by_topic_v3_and_below=results)
+    return [_TopicResult(name=name, results_by_partition=parts) for name, parts in by_topic.items()]
 
 
 @api(ApiKey.AddOffsetsToTxn, max_version=4)
