@@ -1,0 +1,52 @@
+"""A resource named many times in one request is answered once (issue #19, work per request): Metadata reads
+its topics as a set (as Kafka does) and DescribeConfigs describes a (type, name, keys) resource once, so a
+small request cannot build a response many times its size (200,000 names of one topic: a 12.6 MB Metadata
+and a 644 MB DescribeConfigs response)."""
+
+from __future__ import annotations
+
+from kafka.protocol.api_key import ApiKey
+
+from kafkalog.server import ErrorCode, KafkaServer
+from kafkalog.server.protocol import message_classes
+
+from .helpers import RawClient
+
+_METADATA = message_classes()[ApiKey.Metadata][0]
+_DESCRIBE = message_classes()[ApiKey.DescribeConfigs][0]
+
+
+def test_metadata_describes_a_repeated_topic_once(server: KafkaServer) -> None:
+    assert server.manager is not None
+    server.manager.create_topic("t", 50)
+    names = ["t", "unknown", "t", "t", "unknown"] * 1000
+    request = _METADATA[9](
+        topics=[_METADATA.MetadataRequestTopic(name=n) for n in names],
+        allow_auto_topic_creation=False,
+        include_cluster_authorized_operations=False,
+        include_topic_authorized_operations=False,
+    )
+    with RawClient(server.port) as client:
+        response = client.call(request, 9)
+    assert [(t.name, t.error_code, len(t.partitions)) for t in response.topics] == [
+        ("t", ErrorCode.NONE, 50),
+        ("unknown", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, 0),
+    ]
+
+
+def test_describe_configs_describes_a_repeated_resource_once(server: KafkaServer) -> None:
+    assert server.manager is not None
+    server.manager.create_topic("t", 1)
+    resource = _DESCRIBE.DescribeConfigsResource
+    resources = [
+        resource(resource_type=2, resource_name="t", configuration_keys=None),
+        resource(resource_type=2, resource_name="t", configuration_keys=["retention.ms", "segment.ms"]),
+        resource(resource_type=2, resource_name="t", configuration_keys=["segment.ms", "retention.ms"]),
+        resource(resource_type=2, resource_name="t", configuration_keys=None),
+    ] * 500
+    request = _DESCRIBE[4](resources=resources, include_synonyms=True, include_documentation=True)
+    with RawClient(server.port) as client:
+        response = client.call(request, 4)
+    described = [(r.resource_name, r.error_code, len(r.configs)) for r in response.results]
+    assert len(described) == 2 and described[0][2] > 20, described
+    assert described[1] == ("t", ErrorCode.NONE, 2)
