@@ -1,19 +1,25 @@
 """A resource named many times in one request is answered once (issue #19, work per request): Metadata reads
 its topics as a set (as Kafka does) and DescribeConfigs describes a (type, name, keys) resource once, so a
 small request cannot build a response many times its size (200,000 names of one topic: a 12.6 MB Metadata
-and a 644 MB DescribeConfigs response)."""
+and a 644 MB DescribeConfigs response), and a CreateTopics of many topics is planned off the event loop."""
 
 from __future__ import annotations
 
+import threading
+from typing import Any
+
+import pytest
 from kafka.protocol.api_key import ApiKey
 
 from kafkalog.server import ErrorCode, KafkaServer
+from kafkalog.server.apis import topics as topics_module
 from kafkalog.server.protocol import message_classes
 
 from .helpers import RawClient
 
 _METADATA = message_classes()[ApiKey.Metadata][0]
 _DESCRIBE = message_classes()[ApiKey.DescribeConfigs][0]
+_CREATE = message_classes()[ApiKey.CreateTopics][0]
 
 
 def test_metadata_describes_a_repeated_topic_once(server: KafkaServer) -> None:
@@ -50,3 +56,33 @@ def test_describe_configs_describes_a_repeated_resource_once(server: KafkaServer
     described = [(r.resource_name, r.error_code, len(r.configs)) for r in response.results]
     assert len(described) == 2 and described[0][2] > 20, described
     assert described[1] == ("t", ErrorCode.NONE, 2)
+
+
+def test_a_create_topics_of_many_topics_is_planned_off_the_event_loop(
+    server: KafkaServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """1500 topics of one partition are past max.partitions.per.request (1000): every one is refused, after
+    being planned on the I/O threads (200,000 names held the event loop 7.4 s)."""
+    planned: set[str] = set()
+    real_plan = topics_module._plan_topic
+
+    def plan(*args: Any) -> Any:
+        planned.add(threading.current_thread().name)
+        return real_plan(*args)
+
+    monkeypatch.setattr(topics_module, "_plan_topic", plan)
+    topic = _CREATE.CreatableTopic
+    request = _CREATE[7](
+        topics=[
+            topic(name=f"n{i}", num_partitions=1, replication_factor=1, assignments=[], configs=[])
+            for i in range(1500)
+        ],
+        timeout_ms=1000,
+        validate_only=False,
+    )
+    with RawClient(server.port) as client:
+        response = client.call(request, 7)
+    assert {t.error_code for t in response.topics} == {ErrorCode.POLICY_VIOLATION}
+    assert len(response.topics) == 1500
+    assert planned and all(n.startswith("kafkalog-server-io-") for n in planned), planned
+    assert server.manager is not None and server.manager.topics() == []
