@@ -1,7 +1,8 @@
 """A resource named many times in one request is answered once (issue #19, work per request): Metadata reads
 its topics as a set (as Kafka does) and DescribeConfigs describes a (type, name, keys) resource once, so a
 small request cannot build a response many times its size (200,000 names of one topic: a 12.6 MB Metadata
-and a 644 MB DescribeConfigs response), and a CreateTopics of many topics is planned off the event loop."""
+and a 644 MB DescribeConfigs response), DescribeGroups describes a group once, and a CreateTopics of many
+topics is planned off the event loop."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from .helpers import RawClient
 _METADATA = message_classes()[ApiKey.Metadata][0]
 _DESCRIBE = message_classes()[ApiKey.DescribeConfigs][0]
 _CREATE = message_classes()[ApiKey.CreateTopics][0]
+_DESCRIBE_GROUPS = message_classes()[ApiKey.DescribeGroups][0]
 
 
 def test_metadata_describes_a_repeated_topic_once(server: KafkaServer) -> None:
@@ -86,3 +88,14 @@ def test_a_create_topics_of_many_topics_is_planned_off_the_event_loop(
     assert len(response.topics) == 1500
     assert planned and all(n.startswith("kafkalog-server-io-") for n in planned), planned
     assert server.manager is not None and server.manager.topics() == []
+
+
+def test_describe_groups_describes_a_repeated_group_once(server: KafkaServer) -> None:
+    """A description carries every member's metadata and assignment: 200,000 names of one group held the
+    event loop 3.2 s."""
+    request = _DESCRIBE_GROUPS[5](
+        groups=["g", "h", "g", "g", "h"] * 1000, include_authorized_operations=False
+    )
+    with RawClient(server.port) as client:
+        response = client.call(request, 5)
+    assert [g.group_id for g in response.groups] == ["g", "h"]

@@ -4,7 +4,8 @@ DescribeGroups, DeleteGroups.
 Versions: FindCoordinator 0-6 (v4+ batched ``coordinator_keys``; share-group keys, type 2, are
 INVALID_REQUEST), JoinGroup 0-9 (v4+ MEMBER_ID_REQUIRED on a first join, v5+ static members), SyncGroup 0-5,
 Heartbeat 0-4, LeaveGroup 0-5 (v3+ batched members), ListGroups 0-5 (v4 states filter, v5 types filter),
-DescribeGroups 0-6 (v6: GROUP_ID_NOT_FOUND for an unknown group), DeleteGroups 0-2. The semantics live in
+DescribeGroups 0-6 (v6: GROUP_ID_NOT_FOUND for an unknown group; a group named more than once is described
+once, as a description carries every member's metadata), DeleteGroups 0-2. The semantics live in
 :class:`~kafkalog.server.groups.coordinator.GroupCoordinator`; this module only decodes and encodes. This
 node is the coordinator of every group and transactional id (FindCoordinator creates the internal topic
 on first use, as Kafka does). ConsumerGroupHeartbeat (KIP-848) is not served, so clients use the classic
@@ -260,7 +261,8 @@ async def handle_describe_groups(ctx: RequestContext, request: Message) -> Messa
     version = ctx.api_version
     described = []
     _Group = DescribeGroupsResponse.DescribedGroup
-    for group_id in request.groups or []:
+    # a group named twice is described once: a description carries every member's metadata and assignment
+    for group_id in dict.fromkeys(request.groups or []):
         if groups is None:
             code, summary = ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         else:
