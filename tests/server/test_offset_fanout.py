@@ -1,4 +1,5 @@
-"""Work per request of OffsetCommit, TxnOffsetCommit, OffsetFetch and AddPartitionsToTxn (issue #19): a partition named more than
+"""Work per request of OffsetCommit, TxnOffsetCommit, OffsetFetch, AddPartitionsToTxn, ListOffsets and
+DeleteRecords (issue #19): a partition named more than
 once is one entry answered once (a commit keeps the last offset given), a request of many partitions is
 read, built and answered on the I/O threads (a 300k-partition OffsetCommit held every other client for
 6.7 s, a 3M-entry AddPartitionsToTxn 5.9 s), and a commit too large for one ``__consumer_offsets`` batch is refused before its records are
@@ -13,7 +14,10 @@ from typing import Any
 import pytest
 from kafka.protocol.api_key import ApiKey
 
+from kafkalog.records import SimpleRecord
 from kafkalog.server import ErrorCode, KafkaServer
+from kafkalog.server.apis import delete_records as delete_records_module
+from kafkalog.server.apis import list_offsets as list_offsets_module
 from kafkalog.server.apis import offsets as offsets_module
 from kafkalog.server.groups import coordinator as coordinator_module
 from kafkalog.server.protocol import message_classes
@@ -25,6 +29,8 @@ _FETCH = message_classes()[ApiKey.OffsetFetch][0]
 _TXN_COMMIT = message_classes()[ApiKey.TxnOffsetCommit][0]
 _INIT = message_classes()[ApiKey.InitProducerId][0]
 _ADD = message_classes()[ApiKey.AddPartitionsToTxn][0]
+_LIST = message_classes()[ApiKey.ListOffsets][0]
+_DELETE = message_classes()[ApiKey.DeleteRecords][0]
 #: More partitions than MANY_OFFSETS (1000)
 _MANY = 5000
 
@@ -189,3 +195,42 @@ def test_a_large_add_partitions_to_txn_runs_off_the_event_loop(
         (p, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for p in range(3, _MANY)
     ]
     assert checked and all(n.startswith("kafkalog-server-io-") for n in checked), checked
+
+
+def test_a_large_list_offsets_and_delete_records_run_off_the_event_loop(
+    server: KafkaServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """200,000 partitions held the event loop 1.9 s (ListOffsets) and 1.4 s (DeleteRecords)."""
+    assert server.manager is not None
+    server.manager.create_topic("t", 2)
+    log = server.manager.get_log("t", 1)
+    for i in range(3):
+        log.append([SimpleRecord(b"%d" % i)])
+    listed = _threads_of(monkeypatch, list_offsets_module, "_PartitionResponse")
+    deleted = _threads_of(monkeypatch, delete_records_module, "_PartitionResult")
+    lt = _LIST.ListOffsetsTopic
+    list_request = _LIST[7](
+        replica_id=-1,
+        isolation_level=0,
+        topics=[
+            lt(name="t", partitions=[lt.ListOffsetsPartition(partition_index=p, current_leader_epoch=-1, timestamp=-1)
+                                     for p in range(1, _MANY)])
+        ],
+    )  # fmt: skip
+    dt = _DELETE.DeleteRecordsTopic
+    delete_request = _DELETE[2](
+        topics=[dt(name="t", partitions=[dt.DeleteRecordsPartition(partition_index=p, offset=2) for p in range(1, _MANY)])],
+        timeout_ms=1000,
+    )  # fmt: skip
+    with RawClient(server.port) as client:
+        listed_offsets = client.call(list_request, 7)
+        removed = client.call(delete_request, 2)
+    first = listed_offsets.topics[0].partitions[0]
+    assert (first.partition_index, first.error_code, first.offset) == (1, ErrorCode.NONE, 3)
+    assert len(listed_offsets.topics[0].partitions) == _MANY - 1
+    answered = removed.topics[0].partitions
+    assert (answered[0].partition_index, answered[0].error_code, answered[0].low_watermark) == (1, 0, 2)
+    assert {p.error_code for p in answered[1:]} == {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    assert log.log_start_offset == 2
+    assert listed and all(n.startswith("kafkalog-server-io-") for n in listed), listed
+    assert deleted and all(n.startswith("kafkalog-server-io-") for n in deleted), deleted
