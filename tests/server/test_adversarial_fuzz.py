@@ -18,8 +18,8 @@ compressed, idempotent or transactional. About one request in five is a valid fr
 
 Seeded and bounded: ``KAFKALOG_FUZZ_SEED`` (random by default, printed in every failure),
 ``KAFKALOG_FUZZ_REQUESTS`` (3000) and ``KAFKALOG_FUZZ_SECONDS`` (40) stop it, whichever comes first; raise
-them for a longer hunt. Partition arrays of every API may be huge (thousands of
-entries) and partition counts reach 2**31-1: the server's partition limits (``max.partitions``,
+them for a longer hunt. Partition, topic, group and resource arrays may be huge
+(thousands of entries) and partition counts reach 2**31-1: the server's partition limits (``max.partitions``,
 ``max.partitions.per.request``, Fetch's fan-out bounds) answer them.
 """
 
@@ -85,10 +85,12 @@ _STRINGS = ["", "x", "é✓", "\x00", "a" * 1000, "range", "roundrobin", "consum
 _WAITS = {"max_wait_ms", "rebalance_timeout_ms", "timeout_ms", "transaction_timeout_ms"}
 #: APIs whose answer may wait for such a field (Fetch, JoinGroup, SyncGroup): not mutated byte by byte.
 _WAITING_APIS = {ApiKey.Fetch, ApiKey.JoinGroup, ApiKey.SyncGroup}
-#: APIs whose arrays list partitions (or topics of partitions): a hostile array is long.
+#: APIs whose arrays list partitions, topics, groups or resources: a hostile array is long.
 _PARTITION_APIS = {ApiKey.Fetch, ApiKey.Produce, ApiKey.ListOffsets, ApiKey.CreateTopics,
                    ApiKey.CreatePartitions, ApiKey.DeleteRecords, ApiKey.OffsetCommit,
-                   ApiKey.TxnOffsetCommit, ApiKey.OffsetFetch, ApiKey.AddPartitionsToTxn}  # fmt: skip
+                   ApiKey.TxnOffsetCommit, ApiKey.OffsetFetch, ApiKey.AddPartitionsToTxn, ApiKey.Metadata,
+                   ApiKey.DescribeConfigs, ApiKey.IncrementalAlterConfigs, ApiKey.DescribeGroups,
+                   ApiKey.DeleteGroups, ApiKey.DeleteTopics, ApiKey.LeaveGroup}  # fmt: skip
 
 
 def _fields(f: Any) -> Iterable[Any]:
