@@ -18,8 +18,9 @@ compressed, idempotent or transactional. About one request in five is a valid fr
 
 Seeded and bounded: ``KAFKALOG_FUZZ_SEED`` (random by default, printed in every failure),
 ``KAFKALOG_FUZZ_REQUESTS`` (3000) and ``KAFKALOG_FUZZ_SECONDS`` (40) stop it, whichever comes first; raise
-them for a longer hunt. Generators that would trip limits other items of issue #19 are adding are narrowed
-with a ``TODO(merge)`` comment.
+them for a longer hunt. Partition, topic, group and resource arrays may be huge
+(thousands of entries) and partition counts reach 2**31-1: the server's partition limits (``max.partitions``,
+``max.partitions.per.request``, Fetch's fan-out bounds) answer them.
 """
 
 from __future__ import annotations
@@ -83,15 +84,13 @@ _STRINGS = ["", "x", "é✓", "\x00", "a" * 1000, "range", "roundrobin", "consum
 #: legitimate, but the fuzzer's time budget is not, so they stay short.
 _WAITS = {"max_wait_ms", "rebalance_timeout_ms", "timeout_ms", "transaction_timeout_ms"}
 #: APIs whose answer may wait for such a field (Fetch, JoinGroup, SyncGroup): not mutated byte by byte.
-#: TODO(merge): widen once item 1 (partition counts) lands: a mutated CreateTopics/CreatePartitions asks for
-#: thousands of partitions (seed 53 at 15000 requests: 6654, then EMFILE in add_partitions).
-_WAITING_APIS = {
-    ApiKey.Fetch,
-    ApiKey.JoinGroup,
-    ApiKey.SyncGroup,
-    ApiKey.CreateTopics,
-    ApiKey.CreatePartitions,
-}
+_WAITING_APIS = {ApiKey.Fetch, ApiKey.JoinGroup, ApiKey.SyncGroup}
+#: APIs whose arrays list partitions, topics, groups or resources: a hostile array is long.
+_PARTITION_APIS = {ApiKey.Fetch, ApiKey.Produce, ApiKey.ListOffsets, ApiKey.CreateTopics,
+                   ApiKey.CreatePartitions, ApiKey.DeleteRecords, ApiKey.OffsetCommit,
+                   ApiKey.TxnOffsetCommit, ApiKey.OffsetFetch, ApiKey.AddPartitionsToTxn, ApiKey.Metadata,
+                   ApiKey.DescribeConfigs, ApiKey.IncrementalAlterConfigs, ApiKey.DescribeGroups,
+                   ApiKey.DeleteGroups, ApiKey.DeleteTopics, ApiKey.LeaveGroup}  # fmt: skip
 
 
 def _fields(f: Any) -> Iterable[Any]:
@@ -107,9 +106,10 @@ class Generator:
     api_key: int = 0
     version: int = 0
     path: list[str] = field(default_factory=list)
+    huge_used: bool = False
 
     def request(self, api_key: int, version: int) -> Any:
-        self.api_key, self.version = api_key, version
+        self.api_key, self.version, self.huge_used = api_key, version, False
         cls = message_classes()[api_key][0]
         kwargs = {f.name: self.value(f) for f in _fields(cls._struct) if f.for_version_q(version)}
         return cls[version](**kwargs)
@@ -143,11 +143,14 @@ class Generator:
 
     def count(self, f: Any) -> int:
         rng = self.rng
-        if self.api_key in (ApiKey.Fetch, ApiKey.Produce, ApiKey.ListOffsets, ApiKey.CreateTopics,
-                            ApiKey.CreatePartitions, ApiKey.DeleteRecords):  # fmt: skip
-            # TODO(merge): widen once items 1 (partition counts) and 4 (Fetch fan-out) land
-            return rng.choice([0, 1, 1, 1, 2, 3])
         roll = rng.random()
+        if self.api_key in _PARTITION_APIS and roll < 0.03:
+            # a huge partition list: one array of a request is enough to be hostile (the product of
+            # nested huge arrays would not encode in the fuzzer's budget)
+            if not self.huge_used:
+                self.huge_used = True
+                return rng.choice([1000, 5000, 20000]) if not f.is_struct_array() else rng.choice([300, 2000])
+            return 1
         if roll < 0.2:
             return 0
         if roll < 0.6:
@@ -183,7 +186,7 @@ class Generator:
             ApiKey.CreateTopics,
             ApiKey.CreatePartitions,
         ):
-            return rng.choice([-1, 0, 1, 2, 3, lo])  # TODO(merge): widen once item 1 (partition counts) lands
+            return rng.choice([-1, 0, 1, 2, 3, 100, 5000, hi, lo])
         if name in _WAITS:
             return rng.choice([-1, 0, 1, 20, 100, lo])
         if name in ("session_timeout_ms",):
@@ -515,8 +518,9 @@ def _fuzz(server: Server, seed: int, stats: Stats, dump: Path) -> None:
                 assert rss < rss0 + RSS_HEADROOM_MIB, (
                     f"seed={seed} request {i}: RSS {rss:.0f} MiB from {rss0:.0f}"
                 )
-                # each partition may hold its .log and two indexes (opened lazily); topics are created by
-                # the fuzzer (any name a mutation makes; TODO(merge): item 1 bounds how many)
+                # each partition may hold its .log and two indexes (opened lazily) of its active segment
+                # and of the segment it rolled from; topics are created by the fuzzer (any name a mutation
+                # makes; max.partitions bounds how many)
                 fds -= 4 * server.partitions()
                 assert fds < fd0 + FD_HEADROOM, (
                     f"seed={seed} request {i}: {fds} descriptors from {fd0} ({server.fd_summary()})"

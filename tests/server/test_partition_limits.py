@@ -147,18 +147,20 @@ def test_internal_topics_cannot_be_created_grown_or_deleted_by_clients(
 
 
 @pytest.mark.parametrize(
-    "ops",
+    ("ops", "plain_code"),
     [
-        [("segment.bytes", _SET, "100")],
-        [("max.message.bytes", _SET, "100")],
-        [("cleanup.policy", _SET, "delete")],
-        [("cleanup.policy", _DELETE, None)],  # back to the default: delete
-        [("segment.ms", _SET, "1")],
-        [("message.timestamp.before.max.ms", _SET, "0")],
+        # below the floor any client change has (server.apis.configs.CLIENT_CONFIG_FLOORS): refused first
+        ([("segment.bytes", _SET, "100")], ErrorCode.INVALID_CONFIG),
+        ([("segment.ms", _SET, "1")], ErrorCode.INVALID_CONFIG),
+        ([("max.message.bytes", _SET, "100")], ErrorCode.NONE),
+        ([("cleanup.policy", _SET, "delete")], ErrorCode.NONE),
+        ([("cleanup.policy", _DELETE, None)], ErrorCode.NONE),  # back to the default: delete
+        ([("segment.index.bytes", _SET, "4096")], ErrorCode.NONE),
+        ([("message.timestamp.before.max.ms", _SET, "0")], ErrorCode.NONE),
     ],
 )
 def test_configs_that_would_stop_a_coordinator_are_refused(
-    server: KafkaServer, ops: list[tuple[str, int, str | None]]
+    server: KafkaServer, ops: list[tuple[str, int, str | None]], plain_code: ErrorCode
 ) -> None:
     from kafkalog.server.internal_topics import INTERNAL_TOPIC_CONFIG
 
@@ -167,11 +169,12 @@ def test_configs_that_would_stop_a_coordinator_are_refused(
     before = server.manager.topic_config(CONSUMER_OFFSETS)
     with RawClient(server.port) as client:
         response = _alter(client, CONSUMER_OFFSETS, *ops)
-        assert response.error_code == ErrorCode.POLICY_VIOLATION, response.error_message
+        want = ErrorCode.POLICY_VIOLATION if plain_code == ErrorCode.NONE else plain_code
+        assert response.error_code == want, response.error_message
         assert server.manager.topic_config(CONSUMER_OFFSETS) == before
         # a harmless change still works, and the same hostile change on an ordinary topic is Kafka's business
         ok = _alter(client, CONSUMER_OFFSETS, ("min.cleanable.dirty.ratio", _SET, "0.3"))
         assert ok.error_code == ErrorCode.NONE
         server.manager.create_topic("plain", 1)
-        assert _alter(client, "plain", *ops).error_code == ErrorCode.NONE
+        assert _alter(client, "plain", *ops).error_code == plain_code
     assert server.manager.topic_config(CONSUMER_OFFSETS).min_cleanable_dirty_ratio == 0.3

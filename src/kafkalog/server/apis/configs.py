@@ -6,12 +6,24 @@ DYNAMIC_TOPIC_CONFIG (1) for a topic override, STATIC_BROKER_CONFIG (4) for a de
 with, DEFAULT_CONFIG (5) otherwise — its type (v3+), and with ``include_synonyms`` the entry itself as its
 synonym. The BROKER resource (this node's id, or empty) describes the server's own settings, read-only.
 
+A resource requested more than once (same type, name and keys) is described once: its configs with
+synonyms and documentation take ~3 KB, so a 2 MB request naming one topic 200,000 times built a 644 MB
+response.
+
 IncrementalAlterConfigs applies SET (0), DELETE (1, back to the default), APPEND (2) and SUBTRACT (3, list
 configs such as ``cleanup.policy``) to a topic's overrides; the result is validated as a whole, so a refused
 change (unknown name, bad value: INVALID_CONFIG) changes nothing; ``validate_only`` validates and stops. Live
 logs switch to the new config at once. Other resource types are INVALID_REQUEST. A change that would leave an
 internal topic without what its coordinator needs (:func:`~kafkalog.server.internal_topics.check_internal_topic_config`:
 compacted, segments and batches not below their floors) is POLICY_VIOLATION and changes nothing.
+
+Client floors (:data:`CLIENT_CONFIG_FLOORS`, :func:`check_client_overrides`): a value a client sets over the
+wire — CreateTopics' configs, an IncrementalAlterConfigs SET or APPEND — below its floor is INVALID_CONFIG
+and changes nothing. ``segment.bytes`` >= 1 MiB is Kafka 4.0's (KIP-1030); ``segment.ms``,
+``max.compaction.lag.ms`` >= 60000 and ``segment.index.bytes`` >= 1024 are the floors KIP-1030 plans for
+Kafka 5.0, taken now: below them one client could make a new segment (about three descriptors) per append.
+The Python API and the server's own settings keep Kafka's old minimums (tests rely on small segments), and a
+DELETE returns to the server's default whatever it is.
 """
 
 from __future__ import annotations
@@ -34,8 +46,10 @@ from kafkalog.server.protocol import Message
 
 __all__ = [
     "BROKER_RESOURCE",
+    "CLIENT_CONFIG_FLOORS",
     "TOPIC_RESOURCE",
     "ConfigEntry",
+    "check_client_overrides",
     "describe_topic",
     "handle_describe_configs",
     "handle_incremental_alter_configs",
@@ -59,6 +73,27 @@ _Result = DescribeConfigsResponse.DescribeConfigsResult
 _Entry = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult
 _Synonym = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym
 _AlterResult = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+
+#: The least value a client may set over the wire for a topic config that decides how often a segment rolls.
+CLIENT_CONFIG_FLOORS: Final[dict[str, int]] = {
+    "segment.bytes": 1024 * 1024,
+    "segment.ms": 60_000,
+    "segment.index.bytes": 1024,
+    "max.compaction.lag.ms": 60_000,
+}
+
+
+def check_client_overrides(names: Iterable[str], config: LogConfig) -> None:
+    """Refuse (:class:`InvalidConfigurationError`) a config a client set over the wire, ``names`` of the
+    validated ``config``, below its floor in :data:`CLIENT_CONFIG_FLOORS`."""
+    values = config.to_props()
+    for name in names:
+        floor = CLIENT_CONFIG_FLOORS.get(name)
+        if floor is not None and int(values[name]) < floor:
+            raise InvalidConfigurationError(
+                f"Invalid value {values[name]} for configuration {name}: Value must be at least {floor}"
+            )
+
 
 #: (name, value text, source, config type, documentation)
 ConfigEntry = tuple[str, str | None, int, int, str | None]
@@ -148,9 +183,14 @@ async def handle_describe_configs(ctx: RequestContext, request: Message) -> Mess
     synonyms = bool(request.include_synonyms)
     docs = ctx.api_version >= 3 and bool(request.include_documentation)
     results = []
+    seen: set[tuple[int, str, frozenset[str] | None]] = set()
     for res in request.resources:
         kind, name = int(res.resource_type), str(res.resource_name)
         keys = res.configuration_keys
+        resource = (kind, name, None if keys is None else frozenset(keys))
+        if resource in seen:  # described once: the same topic 200k times made a 644 MB response
+            continue
+        seen.add(resource)
         try:
             if kind == TOPIC_RESOURCE:
                 entries = describe_topic(broker.manager, name, keys)
@@ -228,7 +268,9 @@ async def handle_incremental_alter_configs(ctx: RequestContext, request: Message
             changes = topic_changes(
                 config, [(str(c.name), int(c.config_operation), c.value) for c in res.configs]
             )
-            check_internal_topic_config(name, _config_after(manager, config, changes))
+            after = _config_after(manager, config, changes)
+            check_client_overrides([k for k, v in changes.items() if v is not None], after)
+            check_internal_topic_config(name, after)
             if not request.validate_only:
                 await ctx.broker.run_blocking(manager.alter_topic_config, name, changes)
             responses.append(

@@ -5,7 +5,8 @@ high watermark is OFFSET_OUT_OF_RANGE; a topic whose ``cleanup.policy`` lacks ``
 as in Kafka. The new log start offset is visible at once (``low_watermark`` in the answer, ListOffsets
 EARLIEST, Fetch); segments wholly below it are removed by the next retention run, as in Kafka. A partition
 named more than once is handled once, with the last offset named, and answered once (Kafka keys the request
-by partition), so repeating an entry costs the server nothing more.
+by partition), so repeating an entry costs the server nothing more. A request of more than
+:data:`MANY_PARTITIONS` entries is handled on the I/O threads (200,000 held the event loop 1.4 s).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from kafka.protocol.api_key import ApiKey
 
 from kafkalog.errors import KafkaError, OffsetOutOfRangeError
 from kafkalog.log.names import TopicPartition
+from kafkalog.server.apis.list_offsets import MANY_PARTITIONS
+from kafkalog.server.broker import Broker
 from kafkalog.server.context import RequestContext
 from kafkalog.server.dispatch import api
 from kafkalog.server.errors import ErrorCode, error_code_for
@@ -30,6 +33,19 @@ _PartitionResult = DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsP
 async def handle_delete_records(ctx: RequestContext, request: Message) -> Message:
     """Advance each partition's log start offset to the requested offset."""
     broker = ctx.broker
+    if sum(len(t.partitions) for t in request.topics) > MANY_PARTITIONS:
+        topics, moved = await broker.run_blocking(_delete, broker, request)
+    else:
+        topics, moved = _delete(broker, request)
+    for tp in moved:  # on the event loop: waiting fetches see the new log start offset
+        broker.notify(tp)
+    return ctx.response(throttle_time_ms=0, topics=topics)
+
+
+def _delete(broker: Broker, request: Message) -> tuple[list[Message], list[TopicPartition]]:
+    """Each topic's answer and the partitions whose log start offset moved (thread-safe: more than
+    :data:`MANY_PARTITIONS` are handled on an I/O thread)."""
+    moved: list[TopicPartition] = []
     # Kafka keys the request by partition (a map): a partition named again keeps its first place and takes
     # its last offset, and is answered once, under its topic's one entry.
     wanted: dict[str, dict[int, int]] = {}
@@ -54,7 +70,7 @@ async def handle_delete_records(ctx: RequestContext, request: Message) -> Messag
                 if target < 0:
                     raise OffsetOutOfRangeError(f"invalid offset {offset} for DeleteRecords")
                 if log.maybe_increment_log_start_offset(target, "client delete records"):
-                    broker.notify(TopicPartition(name, index))
+                    moved.append(TopicPartition(name, index))
                 partitions.append(
                     _PartitionResult(
                         partition_index=index, low_watermark=log.log_start_offset, error_code=ErrorCode.NONE
@@ -65,4 +81,4 @@ async def handle_delete_records(ctx: RequestContext, request: Message) -> Messag
                     _PartitionResult(partition_index=index, low_watermark=-1, error_code=error_code_for(exc))
                 )
         topics.append(_TopicResult(name=name, partitions=partitions))
-    return ctx.response(throttle_time_ms=0, topics=topics)
+    return topics, moved

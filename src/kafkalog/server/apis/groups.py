@@ -4,7 +4,9 @@ DescribeGroups, DeleteGroups.
 Versions: FindCoordinator 0-6 (v4+ batched ``coordinator_keys``; share-group keys, type 2, are
 INVALID_REQUEST), JoinGroup 0-9 (v4+ MEMBER_ID_REQUIRED on a first join, v5+ static members), SyncGroup 0-5,
 Heartbeat 0-4, LeaveGroup 0-5 (v3+ batched members), ListGroups 0-5 (v4 states filter, v5 types filter),
-DescribeGroups 0-6 (v6: GROUP_ID_NOT_FOUND for an unknown group), DeleteGroups 0-2. The semantics live in
+DescribeGroups 0-6 (v6: GROUP_ID_NOT_FOUND for an unknown group; a group named more than once is described
+once, as a description carries every member's metadata), DeleteGroups 0-2 (a group named more than once is
+deleted and answered once, as Kafka's set of group ids). The semantics live in
 :class:`~kafkalog.server.groups.coordinator.GroupCoordinator`; this module only decodes and encodes. This
 node is the coordinator of every group and transactional id (FindCoordinator creates the internal topic
 on first use, as Kafka does). ConsumerGroupHeartbeat (KIP-848) is not served, so clients use the classic
@@ -12,6 +14,8 @@ protocol.
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from kafka.protocol.api_key import ApiKey
 
@@ -260,7 +264,8 @@ async def handle_describe_groups(ctx: RequestContext, request: Message) -> Messa
     version = ctx.api_version
     described = []
     _Group = DescribeGroupsResponse.DescribedGroup
-    for group_id in request.groups or []:
+    # a group named twice is described once: a description carries every member's metadata and assignment
+    for group_id in dict.fromkeys(request.groups or []):
         if groups is None:
             code, summary = ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         else:
@@ -312,7 +317,10 @@ async def handle_delete_groups(ctx: RequestContext, request: Message) -> Message
     """Delete empty groups (their offsets and metadata get tombstones in ``__consumer_offsets``)."""
     groups = _groups(ctx)
     results = []
-    for group_id in request.groups_names or []:
+    # Kafka deletes the request's groups as a set; the loop lets other connections in every 1000 groups
+    for i, group_id in enumerate(dict.fromkeys(request.groups_names or [])):
+        if i % 1000 == 999:
+            await asyncio.sleep(0)
         code = ErrorCode.COORDINATOR_NOT_AVAILABLE if groups is None else await groups.delete_group(group_id)
         results.append(DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=code))
     return ctx.response(throttle_time_ms=0, results=results)

@@ -13,12 +13,14 @@ level (high watermark for ``read_uncommitted``, last stable offset for ``read_co
 The answer carries the leader epoch of the found batch (-1 when unknown). Unknown partitions are
 UNKNOWN_TOPIC_OR_PARTITION; a ``current_leader_epoch`` that does not match is fenced as in Fetch. A partition
 named more than once is INVALID_REQUEST in every one of its entries, and not looked up (Kafka's
-``duplicatePartitions``).
+``duplicatePartitions``). A request of more than :data:`MANY_PARTITIONS` partitions is answered on the I/O
+threads (200,000 partitions held the event loop 1.9 s).
 """
 
 from __future__ import annotations
 
 import collections
+from typing import Final
 
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import ListOffsetsResponse
@@ -26,6 +28,7 @@ from kafka.protocol.consumer import ListOffsetsResponse
 from kafkalog.errors import KafkaError
 from kafkalog.log.log import Log
 from kafkalog.server.apis.fetch import leader_epoch_error
+from kafkalog.server.broker import Broker
 from kafkalog.server.context import RequestContext
 from kafkalog.server.dispatch import api
 from kafkalog.server.errors import ErrorCode, error_code_for
@@ -49,6 +52,8 @@ LATEST_TIERED = -5
 
 _TopicResponse = ListOffsetsResponse.ListOffsetsTopicResponse
 _PartitionResponse = ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
+#: Above this many partition entries a ListOffsets is answered on the I/O threads.
+MANY_PARTITIONS: Final = 1000
 
 
 def lookup(log: Log, timestamp: int, read_committed: bool) -> tuple[int, int, int]:
@@ -73,8 +78,16 @@ def lookup(log: Log, timestamp: int, read_committed: bool) -> tuple[int, int, in
 @api(ApiKey.ListOffsets)
 async def handle_list_offsets(ctx: RequestContext, request: Message) -> Message:
     """The offset of each requested partition for its timestamp."""
-    broker = ctx.broker
     committed = ctx.api_version >= 2 and int(request.isolation_level) == 1
+    if sum(len(t.partitions) for t in request.topics) > MANY_PARTITIONS:
+        topics = await ctx.broker.run_blocking(_answer, ctx.broker, request, committed)
+    else:
+        topics = _answer(ctx.broker, request, committed)
+    return ctx.response(throttle_time_ms=0, topics=topics)
+
+
+def _answer(broker: Broker, request: Message, committed: bool) -> list[Message]:
+    """Each topic's answer (thread-safe: more than :data:`MANY_PARTITIONS` are answered on an I/O thread)."""
     named = collections.Counter(
         (topic.name, int(p.partition_index)) for topic in request.topics for p in topic.partitions
     )
@@ -108,7 +121,7 @@ async def handle_list_offsets(ctx: RequestContext, request: Message) -> Message:
                     )
                 )
         topics.append(_TopicResponse(name=topic.name, partitions=partitions))
-    return ctx.response(throttle_time_ms=0, topics=topics)
+    return topics
 
 
 class _Refused(Exception):

@@ -7,7 +7,10 @@ id) unless ``auto_create_topics`` is on and the request allows it (v4+), when it
 ``num.partitions`` partitions, as Kafka's ``auto.create.topics.enable``, within the partition limits
 (:mod:`kafkalog.manager_limits`; the partitions a request auto-creates are summed against
 ``max.partitions.per.request``, and a topic past a limit is POLICY_VIOLATION); an illegal name is
-INVALID_TOPIC_EXCEPTION. A partition whose log dir is offline has no leader (LEADER_NOT_AVAILABLE).
+INVALID_TOPIC_EXCEPTION. A partition whose log dir is offline has no leader (LEADER_NOT_AVAILABLE). A topic
+requested more than once is described once (Kafka reads the request's topics as a set): each description
+lists every partition, so a 2 MB request naming one topic 200,000 times built a 12.6 MB response on the
+event loop (7 s), and one of a thousand partitions would have built gigabytes.
 """
 
 from __future__ import annotations
@@ -129,8 +132,12 @@ async def handle_metadata(ctx: RequestContext, request: Message) -> Message:
     else:
         allow = bool(request.allow_auto_topic_creation) if version >= 4 else True
         created = _Created()
+        seen: set[tuple[str | None, uuid.UUID]] = set()
         for entry in requested:
             topic_id = entry.topic_id if version >= 10 and entry.topic_id is not None else ZERO_UUID
+            if (entry.name, topic_id) in seen:
+                continue  # Kafka's request set: a topic named twice is described once
+            seen.add((entry.name, topic_id))
             topics.append(await _lookup(ctx, entry.name, topic_id, allow, created))
     brokers = [
         MetadataResponse.MetadataResponseBroker(

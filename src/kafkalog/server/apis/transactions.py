@@ -15,10 +15,10 @@ from collections import defaultdict
 
 from kafka.protocol.api_key import ApiKey
 
+from kafkalog.server.apis.offsets import commit_entries, off_loop, partition_count
 from kafkalog.server.context import RequestContext
 from kafkalog.server.dispatch import api
 from kafkalog.server.errors import ErrorCode
-from kafkalog.server.groups.coordinator import CommitEntry
 from kafkalog.server.internal_topics import CONSUMER_OFFSETS
 from kafkalog.server.protocol import Message, message_classes
 
@@ -43,10 +43,9 @@ def _fenced(ctx: RequestContext, since: int) -> ErrorCode:
 
 @api(ApiKey.AddPartitionsToTxn, max_version=3)
 async def handle_add_partitions_to_txn(ctx: RequestContext, request: Message) -> Message:
-    """Add partitions to the producer's transaction."""
-    partitions = [
-        (str(t.name), int(p)) for t in request.v3_and_below_topics or [] for p in t.partitions or []
-    ]
+    """Add partitions to the producer's transaction (each distinct partition once)."""
+    topics = request.v3_and_below_topics
+    partitions = await off_loop(ctx, partition_count(topics), _txn_partitions, topics)
     txns = ctx.broker.transactions
     if txns is None:
         codes = dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -58,11 +57,20 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, request: Message) ->
             partitions,
             _fenced(ctx, 2),
         )
+    results = await off_loop(ctx, len(codes), _add_results, codes)
+    return ctx.response(throttle_time_ms=0, results_by_topic_v3_and_below=results)
+
+
+def _txn_partitions(topics: list[Message] | None) -> list[tuple[str, int]]:
+    """The distinct partitions of AddPartitionsToTxn's topics."""
+    return list(dict.fromkeys((str(t.name), int(p)) for t in topics or [] for p in t.partitions or []))
+
+
+def _add_results(codes: dict[tuple[str, int], ErrorCode]) -> list[Message]:
     by_topic: dict[str, list[Message]] = defaultdict(list)
     for (topic, partition), code in codes.items():
         by_topic[topic].append(_PartitionResult(partition_index=partition, partition_error_code=code))
-    results = [_TopicResult(name=name, results_by_partition=parts) for name, parts in by_topic.items()]
-    return ctx.response(throttle_time_ms=0, results_by_topic_v3_and_below=results)
+    return [_TopicResult(name=name, results_by_partition=parts) for name, parts in by_topic.items()]
 
 
 @api(ApiKey.AddOffsetsToTxn, max_version=4)
@@ -108,17 +116,8 @@ async def handle_end_txn(ctx: RequestContext, request: Message) -> Message:
 async def handle_txn_offset_commit(ctx: RequestContext, request: Message) -> Message:
     """Offsets committed inside the producer's transaction (visible to OffsetFetch once it commits)."""
     version = ctx.api_version
-    entries = [
-        CommitEntry(
-            str(t.name),
-            int(p.partition_index),
-            int(p.committed_offset),
-            int(p.committed_leader_epoch) if version >= 2 else -1,
-            p.committed_metadata,
-        )
-        for t in request.topics or []
-        for p in t.partitions or []
-    ]
+    count = partition_count(request.topics)
+    entries = await off_loop(ctx, count, commit_entries, request.topics, version >= 2)
     groups = ctx.broker.groups
     if groups is None:
         codes = {(e.topic, e.partition): ErrorCode.COORDINATOR_NOT_AVAILABLE for e in entries}
@@ -132,11 +131,15 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: Message) -> Mes
             request.group_instance_id if version >= 3 else None,
             entries,
         )
-    fenced = _fenced(ctx, 3)
+    topics = await off_loop(ctx, len(codes), _txn_commit_topics, codes, _fenced(ctx, 3))
+    return ctx.response(throttle_time_ms=0, topics=topics)
+
+
+def _txn_commit_topics(codes: dict[tuple[str, int], ErrorCode], fenced: ErrorCode) -> list[Message]:
+    """TxnOffsetCommit's topics (a fenced producer's code as its version names it)."""
     by_topic: dict[str, list[Message]] = defaultdict(list)
     for (topic, partition), code in codes.items():
         if code in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED):
             code = fenced
         by_topic[topic].append(_CommitPartition(partition_index=partition, error_code=code))
-    topics = [_CommitTopic(name=name, partitions=parts) for name, parts in by_topic.items()]
-    return ctx.response(throttle_time_ms=0, topics=topics)
+    return [_CommitTopic(name=name, partitions=parts) for name, parts in by_topic.items()]

@@ -22,7 +22,11 @@ Semantics follow Kafka's classic protocol (``GroupCoordinator`` / ``ClassicGroup
   (a background task ticks every ``coordinator.tick.ms``), which rebalances the group.
 * Offsets are stored in ``__consumer_offsets`` (partition ``hash(group) % n``) in Kafka's record formats
   and cached here; transactional offsets (TxnOffsetCommit) stay pending until the transaction coordinator
-  writes the COMMIT or ABORT marker to the group's partition (:meth:`complete_transaction`).
+  writes the COMMIT or ABORT marker to the group's partition (:meth:`complete_transaction`). A commit of
+  more than :data:`MANY_OFFSETS` partitions builds its records and batch on an I/O thread, then checks the
+  group again and appends on the event loop (appends, and the cache, keep the loop's order); one whose
+  records cannot fit a batch of ``__consumer_offsets`` is INVALID_COMMIT_OFFSET_SIZE before they are built.
+  A large OffsetFetch reads its rows from a copy of the group's offsets on an I/O thread.
 * At startup every partition of ``__consumer_offsets`` is read back (:mod:`~kafkalog.server.groups.loader`);
   until that is done, group requests get COORDINATOR_LOAD_IN_PROGRESS.
 
@@ -37,11 +41,11 @@ import logging
 import time
 import uuid
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from kafkalog.errors import KafkaError, RecordBatchTooLargeError, RecordTooLargeError
 from kafkalog.log.names import TopicPartition
-from kafkalog.records import MemoryRecordsBuilder
+from kafkalog.records import MemoryRecords, MemoryRecordsBuilder
 from kafkalog.server.errors import ErrorCode, error_code_for
 from kafkalog.server.groups.group import (
     CommitEntry,
@@ -75,8 +79,34 @@ _log = logging.getLogger("kafkalog.server.groups")
 _INT64_MAX = 2**63 - 1
 
 
+#: Above this many partitions an offset commit's records and batch are built, and an offset fetch's rows
+#: read, on the I/O threads (the event loop keeps serving other connections meanwhile).
+MANY_OFFSETS: Final = 1000
+#: The fewest bytes one offset commit record takes in a batch besides its group id: record framing (7), key
+#: (version, group, topic, partition: 10 with an empty topic), value (v3 with empty metadata: 24).
+_MIN_COMMIT_RECORD_BYTES: Final = 41
+_BATCH_OVERHEAD: Final = 61
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _build_batch(
+    records: Iterable[tuple[bytes, bytes | None]], producer_id: int = -1, producer_epoch: int = -1
+) -> MemoryRecords | None:
+    """One batch of ``records`` (None when there are none), transactional when ``producer_id`` >= 0."""
+    transactional = producer_id >= 0
+    builder = MemoryRecordsBuilder(
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=0 if transactional else -1,
+        is_transactional=transactional,
+    )
+    now = _now_ms()
+    for key, value in records:
+        builder.append(now, key, value)
+    return builder.build() if builder.num_records else None
 
 
 def _store_error(exc: KafkaError) -> ErrorCode:
@@ -87,6 +117,35 @@ def _store_error(exc: KafkaError) -> ErrorCode:
     if code in (ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
     return code
+
+
+def _offset_rows(
+    offsets: dict[TopicPartitionKey, OffsetAndMetadata],
+    pending: set[TopicPartitionKey],
+    partitions: list[TopicPartitionKey] | None,
+) -> list[tuple[TopicPartitionKey, OffsetAndMetadata | None, ErrorCode]]:
+    """OffsetFetch rows: each of ``partitions`` once (every committed one when None), UNSTABLE_OFFSET_COMMIT
+    for one in ``pending``."""
+    keys = sorted(offsets) if partitions is None else dict.fromkeys(partitions)
+    return [
+        (key, None, ErrorCode.UNSTABLE_OFFSET_COMMIT)
+        if key in pending
+        else (key, offsets.get(key), ErrorCode.NONE)
+        for key in keys
+    ]
+
+
+def _validate_txn_commit(group: Group, generation: int, member_id: str, instance_id: str | None) -> ErrorCode:
+    """Whether a TxnOffsetCommit may write to ``group`` (its member, when given, and generation)."""
+    if group.state is GroupState.DEAD:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if group.is_fenced(member_id, instance_id):
+        return ErrorCode.FENCED_INSTANCE_ID
+    if member_id and member_id not in group.members:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if generation >= 0 and generation != group.generation_id:
+        return ErrorCode.ILLEGAL_GENERATION
+    return ErrorCode.NONE
 
 
 class GroupCoordinator:
@@ -171,20 +230,13 @@ class GroupCoordinator:
         producer_id: int = -1,
         producer_epoch: int = -1,
     ) -> None:
-        transactional = producer_id >= 0
-        builder = MemoryRecordsBuilder(
-            producer_id=producer_id,
-            producer_epoch=producer_epoch,
-            base_sequence=0 if transactional else -1,
-            is_transactional=transactional,
-        )
-        now = _now_ms()
-        for key, value in records:
-            builder.append(now, key, value)
-        if builder.num_records == 0:
-            return
+        batch = _build_batch(records, producer_id, producer_epoch)
+        if batch is not None:
+            self._append_batch(group_id, batch)
+
+    def _append_batch(self, group_id: str, batch: MemoryRecords) -> None:
         partition = self.partition_for(group_id)
-        self.topic.append(partition, builder.build())
+        self.topic.append(partition, batch)
         self.broker.notify(TopicPartition(CONSUMER_OFFSETS, partition))
 
     def _group_value(self, group: Group, assignments: dict[str, bytes] | None = None) -> bytes:
@@ -640,6 +692,52 @@ class GroupCoordinator:
             codes[key] = ErrorCode.NONE
         return codes, values
 
+    def _commit_batch(
+        self,
+        group_id: str,
+        entries: list[CommitEntry],
+        expire_ms: int,
+        max_batch_bytes: int,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+    ) -> tuple[
+        dict[TopicPartitionKey, ErrorCode], dict[TopicPartitionKey, OffsetAndMetadata], MemoryRecords | None
+    ]:
+        """An offset commit's codes, values and batch (no group state read: it may run on an I/O thread). A
+        commit whose batch could not fit ``max_batch_bytes`` is INVALID_COMMIT_OFFSET_SIZE (what its append
+        would answer, Kafka's answer) before any record is built."""
+        codes, values = self._offset_values(entries, expire_ms)
+        least = _BATCH_OVERHEAD + len(values) * (_MIN_COMMIT_RECORD_BYTES + len(group_id.encode("utf-8")))
+        if values and least > max_batch_bytes:
+            return (
+                {k: (ErrorCode.INVALID_COMMIT_OFFSET_SIZE if k in values else c) for k, c in codes.items()},
+                {},
+                None,
+            )
+        records = [
+            (encode_offset_commit_key(group_id, t, p), encode_offset_commit_value(v))
+            for (t, p), v in values.items()
+        ]
+        return codes, values, _build_batch(records, producer_id, producer_epoch)
+
+    async def _prepare_commit(
+        self,
+        group_id: str,
+        entries: list[CommitEntry],
+        expire_ms: int,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+    ) -> tuple[
+        dict[TopicPartitionKey, ErrorCode], dict[TopicPartitionKey, OffsetAndMetadata], MemoryRecords | None
+    ]:
+        """:meth:`_commit_batch`, on an I/O thread for more than :data:`MANY_OFFSETS` entries."""
+        config = self.broker.manager.topic_config(CONSUMER_OFFSETS)
+        limit = min(config.max_message_bytes, config.segment_bytes)
+        args = (group_id, entries, expire_ms, limit, producer_id, producer_epoch)
+        if len(entries) > MANY_OFFSETS:
+            return await self.broker.run_blocking(self._commit_batch, *args)
+        return self._commit_batch(*args)
+
     async def commit_offsets(
         self,
         group_id: str,
@@ -661,13 +759,16 @@ class GroupCoordinator:
             code = self._validate_commit(group, generation, member_id, instance_id)
         if code is not ErrorCode.NONE or group is None:
             return {(e.topic, e.partition): code for e in entries}
-        codes, values = self._offset_values(entries, retention_ms)
-        records = [
-            (encode_offset_commit_key(group_id, t, p), encode_offset_commit_value(v))
-            for (t, p), v in values.items()
-        ]
+        codes, values, batch = await self._prepare_commit(group_id, entries, retention_ms)
+        if self.groups.get(group_id) is not group:  # changed while the batch was built
+            code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        else:
+            code = self._validate_commit(group, generation, member_id, instance_id)
+        if code is not ErrorCode.NONE:
+            return {(e.topic, e.partition): code for e in entries}
         try:
-            self._append(group_id, records)
+            if batch is not None:
+                self._append_batch(group_id, batch)
         except KafkaError as exc:
             failed = _store_error(exc)
             return {k: (failed if k in values else c) for k, c in codes.items()}
@@ -683,14 +784,15 @@ class GroupCoordinator:
             return code, [(k, None, code) for k in partitions or ()]
         group = self.groups.get(group_id)
         offsets = group.offsets if group is not None else {}
-        keys = sorted(offsets) if partitions is None else partitions
-        out: list[tuple[TopicPartitionKey, OffsetAndMetadata | None, ErrorCode]] = []
-        for key in keys:
-            if require_stable and group is not None and group.has_pending_txn_offset(key):
-                out.append((key, None, ErrorCode.UNSTABLE_OFFSET_COMMIT))
-            else:
-                out.append((key, offsets.get(key), ErrorCode.NONE))
-        return ErrorCode.NONE, out
+        pending: set[TopicPartitionKey] = set()
+        if require_stable and group is not None:
+            pending = {k for txn in group.pending_txn_offsets.values() for k in txn}
+        if len(offsets) > MANY_OFFSETS or (partitions is not None and len(partitions) > MANY_OFFSETS):
+            # read from copies on an I/O thread: the loop may change the group meanwhile
+            rows = await self.broker.run_blocking(_offset_rows, dict(offsets), pending, partitions)
+        else:
+            rows = _offset_rows(offsets, pending, partitions)
+        return ErrorCode.NONE, rows
 
     async def txn_offset_commit(
         self,
@@ -710,23 +812,19 @@ class GroupCoordinator:
         if code is ErrorCode.NONE and group is None:
             group = self.groups[group_id] = Group(group_id, _now_ms())
         if code is ErrorCode.NONE and group is not None:
-            if group.state is GroupState.DEAD:
-                code = ErrorCode.COORDINATOR_NOT_AVAILABLE
-            elif group.is_fenced(member_id, instance_id):
-                code = ErrorCode.FENCED_INSTANCE_ID
-            elif member_id and member_id not in group.members:
-                code = ErrorCode.UNKNOWN_MEMBER_ID
-            elif generation >= 0 and generation != group.generation_id:
-                code = ErrorCode.ILLEGAL_GENERATION
+            code = _validate_txn_commit(group, generation, member_id, instance_id)
         if code is not ErrorCode.NONE or group is None:
             return {(e.topic, e.partition): code for e in entries}
-        codes, values = self._offset_values(entries, -1)
-        records = [
-            (encode_offset_commit_key(group_id, t, p), encode_offset_commit_value(v))
-            for (t, p), v in values.items()
-        ]
+        codes, values, batch = await self._prepare_commit(group_id, entries, -1, producer_id, producer_epoch)
+        if self.groups.get(group_id) is not group:  # changed while the batch was built
+            code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        else:
+            code = _validate_txn_commit(group, generation, member_id, instance_id)
+        if code is not ErrorCode.NONE:
+            return {(e.topic, e.partition): code for e in entries}
         try:
-            self._append(group_id, records, producer_id, producer_epoch)
+            if batch is not None:
+                self._append_batch(group_id, batch)
         except KafkaError as exc:
             failed = error_code_for(exc)
             if failed is ErrorCode.KAFKA_STORAGE_ERROR:

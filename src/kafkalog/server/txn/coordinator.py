@@ -58,6 +58,9 @@ from kafkalog.server.wire import RecordFormatError
 if TYPE_CHECKING:
     from kafkalog.server.broker import Broker
 
+#: Above this many partitions, AddPartitionsToTxn checks which exist on an I/O thread.
+MANY_TXN_PARTITIONS: Final = 1000
+
 __all__ = ["TransactionCoordinator", "TxnMetadata"]
 
 _log = logging.getLogger("kafkalog.server.txn")
@@ -333,6 +336,13 @@ class TransactionCoordinator:
             return ErrorCode.CONCURRENT_TRANSACTIONS
         return ErrorCode.NONE
 
+    def _unknown(self, partitions: list[tuple[str, int]]) -> set[tuple[str, int]]:
+        """The partitions of ``partitions`` that do not exist (thread-safe: it may run on an I/O thread)."""
+        manager = self.broker.manager
+        topics = set(manager.topics())
+        counts = {t: manager.num_partitions(t) for t in {t for t, _ in partitions} & topics}
+        return {(t, p) for t, p in partitions if not 0 <= p < counts.get(t, 0)}
+
     async def add_partitions(
         self,
         transactional_id: str,
@@ -345,17 +355,15 @@ class TransactionCoordinator:
         code = await self._check(transactional_id)
         if code is not ErrorCode.NONE:
             return dict.fromkeys(partitions, code)
+        if len(partitions) > MANY_TXN_PARTITIONS:
+            unknown = await self.broker.run_blocking(self._unknown, partitions)
+        else:
+            unknown = self._unknown(partitions)
         async with self._lock:
             meta = self.txns.get(transactional_id)
             code = self._validate(meta, pid, epoch, fenced)
             if code is not ErrorCode.NONE or meta is None:
                 return dict.fromkeys(partitions, code)
-            manager = self.broker.manager
-            unknown = {
-                (t, p)
-                for t, p in partitions
-                if t not in manager.topics() or not 0 <= p < manager.num_partitions(t)
-            }
             if unknown:
                 return {
                     tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
