@@ -227,9 +227,18 @@ def check_reopened(log: Log, scenario: Scenario, must_have: int, context: str) -
 
 
 def kill_rounds(
-    server: ForkServer, base_dir: Path, scenario: Scenario, rounds: int, seed: int, max_delay: float
+    server: ForkServer,
+    base_dir: Path,
+    scenario: Scenario,
+    rounds: int,
+    seed: int,
+    max_delay: float,
+    caplog: pytest.LogCaptureFixture | None = None,
 ) -> dict[str, int]:
-    """Run ``rounds`` kill rounds of ``scenario``; returns counters."""
+    """Run ``rounds`` kill rounds of ``scenario``; returns counters. ``caplog`` is cleared after each round:
+    pytest keeps a test's log records until it ends, and a recovery warning's exception argument holds its
+    traceback, whose frames hold the reopened log's files (hundreds of rounds ran the process out of
+    descriptors)."""
     rng = random.Random(seed)
     config = LogConfig.from_props(scenario.config)
     generation = 0
@@ -275,6 +284,9 @@ def kill_rounds(
             known_end = log.log_end_offset
         finally:
             log.close()
+            del log
+            if caplog is not None:
+                caplog.clear()
         assert_valid_partition_dir(directory)
         recovery_point = known_end
         if rng.random() < 0.5:
@@ -290,7 +302,9 @@ def kill_rounds(
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.id)
-def test_sigkill_rounds(fork_server: ForkServer, scenario_dir: Path, scenario: Scenario) -> None:
+def test_sigkill_rounds(
+    fork_server: ForkServer, scenario_dir: Path, scenario: Scenario, caplog: pytest.LogCaptureFixture
+) -> None:
     started = time.monotonic()
     stats = kill_rounds(
         fork_server,
@@ -299,6 +313,7 @@ def test_sigkill_rounds(fork_server: ForkServer, scenario_dir: Path, scenario: S
         rounds=KILLS_PER_SCENARIO,
         seed=SCENARIOS.index(scenario) + 1,
         max_delay=0.15,
+        caplog=caplog,
     )
     assert stats["kills"] == KILLS_PER_SCENARIO
     print(f"{scenario.id}: {stats} in {time.monotonic() - started:.1f} s")
@@ -306,8 +321,16 @@ def test_sigkill_rounds(fork_server: ForkServer, scenario_dir: Path, scenario: S
 
 @pytest.mark.slow
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.id)
-def test_sigkill_rounds_long(fork_server: ForkServer, scenario_dir: Path, scenario: Scenario) -> None:
+def test_sigkill_rounds_long(
+    fork_server: ForkServer, scenario_dir: Path, scenario: Scenario, caplog: pytest.LogCaptureFixture
+) -> None:
     stats = kill_rounds(
-        fork_server, scenario_dir, scenario, rounds=400, seed=1000 + SCENARIOS.index(scenario), max_delay=0.3
+        fork_server,
+        scenario_dir,
+        scenario,
+        rounds=400,
+        seed=1000 + SCENARIOS.index(scenario),
+        max_delay=0.3,
+        caplog=caplog,
     )
     assert stats["kills"] == 400

@@ -296,7 +296,9 @@ class LogSegment:
                 "Found invalid messages in log segment %s at byte offset %d: %s",
                 self.log.path,
                 walk.valid_bytes,
-                exc,
+                str(
+                    exc
+                ),  # not the exception: its traceback holds this segment's files open in any kept record
             )
         return walk.valid_bytes
 
