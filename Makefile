@@ -66,7 +66,8 @@ unit: $(STAMP) numba-cache test-deps
 PY_VERSIONS ?= 3.12 3.13
 PY_SMOKE_TESTS ?= tests/records/test_batch.py tests/records/test_columnar.py tests/storage/test_segment_smoke.py \
   tests/log/test_log_smoke.py tests/test_partitioner.py tests/cli/test_produce_consume.py
-pythons:
+# The Kafka jars (for the partitioner's interop check) come from .venv's shigawire-apache-flink-libraries.
+pythons: $(STAMP)
 	@for v in $(PY_VERSIONS); do \
 	  py=; for c in python$$v $${PYENV_ROOT:-$$HOME/.pyenv}/versions/$$v.*/bin/python$$v; do \
 	    if "$$c" -c 'import sys' >/dev/null 2>&1; then py=$$c; break; fi; \
@@ -81,7 +82,8 @@ pythons:
 	  $$venv/bin/python -m pip install -q --force-reinstall --no-deps . && \
 	  $$venv/bin/python -m pip install -q '.[arrow]' pytest pytest-timeout hypothesis kafka-python || exit 1; \
 	  echo "pythons: CPython $$v: $$($$venv/bin/python -c 'import sys; print(sys.version.split()[0])')"; \
-	  (cd tests && $$venv/bin/python -m pytest -q -p no:cacheprovider --rootdir=$(CURDIR) \
+	  (cd tests && KAFKALOG_INTEROP_JAR_DIR="$$(ls -d $(CURDIR)/$(VENV)/lib/python3*/site-packages/pyflink/lib | head -1)" \
+	    $$venv/bin/python -m pytest -q -p no:cacheprovider --rootdir=$(CURDIR) \
 	    -c $(CURDIR)/pyproject.toml $(addprefix $(CURDIR)/,$(PY_SMOKE_TESTS))) || exit 1; \
 	done
 
