@@ -126,35 +126,30 @@ def _wanted(topics: list[Message] | None) -> list[TopicPartitionKey] | None:
 _Rows = list[tuple[TopicPartitionKey, OffsetAndMetadata | None, ErrorCode]]
 
 
-def _group_topics(rows: _Rows) -> list[Message]:
+def _topics_of(rows: _Rows, partition: Any, topic: Any, code: ErrorCode | None = None) -> list[Message]:
+    """OffsetFetch rows grouped by topic, as ``topic`` messages of ``partition`` messages (the v1-7 and v8+
+    schemas differ only in their classes); ``code`` (v0-1 with a group error) replaces every partition's."""
     by_topic: dict[str, list[Message]] = defaultdict(list)
-    for (topic, partition), value, err in rows:
-        by_topic[topic].append(
-            _FetchGroupPartition(
-                partition_index=partition,
-                committed_offset=-1 if value is None else value.offset,
-                committed_leader_epoch=-1 if value is None else value.leader_epoch,
-                metadata="" if value is None else value.metadata,
-                error_code=err,
-            )
-        )
-    return [_FetchGroupTopic(name=n, partitions=p) for n, p in by_topic.items()]
-
-
-def _fetch_topics(rows: _Rows, code: ErrorCode | None) -> list[Message]:
-    """v1-7 topics; ``code`` (v0-1 with a group error) replaces every partition's."""
-    topics: dict[str, list[Message]] = defaultdict(list)
-    for (topic, partition), value, err in rows:
-        topics[topic].append(
-            _FetchPartition(
-                partition_index=partition,
+    for (name, index), value, err in rows:
+        by_topic[name].append(
+            partition(
+                partition_index=index,
                 committed_offset=-1 if value is None else value.offset,
                 committed_leader_epoch=-1 if value is None else value.leader_epoch,
                 metadata="" if value is None else value.metadata,
                 error_code=err if code is None else code,
             )
         )
-    return [_FetchTopic(name=n, partitions=p) for n, p in topics.items()]
+    return [topic(name=n, partitions=p) for n, p in by_topic.items()]
+
+
+def _group_topics(rows: _Rows) -> list[Message]:
+    return _topics_of(rows, _FetchGroupPartition, _FetchGroupTopic)
+
+
+def _fetch_topics(rows: _Rows, code: ErrorCode | None) -> list[Message]:
+    """v1-7 topics; ``code`` (v0-1 with a group error) replaces every partition's."""
+    return _topics_of(rows, _FetchPartition, _FetchTopic, code)
 
 
 @api(ApiKey.OffsetFetch, min_version=1, max_version=9)
