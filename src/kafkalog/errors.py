@@ -38,6 +38,8 @@ CorruptIndexError                       storage.internals.log.CorruptIndexExcept
 CorruptSnapshotError                    storage.internals.log.CorruptSnapshotException
 LogCleaningAbortedError                 kafka.common.LogCleaningAbortedException
 RecordDecompressionError                (kafkalog) a compressed payload that cannot be decompressed
+RemoteStorageError                      server.log.remote.storage.RemoteStorageException
+RemoteResourceNotFoundError             server.log.remote.storage.RemoteResourceNotFoundException
 DecompressionBombError                  (kafkalog) a payload that expands past the configured bound
 UnknownTopicOrPartitionError            UnknownTopicOrPartitionException
 TopicExistsError                        TopicExistsException
@@ -85,6 +87,8 @@ __all__ = [
     "RecordDecompressionError",
     "RecordTooLargeError",
     "RecordValidationError",
+    "RemoteResourceNotFoundError",
+    "RemoteStorageError",
     "ResourceExhaustedError",
     "TopicExistsError",
     "TransactionCoordinatorFencedError",
@@ -318,3 +322,14 @@ class NotRegularFileError(KafkaStorageError):
 class LogDirNotFoundError(KafkaError, FileNotFoundError):
     """A data directory (log dir) does not exist, or is not visible to this process: a Spark executor on
     a host where the directory is not mounted at the path the driver saw. Never reported as data loss."""
+
+
+class RemoteStorageError(KafkaError):
+    """Object storage (S3, GCS, Azure, a tiered-storage archive) could not serve a request: the bucket or
+    endpoint is unreachable after the bounded retries, the credentials are refused, an object is shorter
+    than its manifest says, a manifest is corrupt, a key is missing or a chunk fails authentication. The
+    message names the object (never a secret) and the option that fixes it."""
+
+
+class RemoteResourceNotFoundError(RemoteStorageError, FileNotFoundError):
+    """An object, prefix or bucket that a read needs does not exist in object storage."""

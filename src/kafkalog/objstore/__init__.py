@@ -1,0 +1,14 @@
+"""Object storage seam: the few operations kafkalog's readers need from S3, GCS, Azure or a local tree.
+
+Invariant owned here: every byte kafkalog reads from object storage goes through an :class:`ObjectStore`
+(listing with a delimiter, ``head``, whole and ranged ``get``), so the readers above it never see a
+vendor API, and the bytes and requests a query costs are counted in one place (:class:`StoreStats`).
+Keys are ``/``-separated and relative to the store's root (the URL's bucket and prefix); a store never
+logs or prints a credential (its ``repr`` and every error name the URL without secrets).
+
+This package sits beside ``storage`` in the layers: it imports only :mod:`kafkalog.errors`.
+"""
+
+from kafkalog.objstore.store import ListResult, MemoryStore, ObjectMeta, ObjectStore, StoreStats
+
+__all__ = ["ListResult", "MemoryStore", "ObjectMeta", "ObjectStore", "StoreStats"]
