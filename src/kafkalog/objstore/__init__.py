@@ -9,6 +9,15 @@ logs or prints a credential (its ``repr`` and every error name the URL without s
 This package sits beside ``storage`` in the layers: it imports only :mod:`kafkalog.errors`.
 """
 
+from kafkalog.objstore.files import PartitionSource, RandomAccessFile
 from kafkalog.objstore.store import ListResult, MemoryStore, ObjectMeta, ObjectStore, StoreStats
 
-__all__ = ["ListResult", "MemoryStore", "ObjectMeta", "ObjectStore", "StoreStats"]
+__all__ = [
+    "ListResult",
+    "MemoryStore",
+    "ObjectMeta",
+    "ObjectStore",
+    "PartitionSource",
+    "RandomAccessFile",
+    "StoreStats",
+]
