@@ -20,6 +20,7 @@ and ``storage.`` are the caller's (Spark's ``subscribe`` ...) and are not looked
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
 from collections.abc import Mapping
@@ -420,6 +421,9 @@ def _resolve_s3(
         if path_style is False:  # virtual-hosted: the bucket is part of the host name, as S3A builds it
             endpoint = f"{parts.scheme}://{bucket}.{parts.netloc}{parts.path}"
         config["endpoint"] = endpoint
+    elif _env_allows_http("AWS_", ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT")):
+        client["allow_http"] = True  # obstore reads the endpoint from the environment; passing client
+        # options would otherwise drop the environment's AWS_ALLOW_HTTP
     if path_style is not None:
         config["virtual_hosted_style_request"] = not path_style
     return StoreConfig(
@@ -437,6 +441,14 @@ def _resolve_s3(
             "(or AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN)"
         ),
     )
+
+
+def _env_allows_http(prefix: str, endpoint_vars: tuple[str, ...]) -> bool:
+    """Whether the environment asks obstore for plain HTTP (``<PREFIX>ALLOW_HTTP``, or an ``http://``
+    endpoint variable)."""
+    if os.environ.get(prefix + "ALLOW_HTTP", "").strip().lower() == "true":
+        return True
+    return any(os.environ.get(v, "").startswith("http://") for v in endpoint_vars)
 
 
 def _known_other(key: str) -> bool:
@@ -465,7 +477,7 @@ def _resolve_gcs(
             config["skip_signature"] = True
     if "storage.endpoint" in opts:
         config["base_url"] = opts["storage.endpoint"]
-    if str(config.get("base_url", "")).startswith("http://"):
+    if str(config.get("base_url", "")).startswith("http://") or _env_allows_http("GOOGLE_", ()):
         client["allow_http"] = True
     return StoreConfig(
         "gs",
@@ -546,8 +558,10 @@ def _resolve_azure(
             config["authority_host"] = f"{parts.scheme}://{parts.netloc}"
     if "storage.endpoint" in opts:
         config["endpoint"] = opts["storage.endpoint"]
-        if opts["storage.endpoint"].startswith("http://"):
-            client["allow_http"] = True
+    if str(config.get("endpoint", "")).startswith("http://") or _env_allows_http(
+        "AZURE_", ("AZURE_STORAGE_ENDPOINT", "AZURE_ENDPOINT")
+    ):
+        client["allow_http"] = True
     return StoreConfig(
         "az",
         url,
