@@ -18,6 +18,7 @@ from __future__ import annotations
 import builtins
 import importlib
 import math
+import re
 from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any
@@ -35,7 +36,7 @@ LIST_PAGE = 1000
 
 INSTALL_HINT = "pip install 'kafkalog[cloud]'"
 
-_CREDENTIAL_MARKERS = (
+_CREDENTIAL_CODES = (
     "SignatureDoesNotMatch",
     "InvalidAccessKeyId",
     "AccessDenied",
@@ -44,23 +45,28 @@ _CREDENTIAL_MARKERS = (
     "AuthenticationFailed",
     "AuthorizationFailure",
     "InvalidSecurity",
-    "403 Forbidden",
-    "401 Unauthorized",
+)
+_REGION_MARKERS = (
+    "AuthorizationHeaderMalformed",
+    "PermanentRedirect",
+    "redirect",
+    "IllegalLocationConstraint",
 )
 _UNREACHABLE_MARKERS = (
     "error sending request",
-    "Connection refused",
-    "connection refused",
+    "onnection refused",
     "tcp connect error",
     "dns error",
     "timed out",
-    "Timeout",
-    "timeout",
+    "operation timed out",
     "connection closed",
-    "Connection reset",
+    "onnection reset",
     "certificate",
 )
 _BUCKET_MARKERS = ("NoSuchBucket", "ContainerNotFound", "The specified bucket does not exist")
+_STATUS = re.compile(r"status code: (\d{3})")
+#: obstore's summary of its retries ("after 2 retries, max_retries: 2, retry_timeout: 20s"): not a cause.
+_RETRY_SUMMARY = re.compile(r"(?:, )?after \d+ retries, max_retries: \d+, retry_timeout: \S+")
 
 
 def load_obstore() -> ModuleType:
@@ -79,35 +85,55 @@ def _first_line(text: str) -> str:
 
 
 def translate_error(exc: BaseException, cfg: StoreConfig, op: str, key: str | None) -> RemoteStorageError:
-    """A kafkalog error for obstore's ``exc`` during ``op`` on ``key`` (see the module docstring)."""
+    """A kafkalog error for obstore's ``exc`` during ``op`` on ``key`` (see the module docstring).
+
+    Classified by the HTTP status obstore reports, else by the transport error: 404 with a bucket code ->
+    bucket absent; ``FileNotFoundError`` -> object absent; 401/403 or a credential error code -> credentials
+    refused; a wrong-region answer -> the region option; 416 -> past the end; 5xx -> a server error after the
+    retries; no status and a connection, DNS, TLS or timeout error -> unreachable."""
     text = cfg.scrub(str(exc)).split("Debug source:", 1)[0]  # obstore's debug dump repeats its own config
+    text = _RETRY_SUMMARY.sub("", text)
     what = f"{cfg.url}: {op}" + (f" {key!r}" if key is not None else "")
     endpoint = cfg.config.get("endpoint") or cfg.config.get("base_url") or "the default endpoint"
+    found = _STATUS.search(text)
+    status = int(found.group(1)) if found else None
+    retries = cfg.retry_config.get("max_retries", "?")
+    detail = _first_line(text)
     if any(m in text for m in _BUCKET_MARKERS):
         return RemoteResourceNotFoundError(
             f"{what}: bucket {cfg.bucket!r} does not exist at {endpoint} "
             f"(check the URL's bucket and {cfg.endpoint_option})"
         )
-    if isinstance(exc, FileNotFoundError):
+    if isinstance(exc, FileNotFoundError) or status == 404:
         return RemoteResourceNotFoundError(f"{what}: no such object")
-    if "416 Range Not Satisfiable" in text:
+    if status == 416:
         return RemoteStorageError(f"{what}: the range starts past the object's end")
     name = type(exc).__name__
-    if name in ("PermissionDeniedError", "UnauthenticatedError") or any(
-        m in text for m in _CREDENTIAL_MARKERS
+    if (
+        name in ("PermissionDeniedError", "UnauthenticatedError")
+        or status in (401, 403)
+        or any(c in text for c in _CREDENTIAL_CODES)
     ):
         return RemoteStorageError(
-            f"{what}: the credentials were refused by {endpoint} ({_first_line(text)}); "
-            f"check {cfg.credential_options}"
+            f"{what}: the credentials were refused by {endpoint} ({detail}); check {cfg.credential_options}"
         )
-    if any(m in text for m in _UNREACHABLE_MARKERS):
-        retries = cfg.retry_config.get("max_retries", "?")
+    if any(m in text for m in _REGION_MARKERS):
+        hint = "fs.s3a.endpoint.region (or AWS_REGION) and " if cfg.kind == "s3" else ""
         return RemoteStorageError(
-            f"{what}: endpoint {endpoint} unreachable after {retries} retries ({_first_line(text)}); "
-            f"check {cfg.endpoint_option}, and storage.connection.establish.timeout / "
-            f"storage.attempts.maximum for the bounds"
+            f"{what}: {endpoint} answers for another region ({detail}); check {hint}{cfg.endpoint_option}"
         )
-    return RemoteStorageError(f"{what} failed: {_first_line(text)}")
+    if status is not None and status >= 500:
+        return RemoteStorageError(
+            f"{what}: {endpoint} answered with a server error ({status}) after {retries} retries ({detail}); "
+            f"retry later, or raise storage.attempts.maximum / storage.retry.timeout"
+        )
+    if status is None and any(m in text for m in _UNREACHABLE_MARKERS):
+        return RemoteStorageError(
+            f"{what}: endpoint {endpoint} unreachable after {retries} retries ({detail}); "
+            f"check {cfg.endpoint_option}, and storage.connection.establish.timeout / "
+            f"storage.connection.timeout / storage.attempts.maximum for the bounds"
+        )
+    return RemoteStorageError(f"{what} failed: {detail}")
 
 
 def coalesced(ranges: Sequence[tuple[int, int]], gap: int = COALESCE_BYTES) -> list[tuple[int, int]]:
