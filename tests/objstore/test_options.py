@@ -226,3 +226,10 @@ def test_local_and_memory_urls() -> None:
     assert resolve("/data/kafka").kind == "file"
     assert resolve("file:///data/kafka").prefix == "/data/kafka"
     assert resolve("memory://t1").kind == "memory"
+
+
+def test_credentials_in_the_url_are_refused_without_echoing_them() -> None:
+    with pytest.raises(InvalidConfigurationError, match="credentials in the URL") as info:
+        resolve(f"s3://AKID:{SECRET}@bucket/prefix")
+    assert SECRET not in str(info.value) and "s3://bucket/prefix" in str(info.value)
+    assert resolve("abfss://container@acct.dfs.core.windows.net/p").bucket == "container"  # not credentials

@@ -189,3 +189,27 @@ def test_gcs_and_azure_open_offline_and_refuse_bad_credentials_without_echoing_t
         open_store("az://c/d", {"fs.azure.account.key.acct.dfs.core.windows.net": bad_key})
     assert bad_key not in str(info.value) and "fs.azure.account.key" in str(info.value)
     assert info.value.__cause__ is None and info.value.__suppress_context__
+
+
+def test_local_puts_of_one_key_from_many_threads_leave_one_whole_object(tmp_path: Path) -> None:
+    import threading
+
+    s = LocalFileStore(str(tmp_path))
+    payloads = [bytes([i]) * 200_000 for i in range(8)]
+    errors: list[BaseException] = []
+
+    def put(data: bytes) -> None:
+        try:
+            for _ in range(20):
+                s.put("d/k", data)
+        except BaseException as exc:  # a shared temporary name: one thread renames another's file away
+            errors.append(exc)
+
+    threads = [threading.Thread(target=put, args=(p,)) for p in payloads]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert s.get("d/k") in payloads
+    assert [p.name for p in (tmp_path / "d").iterdir()] == ["k"]  # no temporary file left behind

@@ -11,8 +11,10 @@ runs on ``file://`` URLs and paths.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import os
 import stat
+import tempfile
 from collections.abc import Sequence
 
 from kafkalog.errors import RemoteResourceNotFoundError, RemoteStorageError
@@ -148,10 +150,17 @@ class LocalFileStore:
     def put(self, key: str, data: bytes) -> None:
         path = self._path(key)
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
+        fd, tmp = tempfile.mkstemp(
+            prefix=os.path.basename(path) + ".", suffix=".tmp", dir=os.path.dirname(path)
+        )
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
 
     def delete(self, key: str) -> None:
         try:

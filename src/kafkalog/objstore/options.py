@@ -252,6 +252,11 @@ def split_url(url: str) -> tuple[str, str, str, str]:
             f"unsupported storage URL scheme {scheme!r} in {safe_url(url)!r}: "
             f"use one of {', '.join(s + '://' for s in SCHEMES)} or a local path"
         )
+    if "@" in parts.netloc and ":" in parts.netloc.rsplit("@", 1)[0]:
+        raise InvalidConfigurationError(
+            f"storage URL {safe_url(url)!r}: credentials in the URL are not accepted (they would show in "
+            f"logs and Spark plans); pass them as storage options (fs.s3a.access.key / fs.s3a.secret.key, ...)"
+        )
     if kind == "file":
         return kind, scheme, "", parts.path
     if kind == "memory":
