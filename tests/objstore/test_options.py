@@ -233,3 +233,12 @@ def test_credentials_in_the_url_are_refused_without_echoing_them() -> None:
         resolve(f"s3://AKID:{SECRET}@bucket/prefix")
     assert SECRET not in str(info.value) and "s3://bucket/prefix" in str(info.value)
     assert resolve("abfss://container@acct.dfs.core.windows.net/p").bucket == "container"  # not credentials
+
+
+def test_keys_are_matched_whatever_their_case() -> None:
+    # Spark passes a Python data source its options with lower-cased keys; Hadoop's own spelling works too
+    options = {"FS.S3A.Endpoint": "http://h:1", "fs.s3a.bucket.legacybucket.endpoint.region": "eu-west-1"}
+    cfg = resolve("s3://LegacyBucket/p", options)  # a pre-2018 bucket name with capitals
+    assert cfg.config["endpoint"] == "http://h:1" and cfg.config["region"] == "eu-west-1"
+    cfg = resolve("abfss://c@acct.dfs.core.windows.net/p", {"fs.azure.account.oauth2.client.ID": "cid"})
+    assert cfg.config["client_id"] == "cid"

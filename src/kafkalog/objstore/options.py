@@ -229,12 +229,15 @@ def parse_int(key: str, value: str, *, minimum: int = 0) -> int:
 
 
 def strip_spark_prefix(options: Mapping[str, str]) -> dict[str, str]:
-    """Options with ``spark.hadoop.`` removed from keys; a key given both ways keeps its unprefixed value."""
+    """Options with keys lower-cased (Spark hands a Python data source its options with lower-cased keys,
+    and every key read here is lower case) and ``spark.hadoop.`` removed; a key given both ways keeps its
+    unprefixed value."""
+    lowered = {str(k).lower(): v for k, v in options.items()}
     out: dict[str, str] = {}
-    for k, v in options.items():
+    for k, v in lowered.items():
         if k.startswith(SPARK_HADOOP_PREFIX):
             out.setdefault(k[len(SPARK_HADOOP_PREFIX) :], str(v))
-    for k, v in options.items():
+    for k, v in lowered.items():
         if not k.startswith(SPARK_HADOOP_PREFIX):
             out[k] = str(v)
     return out
@@ -359,7 +362,7 @@ def _resolve_s3(
     url: str, bucket: str, prefix: str, opts: Mapping[str, str], client: dict[str, Any], retry: dict[str, Any]
 ) -> StoreConfig:
     s3: dict[str, str] = {}
-    bucket_prefix = f"{S3A_BUCKET_PREFIX}{bucket}."
+    bucket_prefix = f"{S3A_BUCKET_PREFIX}{bucket.lower()}."
     for k, v in opts.items():
         if k.startswith(S3A_BUCKET_PREFIX):
             continue
