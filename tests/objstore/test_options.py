@@ -242,3 +242,18 @@ def test_keys_are_matched_whatever_their_case() -> None:
     assert cfg.config["endpoint"] == "http://h:1" and cfg.config["region"] == "eu-west-1"
     cfg = resolve("abfss://c@acct.dfs.core.windows.net/p", {"fs.azure.account.oauth2.client.ID": "cid"})
     assert cfg.config["client_id"] == "cid"
+
+
+def test_azure_account_specific_keys_win_and_other_accounts_are_not_used() -> None:
+    options = {
+        "fs.azure.account.oauth2.client.id": "generic-id",
+        "fs.azure.account.oauth2.client.id.acct.dfs.core.windows.net": "acct-id",
+        "fs.azure.account.oauth2.client.id.other.dfs.core.windows.net": "other-id",
+        "fs.azure.sas.fixed.token.other.dfs.core.windows.net": "other-sas",
+    }
+    cfg = resolve("abfss://c@acct.dfs.core.windows.net/p", options)
+    assert cfg.config["client_id"] == "acct-id" and "sas_key" not in cfg.config
+    cfg = resolve("abfss://c@third.dfs.core.windows.net/p", options)
+    assert cfg.config["client_id"] == "generic-id"
+    cfg = resolve("az://c/p", {"fs.azure.sas.fixed.token.acct.dfs.core.windows.net": "acct-sas"})
+    assert cfg.config["account_name"] == "acct" and cfg.config["sas_key"] == "acct-sas"
