@@ -102,3 +102,19 @@ def test_refused_credentials_and_absent_bucket(canned: CannedServer) -> None:
     assert "credentials were refused" in str(err) and "fs.s3a.secret.key" in str(err)
     err = _error(canned, 404, "<Error><Code>NoSuchBucket</Code></Error>")
     assert isinstance(err, RemoteResourceNotFoundError) and "bucket 'bucket' does not exist" in str(err)
+
+
+def test_no_credentials_anywhere_says_so(canned: CannedServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_METADATA_ENDPOINT", "http://127.0.0.1:9")  # never the real metadata service
+    canned.status, canned.requests = 200, 0
+    store = open_store(
+        "s3://bucket",
+        {"fs.s3a.endpoint": f"http://127.0.0.1:{canned.server_address[1]}", "fs.s3a.attempts.maximum": "0"},
+    )
+    with pytest.raises(RemoteStorageError) as info:
+        store.list("")
+    message = str(info.value)
+    assert "no credentials" in message and "fs.s3a.access.key" in message and "unreachable" not in message
+    assert canned.requests == 0  # nothing was sent unsigned to the endpoint

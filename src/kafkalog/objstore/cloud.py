@@ -63,6 +63,19 @@ _UNREACHABLE_MARKERS = (
     "onnection reset",
     "certificate",
 )
+#: A credential provider's own requests (instance metadata of EC2 / ECS, GCE, Azure MSI): failing there
+#: means no credential was found, whatever the data endpoint would have said.
+_METADATA_MARKERS = (
+    "/latest/api/token",
+    "/latest/meta-data",
+    "169.254.169.254",
+    "169.254.170.2",
+    "metadata.google.internal",
+    "computeMetadata",
+    "/metadata/identity/oauth2/token",
+    "sts.amazonaws.com",
+    "AssumeRoleWithWebIdentity",
+)
 _BUCKET_MARKERS = ("NoSuchBucket", "ContainerNotFound", "The specified bucket does not exist")
 _STATUS = re.compile(r"status code: (\d{3})")
 #: obstore's summary of its retries ("after 2 retries, max_retries: 2, retry_timeout: 20s"): not a cause.
@@ -88,9 +101,10 @@ def translate_error(exc: BaseException, cfg: StoreConfig, op: str, key: str | No
     """A kafkalog error for obstore's ``exc`` during ``op`` on ``key`` (see the module docstring).
 
     Classified by the HTTP status obstore reports, else by the transport error: 404 with a bucket code ->
-    bucket absent; ``FileNotFoundError`` -> object absent; 401/403 or a credential error code -> credentials
-    refused; a wrong-region answer -> the region option; 416 -> past the end; 5xx -> a server error after the
-    retries; no status and a connection, DNS, TLS or timeout error -> unreachable."""
+    bucket absent; a failed instance-metadata request -> no credentials; ``FileNotFoundError`` or 404 ->
+    object absent; 416 -> past the end; 401/403 or a credential error code -> credentials refused; a
+    wrong-region answer -> the region option; 5xx -> a server error after the retries; no status and a
+    connection, DNS, TLS or timeout error -> unreachable."""
     text = cfg.scrub(str(exc)).split("Debug source:", 1)[0]  # obstore's debug dump repeats its own config
     text = _RETRY_SUMMARY.sub("", text)
     what = f"{cfg.url}: {op}" + (f" {key!r}" if key is not None else "")
@@ -103,6 +117,11 @@ def translate_error(exc: BaseException, cfg: StoreConfig, op: str, key: str | No
         return RemoteResourceNotFoundError(
             f"{what}: bucket {cfg.bucket!r} does not exist at {endpoint} "
             f"(check the URL's bucket and {cfg.endpoint_option})"
+        )
+    if any(m in text for m in _METADATA_MARKERS):
+        return RemoteStorageError(
+            f"{what}: no credentials: none in the storage options or the environment, and the instance "
+            f"credential service did not provide any ({detail}); set {cfg.credential_options}"
         )
     if isinstance(exc, FileNotFoundError) or status == 404:
         return RemoteResourceNotFoundError(f"{what}: no such object")
