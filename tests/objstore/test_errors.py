@@ -118,3 +118,50 @@ def test_no_credentials_anywhere_says_so(canned: CannedServer, monkeypatch: pyte
     message = str(info.value)
     assert "no credentials" in message and "fs.s3a.access.key" in message and "unreachable" not in message
     assert canned.requests == 0  # nothing was sent unsigned to the endpoint
+
+
+@pytest.fixture
+def black_hole() -> Iterator[int]:
+    """A loopback port whose accept queue is full and never drained: new connections hang in SYN, as with
+    an endpoint behind a firewall that drops packets."""
+    import socket
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(0)
+    port = srv.getsockname()[1]
+    fill = []
+    for _ in range(3):
+        c = socket.socket()
+        c.setblocking(False)
+        try:
+            c.connect(("127.0.0.1", port))
+        except BlockingIOError:
+            pass
+        fill.append(c)
+    yield port
+    for c in fill:
+        c.close()
+    srv.close()
+
+
+def test_connect_timeout_bounds_a_black_holed_endpoint(black_hole: int) -> None:
+    import time
+
+    store = open_store(
+        "s3://bucket",
+        {
+            "fs.s3a.endpoint": f"http://127.0.0.1:{black_hole}",
+            "fs.s3a.access.key": "AK",
+            "fs.s3a.secret.key": SECRET,
+            "fs.s3a.connection.establish.timeout": "300ms",
+            "fs.s3a.attempts.maximum": "1",
+            "fs.s3a.retry.interval": "10ms",
+        },
+    )
+    started = time.monotonic()
+    with pytest.raises(RemoteStorageError, match="unreachable") as info:
+        store.head("k")
+    elapsed = time.monotonic() - started
+    assert 0.5 < elapsed < 10  # two attempts of 300 ms each, not the OS's minutes of SYN retries
+    assert "fs.s3a.endpoint" in str(info.value) and SECRET not in str(info.value)
