@@ -213,3 +213,31 @@ def test_local_puts_of_one_key_from_many_threads_leave_one_whole_object(tmp_path
     assert errors == []
     assert s.get("d/k") in payloads
     assert [p.name for p in (tmp_path / "d").iterdir()] == ["k"]  # no temporary file left behind
+
+
+def test_local_store_never_follows_links_out_of_its_root(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_bytes(b"not yours")
+    root = tmp_path / "root"
+    (root / "p").mkdir(parents=True)
+    (root / "p" / "real.log").write_bytes(b"mine")
+    (root / "p" / "link.log").symlink_to(outside / "secret")
+    (root / "escape").symlink_to(outside, target_is_directory=True)
+    s = LocalFileStore(str(root))
+    assert [m.key for m in s.list("p/").objects] == ["p/real.log"]  # the link is not an object
+    assert [m.key for m in s.list("", delimiter=False).objects] == ["p/real.log"]
+    with pytest.raises(RemoteStorageError, match="outside the store"):
+        s.get("p/link.log")
+    (root / "p" / "inner.log").symlink_to(root / "p" / "real.log")  # a link, even inside: not an object
+    with pytest.raises(RemoteResourceNotFoundError, match="not a regular file"):
+        s.get("p/inner.log")
+    for key in ("escape/secret", "escape/new"):
+        with pytest.raises(RemoteStorageError, match="outside the store"):
+            s.get(key)
+        with pytest.raises(RemoteStorageError, match="outside the store"):
+            s.put(key, b"x")
+        with pytest.raises(RemoteStorageError, match="outside the store"):
+            s.delete(key)
+    assert sorted(p.name for p in outside.iterdir()) == ["secret"]
+    assert (outside / "secret").read_bytes() == b"not yours"
