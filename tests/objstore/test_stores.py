@@ -121,9 +121,9 @@ def test_local_store_keys_never_leave_the_root(tmp_path: Path) -> None:
     root.mkdir()
     s = LocalFileStore(str(root))
     for bad in ("../escape", "a/../../escape", "/abs", "a//b", "", "a/./b"):
-        with pytest.raises(RemoteStorageError, match="not a valid key"):
+        with pytest.raises(RemoteStorageError, match="not a valid object key"):
             s.put(bad, b"x")
-        with pytest.raises(RemoteStorageError, match="not a valid key"):
+        with pytest.raises(RemoteStorageError, match="not a valid object key"):
             s.get(bad)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["root"]
     assert list(root.iterdir()) == []
@@ -241,3 +241,23 @@ def test_local_store_never_follows_links_out_of_its_root(tmp_path: Path) -> None
             s.delete(key)
     assert sorted(p.name for p in outside.iterdir()) == ["secret"]
     assert (outside / "secret").read_bytes() == b"not yours"
+
+
+@pytest.mark.parametrize("kind", ["local", "obstore-memory"])
+@pytest.mark.parametrize("bad", ["", "../x", "a/../../x", "/abs", "a//b", "a/./b", "a/", "."])
+def test_invalid_keys_are_refused_before_any_request(kind: str, bad: str, tmp_path: Path) -> None:
+    s: ObjectStore = LocalFileStore(str(tmp_path)) if kind == "local" else _obstore_memory()
+    for call in (
+        lambda: s.put(bad, b"x"),
+        lambda: s.get(bad),
+        lambda: s.head(bad),
+        lambda: s.get_range(bad, 0, 1),
+        lambda: s.get_ranges(bad, [(0, 1)]),
+        lambda: s.delete(bad),
+    ):
+        with pytest.raises(RemoteStorageError, match="not a valid object key"):
+            call()
+    assert s.list("", delimiter=False) == ([], [])  # nothing was written (an empty key was the prefix object)
+    assert (s.stats.get_requests, s.stats.head_requests) == (0, 0)
+    with pytest.raises(RemoteStorageError, match="not a valid object key"):
+        s.list("../")

@@ -24,6 +24,7 @@ from types import ModuleType
 from typing import Any
 
 from kafkalog.errors import InvalidConfigurationError, RemoteResourceNotFoundError, RemoteStorageError
+from kafkalog.objstore.keys import check_key, check_prefix
 from kafkalog.objstore.options import StoreConfig, resolve
 from kafkalog.objstore.store import ListResult, ObjectMeta, StoreStats
 
@@ -217,7 +218,7 @@ class ObstoreStore:
         return translate_error(exc, self._cfg, op, key)
 
     def list(self, prefix: str = "", *, delimiter: bool = True) -> ListResult:
-        base = prefix.rstrip("/") or None
+        base = check_prefix(self._url, prefix).rstrip("/") or None
         if delimiter:
             try:
                 raw = self._ob.list_with_delimiter(self._inner, base)
@@ -244,6 +245,7 @@ class ObstoreStore:
         return ListResult([], found)
 
     def head(self, key: str) -> ObjectMeta:
+        check_key(self._url, key)
         self._stats.count_head()
         try:
             raw = self._ob.head(self._inner, key)
@@ -252,6 +254,7 @@ class ObstoreStore:
         return _meta(key, raw)
 
     def get(self, key: str) -> bytes:
+        check_key(self._url, key)
         try:
             data = bytes(self._ob.get(self._inner, key).bytes())
         except Exception as exc:
@@ -261,6 +264,7 @@ class ObstoreStore:
         return data
 
     def get_range(self, key: str, start: int, end: int) -> bytes:
+        check_key(self._url, key)
         if not 0 <= start <= end:
             raise RemoteStorageError(f"{self._url}: GET {key!r}: invalid range [{start}, {end})")
         if start == end:
@@ -279,6 +283,7 @@ class ObstoreStore:
         return data
 
     def get_ranges(self, key: str, ranges: Sequence[tuple[int, int]]) -> builtins.list[bytes]:
+        check_key(self._url, key)
         for start, end in ranges:
             if not 0 <= start <= end:
                 raise RemoteStorageError(f"{self._url}: GET {key!r}: invalid range [{start}, {end})")
@@ -314,12 +319,14 @@ class ObstoreStore:
         return out
 
     def put(self, key: str, data: bytes) -> None:
+        check_key(self._url, key)
         try:
             self._ob.put(self._inner, key, bytes(data))
         except Exception as exc:
             raise self._fail(exc, "PUT", key) from None
 
     def delete(self, key: str) -> None:
+        check_key(self._url, key)
         try:
             self._ob.delete(self._inner, key)
         except FileNotFoundError:

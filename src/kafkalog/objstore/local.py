@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import Sequence
 
 from kafkalog.errors import RemoteResourceNotFoundError, RemoteStorageError
+from kafkalog.objstore.keys import check_key, check_prefix
 from kafkalog.objstore.store import ListResult, ObjectMeta, StoreStats
 
 
@@ -48,14 +49,11 @@ class LocalFileStore:
         return self._root
 
     def _path(self, key: str, *, prefix: bool = False) -> str:
-        parts = key.split("/")
-        if prefix and parts and parts[-1] == "":
-            parts = parts[:-1]
-        if key == "" and prefix:
-            return self._root
-        if not parts or any(p in ("", ".", "..") for p in parts) or "\x00" in key:
-            raise RemoteStorageError(f"{self._url}: {key!r} is not a valid key (empty, '.' or '..' segment)")
-        path = os.path.join(self._root, *parts)
+        if prefix:
+            if key == "":
+                return self._root
+            key = check_prefix(self._url, key).rstrip("/")
+        path = os.path.join(self._root, *check_key(self._url, key).split("/"))
         real, root = os.path.realpath(path), os.path.realpath(self._root)
         if real != root and not real.startswith(root + os.sep):
             raise RemoteStorageError(f"{self._url}: {key!r} leads outside the store through a symbolic link")
@@ -118,8 +116,8 @@ class LocalFileStore:
         return fd
 
     def head(self, key: str) -> ObjectMeta:
-        self._stats.count_head()
         fd = self._open(key, "HEAD")
+        self._stats.count_head()
         try:
             st = os.fstat(fd)
         finally:
