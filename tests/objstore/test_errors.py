@@ -104,6 +104,16 @@ def test_refused_credentials_and_absent_bucket(canned: CannedServer) -> None:
     assert isinstance(err, RemoteResourceNotFoundError) and "bucket 'bucket' does not exist" in str(err)
 
 
+def test_failed_requests_are_counted(canned: CannedServer) -> None:
+    canned.status, canned.body = 403, "<Error><Code>AccessDenied</Code></Error>"
+    store = _store(canned)
+    for call in (lambda: store.list(""), lambda: store.list("", delimiter=False), lambda: store.get("k")):  # type: ignore[attr-defined]
+        with pytest.raises(RemoteStorageError):
+            call()
+    stats = store.stats  # type: ignore[attr-defined]
+    assert (stats.list_requests, stats.get_requests, stats.bytes_read) == (2, 1, 0)
+
+
 def test_no_credentials_anywhere_says_so(canned: CannedServer, monkeypatch: pytest.MonkeyPatch) -> None:
     for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
         monkeypatch.delenv(var, raising=False)

@@ -223,6 +223,7 @@ class ObstoreStore:
             try:
                 raw = self._ob.list_with_delimiter(self._inner, base)
             except Exception as exc:
+                self._stats.count_list()  # a refused LIST was still a request
                 raise self._fail(exc, "LIST", prefix) from None
             prefixes = sorted(p.rstrip("/") + "/" for p in raw["common_prefixes"])
             objects = sorted((_meta(o["path"], o) for o in raw["objects"]), key=lambda m: m.key)
@@ -238,6 +239,8 @@ class ObstoreStore:
                 pages += 1
                 found.extend(_meta(o["path"], o) for o in chunk)
         except Exception as exc:
+            for _ in range(pages + 1):
+                self._stats.count_list()
             raise self._fail(exc, "LIST", prefix) from None
         for _ in range(max(1, pages)):
             self._stats.count_list()
