@@ -16,6 +16,7 @@ import pytest
 
 from kafkalog.errors import RemoteResourceNotFoundError, RemoteStorageError
 from kafkalog.objstore import open_store
+from objstore.forks import in_forked_child
 from s3_server import S3Server
 
 pytest.importorskip("obstore")
@@ -213,3 +214,17 @@ def test_silent_endpoint_times_out_within_the_bounds(s3_server: S3Server, silent
     assert 0.4 < elapsed < 10
     assert "unreachable" in str(info.value) and "fs.s3a.endpoint" in str(info.value)
     _assert_clean(info.value, s3_server.secret_key)
+
+
+def test_a_forked_child_gets_a_typed_error_instead_of_hanging(s3_server: S3Server, bucket: str) -> None:
+    store = s3_server.open(f"s3://{bucket}")
+    assert store.get("logs/t-1/00000000000000000000.log") == b"one"  # this process's runtime is running
+
+    def child() -> bool:
+        try:
+            store.get("logs/t-1/00000000000000000000.log")
+        except RemoteStorageError as exc:
+            return "forked" in str(exc)
+        return False
+
+    assert in_forked_child(child, timeout=20) == 0  # -1 would be the old hang

@@ -18,7 +18,9 @@ from __future__ import annotations
 import builtins
 import importlib
 import math
+import os
 import re
+import threading
 from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any
@@ -81,6 +83,29 @@ _BUCKET_MARKERS = ("NoSuchBucket", "ContainerNotFound", "The specified bucket do
 _STATUS = re.compile(r"status code: (\d{3})")
 #: obstore's summary of its retries ("after 2 retries, max_retries: 2, retry_timeout: 20s"): not a cause.
 _RETRY_SUMMARY = re.compile(r"(?:, )?after \d+ retries, max_retries: \d+, retry_timeout: \S+")
+
+
+_runtime_pid = 0  # the process whose requests started obstore's runtime (its threads do not survive fork)
+_runtime_lock = threading.Lock()
+
+
+def _check_fork(url: str) -> None:
+    """Refuse a request in a process forked after this one's parent made obstore requests: obstore's
+    runtime threads do not exist in the child, so the request would wait for them forever (a store opened
+    in the parent but first used in the child is fine)."""
+    global _runtime_pid
+    pid = os.getpid()
+    if _runtime_pid == pid:
+        return
+    with _runtime_lock:
+        if _runtime_pid in (0, pid):
+            _runtime_pid = pid
+            return
+    raise RemoteStorageError(
+        f"{url}: this process was forked from one that had already made object-storage requests, and "
+        f"obstore's runtime does not survive fork: start such processes with the 'spawn' or 'forkserver' "
+        f"method, or make the first request only in the children"
+    )
 
 
 def load_obstore() -> ModuleType:
@@ -214,6 +239,11 @@ class ObstoreStore:
         """The resolved configuration (its ``repr`` hides credentials)."""
         return self._cfg
 
+    def _runtime(self) -> ModuleType:
+        """obstore, after checking this process may use it (see :func:`_check_fork`)."""
+        _check_fork(self._url)
+        return self._ob
+
     def _fail(self, exc: BaseException, op: str, key: str | None) -> RemoteStorageError:
         return translate_error(exc, self._cfg, op, key)
 
@@ -221,7 +251,7 @@ class ObstoreStore:
         base = check_prefix(self._url, prefix).rstrip("/") or None
         if delimiter:
             try:
-                raw = self._ob.list_with_delimiter(self._inner, base)
+                raw = self._runtime().list_with_delimiter(self._inner, base)
             except Exception as exc:
                 self._stats.count_list()  # a refused LIST was still a request
                 raise self._fail(exc, "LIST", prefix) from None
@@ -233,7 +263,7 @@ class ObstoreStore:
             return ListResult(prefixes, objects)
         found: list[ObjectMeta] = []
         try:
-            stream = self._ob.list(self._inner, base, chunk_size=LIST_PAGE)
+            stream = self._runtime().list(self._inner, base, chunk_size=LIST_PAGE)
             pages = 0
             for chunk in stream:
                 pages += 1
@@ -251,7 +281,7 @@ class ObstoreStore:
         check_key(self._url, key)
         self._stats.count_head()
         try:
-            raw = self._ob.head(self._inner, key)
+            raw = self._runtime().head(self._inner, key)
         except Exception as exc:
             raise self._fail(exc, "HEAD", key) from None
         return _meta(key, raw)
@@ -259,7 +289,7 @@ class ObstoreStore:
     def get(self, key: str) -> bytes:
         check_key(self._url, key)
         try:
-            data = bytes(self._ob.get(self._inner, key).bytes())
+            data = bytes(self._runtime().get(self._inner, key).bytes())
         except Exception as exc:
             self._stats.count_get(0)
             raise self._fail(exc, "GET", key) from None
@@ -273,7 +303,7 @@ class ObstoreStore:
         if start == end:
             return b""
         try:
-            data = bytes(self._ob.get_range(self._inner, key, start=start, end=end))
+            data = bytes(self._runtime().get_range(self._inner, key, start=start, end=end))
         except Exception as exc:
             self._stats.count_get(0)
             raise self._fail(exc, f"GET [{start}, {end}) of", key) from None
@@ -294,7 +324,7 @@ class ObstoreStore:
         if not wanted:
             return [b"" for _ in ranges]
         try:
-            got = self._ob.get_ranges(
+            got = self._runtime().get_ranges(
                 self._inner,
                 key,
                 starts=[s for s, _ in wanted],
@@ -324,14 +354,14 @@ class ObstoreStore:
     def put(self, key: str, data: bytes) -> None:
         check_key(self._url, key)
         try:
-            self._ob.put(self._inner, key, bytes(data))
+            self._runtime().put(self._inner, key, bytes(data))
         except Exception as exc:
             raise self._fail(exc, "PUT", key) from None
 
     def delete(self, key: str) -> None:
         check_key(self._url, key)
         try:
-            self._ob.delete(self._inner, key)
+            self._runtime().delete(self._inner, key)
         except FileNotFoundError:
             return
         except Exception as exc:
