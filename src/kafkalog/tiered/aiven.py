@@ -35,7 +35,7 @@ from kafkalog.errors import RemoteResourceNotFoundError, RemoteStorageError
 from kafkalog.objstore.files import RandomAccessFile
 from kafkalog.objstore.store import ObjectMeta, ObjectStore
 from kafkalog.tiered.crypto import GCM_TAG_SIZE, IV_SIZE, KEY_RING_OPTION, KeyRing, decrypt_chunk
-from kafkalog.tiered.files import DEFAULT_CHUNK_CACHE_BYTES, ChunkedFile, StoreRangeFile
+from kafkalog.tiered.files import DEFAULT_CHUNK_CACHE_BYTES, ChunkedFile, StoreRangeFile, object_url
 from kafkalog.tiered.manifest import SegmentIndex, SegmentManifest, parse_manifest
 from kafkalog.tiered.scan import scan_end
 from kafkalog.tiered.view import (
@@ -86,7 +86,7 @@ def epochs_in_range(entries: list[tuple[int, int]], start: int, end: int) -> dic
 
 
 def _url(store: ObjectStore, key: str) -> str:
-    return f"{store.url.rstrip('/')}/{key}"
+    return object_url(store, key)
 
 
 class AivenSegment(ArchivedSegment):

@@ -26,6 +26,7 @@ from kafkalog.errors import (
     UnsupportedRemoteSegmentError,
 )
 from kafkalog.objstore.store import ObjectStore
+from kafkalog.tiered.files import object_url
 
 __all__ = ["LAYOUTS", "LAYOUT_OPTION", "Layout", "detect_layout"]
 
@@ -59,7 +60,7 @@ def _classify_objects(names: list[str]) -> Layout | None:
 
 def detect_layout(store: ObjectStore, prefix: str = "", *, layout: str | None = None) -> Layout:
     """The layout of the archive under ``prefix`` (``layout`` forces one of :data:`LAYOUTS`)."""
-    where = f"{store.url.rstrip('/')}/{prefix}"
+    where = object_url(store, prefix)
     if layout is not None:
         if layout not in LAYOUTS:
             raise UnknownArchiveLayoutError(

@@ -21,10 +21,16 @@ from kafkalog.objstore.store import ObjectStore
 from kafkalog.tiered.crypto import decrypt_chunk
 from kafkalog.tiered.manifest import ChunkIndex
 
-__all__ = ["DEFAULT_CHUNK_CACHE_BYTES", "BytesFile", "ChunkedFile", "StoreRangeFile"]
+__all__ = ["DEFAULT_CHUNK_CACHE_BYTES", "BytesFile", "ChunkedFile", "StoreRangeFile", "object_url"]
 
 #: Default bound on the decoded chunks one :class:`ChunkedFile` keeps (at least one chunk is always kept).
 DEFAULT_CHUNK_CACHE_BYTES: Final = 32 * 1024 * 1024
+
+
+def object_url(store: ObjectStore, key: str) -> str:
+    """What errors call an object: the store's URL (never with credentials) joined with the key."""
+    url = store.url
+    return f"{url}{key}" if url.endswith("/") else f"{url}/{key}"
 
 
 class BytesFile:
@@ -59,7 +65,7 @@ class StoreRangeFile:
 
     @property
     def name(self) -> str:
-        return f"{self._store.url.rstrip('/')}/{self._key}"
+        return object_url(self._store, self._key)
 
     @property
     def size(self) -> int:
@@ -103,7 +109,7 @@ class ChunkedFile:
 
     @property
     def name(self) -> str:
-        return f"{self._store.url.rstrip('/')}/{self._key}"
+        return object_url(self._store, self._key)
 
     @property
     def size(self) -> int:

@@ -26,7 +26,7 @@ from kafkalog.errors import RemoteResourceNotFoundError, RemoteStorageError
 from kafkalog.objstore.files import RandomAccessFile
 from kafkalog.objstore.store import ObjectMeta, ObjectStore
 from kafkalog.tiered.aiven import DEFAULT_MANIFEST_CONCURRENCY, TOPIC_IDS_OPTION, epochs_in_range
-from kafkalog.tiered.files import StoreRangeFile
+from kafkalog.tiered.files import StoreRangeFile, object_url
 from kafkalog.tiered.scan import scan_end
 from kafkalog.tiered.view import (
     ArchivedSegment,
@@ -62,7 +62,7 @@ def local_tiered_file_name(start_offset: int, segment_id: str, suffix: str) -> s
 
 
 def _url(store: ObjectStore, key: str) -> str:
-    return f"{store.url.rstrip('/')}/{key}"
+    return object_url(store, key)
 
 
 class LocalTieredSegment(ArchivedSegment):
