@@ -277,7 +277,7 @@ def test_recreated_topic_takes_the_newest_incarnation_or_the_option(source_log: 
     assert len(
         AivenArchive(store, PREFIX, topic_ids={"orders": older}).partition("orders", 3).segments
     ) == len(segments)
-    with pytest.raises(RemoteResourceNotFoundError, match="has no id 'CCCCCCCCCCCCCCCCCCCCCC' .*topic_ids"):
+    with pytest.raises(RemoteResourceNotFoundError, match=r"has no id 'CCCCCCCCCCCCCCCCCCCCCC' .*topic_ids"):
         AivenArchive(store, PREFIX, topic_ids={"orders": "C" * 22}).partition("orders", 3)
     with pytest.raises(RemoteResourceNotFoundError, match="no topic 'payments'"):
         archive.partition("payments", 0)
