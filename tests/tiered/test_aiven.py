@@ -291,3 +291,17 @@ def test_iceberg_mode_segment_is_refused_by_name(source_log: Path) -> None:
     store.put(stems[0] + ".rsm-manifest", b"PFA1" + b"\0" * 40)
     with pytest.raises(UnsupportedRemoteSegmentError, match=r"\.rsm-manifest: a Puffin file.*Iceberg mode"):
         AivenArchive(store, PREFIX).partition("orders", 3)
+
+
+def test_an_oversized_manifest_is_refused_unread(source_log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import kafkalog.tiered.aiven as aiven
+
+    store = RecordingStore()
+    stems = upload(store, segments_from_log_dir(source_log)[:1])
+    monkeypatch.setattr(aiven, "MAX_MANIFEST_BYTES", 100)
+    store.reads.clear()
+    with pytest.raises(
+        RemoteStorageError, match=r"\.rsm-manifest: corrupt segment manifest: \d+ bytes, more than"
+    ):
+        AivenArchive(store, PREFIX).partition("orders", 3)
+    assert stems[0] + ".rsm-manifest" not in store.reads

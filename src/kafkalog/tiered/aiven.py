@@ -49,6 +49,7 @@ from kafkalog.tiered.view import (
 
 __all__ = [
     "DEFAULT_MANIFEST_CONCURRENCY",
+    "MAX_MANIFEST_BYTES",
     "AivenArchive",
     "AivenSegment",
     "aiven_segment_key",
@@ -59,6 +60,9 @@ log = logging.getLogger(__name__)
 
 #: Manifests fetched at once while planning a partition.
 DEFAULT_MANIFEST_CONCURRENCY: Final = 16
+#: A manifest larger than this is refused unread (real ones are about 1 KiB; a variable chunk index of a
+#: 2 GiB segment in 4 MiB chunks adds well under 1 KiB).
+MAX_MANIFEST_BYTES: Final = 16 * 1024 * 1024
 _UUID = r"[A-Za-z0-9_-]{22}"
 _TOPIC_DIR = re.compile(rf"^(?P<topic>.+)-(?P<id>{_UUID})/$")
 _PARTITION_DIR = re.compile(r"^(?P<p>\d{1,10})/$")
@@ -347,7 +351,13 @@ class AivenArchive:
 
         def load(item: tuple[str, _Group]) -> AivenSegment:
             stem, group = item
-            manifest_key = group.objects["rsm-manifest"].key
+            manifest_meta = group.objects["rsm-manifest"]
+            manifest_key = manifest_meta.key
+            if manifest_meta.size > MAX_MANIFEST_BYTES:
+                raise RemoteStorageError(
+                    f"{_url(self.store, manifest_key)}: corrupt segment manifest: {manifest_meta.size} bytes, "
+                    f"more than the {MAX_MANIFEST_BYTES} a manifest can need"
+                )
             manifest = parse_manifest(self.store.get(manifest_key), _url(self.store, manifest_key))
             return self._segment(stem, group, manifest)
 
