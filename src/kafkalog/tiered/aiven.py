@@ -33,9 +33,10 @@ from typing import Final
 
 from kafkalog.errors import RemoteResourceNotFoundError, RemoteStorageError
 from kafkalog.objstore.files import RandomAccessFile
+from kafkalog.objstore.ranged import RangedFile
 from kafkalog.objstore.store import ObjectMeta, ObjectStore
 from kafkalog.tiered.crypto import GCM_TAG_SIZE, IV_SIZE, KEY_RING_OPTION, KeyRing, decrypt_chunk
-from kafkalog.tiered.files import DEFAULT_CHUNK_CACHE_BYTES, ChunkedFile, StoreRangeFile, object_url
+from kafkalog.tiered.files import DEFAULT_CHUNK_CACHE_BYTES, ChunkedFile, object_url
 from kafkalog.tiered.manifest import SegmentIndex, SegmentManifest, parse_manifest
 from kafkalog.tiered.scan import scan_end
 from kafkalog.tiered.view import (
@@ -163,7 +164,7 @@ class AivenSegment(ArchivedSegment):
         key = self.stem + ".log"
         m = self.manifest
         if not m.compression and m.encryption is None:
-            return StoreRangeFile(self.store, key, m.chunk_index.original_file_size)
+            return RangedFile(self.store, key, size=m.chunk_index.original_file_size)
         return ChunkedFile(
             self.store,
             key,

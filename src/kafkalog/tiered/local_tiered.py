@@ -24,9 +24,10 @@ from typing import Final
 
 from kafkalog.errors import RemoteResourceNotFoundError, RemoteStorageError
 from kafkalog.objstore.files import RandomAccessFile
+from kafkalog.objstore.ranged import RangedFile
 from kafkalog.objstore.store import ObjectMeta, ObjectStore
 from kafkalog.tiered.aiven import DEFAULT_MANIFEST_CONCURRENCY, TOPIC_IDS_OPTION, epochs_in_range
-from kafkalog.tiered.files import StoreRangeFile, object_url
+from kafkalog.tiered.files import object_url
 from kafkalog.tiered.scan import scan_end
 from kafkalog.tiered.view import (
     ArchivedSegment,
@@ -97,7 +98,7 @@ class LocalTieredSegment(ArchivedSegment):
         )
 
     def open_log(self) -> RandomAccessFile:
-        return StoreRangeFile(self.store, self.objects[".log"].key, self.size)
+        return RangedFile(self.store, self.objects[".log"].key, size=self.size)
 
     def read_part(self, kind: PartKind) -> bytes:
         for suffix, part in LOCAL_TIERED_SUFFIXES.items():
