@@ -199,3 +199,17 @@ def test_kafka_written_segment_archived_and_read_back(kafka_java: Any, tmp_path:
         expected = [(line["offset"], line["timestamp"]) for line in lines if line["type"] == "record"]
         got = [(r[0], r[1]) for r in rows(view)]
         assert set(got) <= set(expected) and len(got) == 27  # the reader skips the control record
+
+
+def test_a_corrupt_epoch_checkpoint_is_a_typed_error(source_log: Path) -> None:
+    store = MemoryStore()
+    directory = write_local_tiered_segment(
+        store, segments_from_log_dir(source_log)[0], topic="events", topic_id=TOPIC_ID, partition=0
+    )
+    key = next(o.key for o in store.list(directory).objects if o.key.endswith(".leader_epoch_checkpoint"))
+    store.put(key, b"0\n2\n0 0\n")  # says two entries, holds one
+    with pytest.raises(
+        RemoteStorageError,
+        match=r"leader_epoch_checkpoint: corrupt leader-epoch checkpoint: expected 2 entries .*found only 1$",
+    ):
+        LocalTieredArchive(store).partition("events", 0)

@@ -368,7 +368,8 @@ class AivenArchive:
         if segments:
             newest = max(segments, key=lambda s: (s.end_offset, s.event_timestamp_ms or -1, s.base_offset))
             entries = parse_epoch_blob(
-                newest.read_part("leader_epoch"), f"{newest.name} (leader-epoch index)"
+                newest.read_part("leader_epoch"),
+                _url(self.store, newest.stem + ".indexes") + " (leader-epoch part)",
             )
             lineage = filtered_epochs(dict(entries)) if entries else None
         selection = select_segments(segments, lineage, name, strict=self.strict)
@@ -423,6 +424,8 @@ class AivenArchive:
                 )
             finally:
                 log_file.close()
-            entries = parse_epoch_blob(seg.read_part("leader_epoch"), f"{seg.name} (leader-epoch index)")
+            entries = parse_epoch_blob(
+                seg.read_part("leader_epoch"), _url(self.store, stem + ".indexes") + " (leader-epoch part)"
+            )
             seg.leader_epochs = epochs_in_range(list(entries), seg.base_offset, seg.end_offset)
         return seg

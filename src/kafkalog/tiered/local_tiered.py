@@ -116,7 +116,9 @@ class LocalTieredSegment(ArchivedSegment):
             )
         finally:
             log_file.close()
-        entries = parse_epoch_blob(self.read_part("leader_epoch"), f"{self.name} (leader-epoch checkpoint)")
+        entries = parse_epoch_blob(
+            self.read_part("leader_epoch"), _url(self.store, self.objects[".leader_epoch_checkpoint"].key)
+        )
         self.leader_epochs = epochs_in_range(list(entries), self.base_offset, self.end_offset)
 
 
@@ -237,7 +239,8 @@ class LocalTieredArchive:
         if segments:
             newest = max(segments, key=lambda s: (s.end_offset, s.base_offset))
             entries = parse_epoch_blob(
-                newest.read_part("leader_epoch"), f"{newest.name} (leader-epoch checkpoint)"
+                newest.read_part("leader_epoch"),
+                _url(self.store, newest.objects[".leader_epoch_checkpoint"].key),
             )
             lineage = filtered_epochs(dict(entries)) if entries else None
         selection = select_segments(segments, lineage, name, strict=self.strict)

@@ -104,10 +104,12 @@ class ArchivedSegment(ABC):
 
 def parse_epoch_blob(data: bytes, name: str) -> list[EpochEntry]:
     """The entries of a leader-epoch blob (checkpoint-file content); corrupt content names ``name``."""
+    checkpoint = leader_epoch_checkpoint(Path("."))
     try:
-        return leader_epoch_checkpoint(Path(name)).parse(data)
+        return checkpoint.parse(data)
     except Exception as exc:  # CheckpointError: a KafkaError and an OSError
-        raise RemoteStorageError(f"{name}: corrupt leader-epoch checkpoint: {exc}") from None
+        detail = str(exc).replace(f" ({checkpoint.path})", "")
+        raise RemoteStorageError(f"{name}: corrupt leader-epoch checkpoint: {detail}") from None
 
 
 def filtered_epochs(epochs: Mapping[int, int]) -> dict[int, int]:
@@ -271,7 +273,7 @@ class ArchivePartitionSource:
             if txn:
                 files[f"{stem}.txnindex"] = txn
             snapshot = seg.part_sizes.get("producer_snapshot")
-            if snapshot is not None:
+            if snapshot:  # Kafka always uploads one; an empty part is no snapshot file
                 files[f"{seg.end_offset + 1:020d}.snapshot"] = snapshot
         if self.selection.chosen:
             files[LEADER_EPOCH_CHECKPOINT] = len(self._leader_epoch_checkpoint())
