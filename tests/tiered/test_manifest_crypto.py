@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+from pathlib import Path
 
 import pytest
 
@@ -204,7 +205,7 @@ def test_aes_gcm_chunk_java_encrypted_decrypts_and_tampering_is_caught() -> None
         decrypt_chunk(bytes(range(32)), aad, bad, "obj")
 
 
-def test_our_wrapping_round_trips_and_wrong_keys_are_typed_errors(tmp_path: object) -> None:
+def test_our_wrapping_round_trips_and_wrong_keys_are_typed_errors(tmp_path: Path) -> None:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import rsa
 
@@ -217,6 +218,9 @@ def test_our_wrapping_round_trips_and_wrong_keys_are_typed_errors(tmp_path: obje
     )
     wrapped = wrap_data_key(b"k" * 32, "kek1", other.public_key())
     assert KeyRing({"kek1": pem}).unwrap(wrapped, "m") == b"k" * 32
+    (tmp_path / "kek1.pem").write_bytes(pem)  # a PKCS#1 PEM file, by path
+    assert KeyRing({"kek1": tmp_path / "kek1.pem"}).unwrap(wrapped, "m") == b"k" * 32
+    assert KeyRing({"kek1": str(tmp_path / "kek1.pem")}).unwrap(wrapped, "m") == b"k" * 32
     assert oaep_sha3_512_decrypt(other, base64.b64decode(wrapped.split(":")[1])) == b"k" * 32
     with pytest.raises(RemoteStorageError, match="does not decrypt with key 'kek1' of the key_ring option"):
         java_ring.unwrap(wrapped, "m")
