@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -192,6 +193,23 @@ def test_rsa_oaep_sha3_512_unwraps_a_key_java_wrapped() -> None:
     ring = KeyRing({"kek1": JAVA_PRIVATE_KEY_PEM})
     assert ring.unwrap(f"kek1:{JAVA_WRAPPED_DEK}", "m") == bytes(range(32))
     assert "PRIVATE" not in repr(ring) and repr(ring) == "KeyRing(['kek1'])"
+
+
+def test_the_key_ring_keeps_no_printable_key_material_and_needs_pycryptodome(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from cryptography.hazmat.primitives import serialization
+
+    ring = KeyRing({"kek1": JAVA_PRIVATE_KEY_PEM})
+    key = serialization.load_pem_private_key(JAVA_PRIVATE_KEY_PEM.encode(), password=None)
+    d = str(key.private_numbers().d)
+    assert d not in repr(vars(ring)) and d not in repr(ring)
+    # without pycryptodome: the typed error naming the extra, not an ImportError
+    monkeypatch.setitem(sys.modules, "Crypto.Cipher.PKCS1_OAEP", None)
+    with pytest.raises(RemoteStorageError, match=r"needs the 'pycryptodome' package .*kafkalog\[tiered\]"):
+        KeyRing({"kek1": JAVA_PRIVATE_KEY_PEM})
+    with pytest.raises(RemoteStorageError, match="pycryptodome"):
+        oaep_sha3_512_decrypt(key, base64.b64decode(JAVA_WRAPPED_DEK))
 
 
 def test_aes_gcm_chunk_java_encrypted_decrypts_and_tampering_is_caught() -> None:
