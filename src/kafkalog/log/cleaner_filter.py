@@ -74,7 +74,10 @@ from kafkalog.log.cleaner_kernels import (
 from kafkalog.log.cleaner_txn import CleanedTransactionMetadata
 from kafkalog.log.offset_map import SkimpyOffsetMap
 from kafkalog.records import ControlRecordType, Record, RecordBatch, TimestampType, read_batch_at
-from kafkalog.records._kernels import (
+from kafkalog.records.batch import HEADER, MAGIC_V2, RECORD_BATCH_OVERHEAD
+from kafkalog.records.builder import MemoryRecordsBuilder
+from kafkalog.records.compression import Compression, compress, decompress
+from kafkalog.records.kernels import (
     ERR_COUNT_NEGATIVE,
     ERR_LEGACY_MAGIC,
     ERROR_MESSAGES,
@@ -99,9 +102,6 @@ from kafkalog.records._kernels import (
     scan_batches,
     verify_crcs,
 )
-from kafkalog.records.batch import HEADER, MAGIC_V2, RECORD_BATCH_OVERHEAD
-from kafkalog.records.builder import MemoryRecordsBuilder
-from kafkalog.records.compression import Compression, compress, decompress
 
 __all__ = [
     "ChunkOutput",

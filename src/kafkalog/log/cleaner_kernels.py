@@ -1,8 +1,8 @@
 """Compiled kernels of the log cleaner: parse, filter and re-encode v2 records, and fill the offset map.
 
-They work on ``np.uint8`` views of segment bytes through raw addresses, as :mod:`kafkalog.records._kernels`
+They work on ``np.uint8`` views of segment bytes through raw addresses, as :mod:`kafkalog.records.kernels`
 does (whose varint readers, header parser and ``memcpy`` they reuse, with the ``_prefetch`` of
-:mod:`kafkalog.records._intrinsics`), never raise, and return an error code and a byte position instead
+:mod:`kafkalog.records.kernels`), never raise, and return an error code and a byte position instead
 (``ERR_*`` of that module; ``ERR_CAPACITY`` when an output array is too small, which sizing by the callers
 rules out). The rules they apply are documented in
 :mod:`kafkalog.log.cleaner_filter`; the encodings they write are Kafka's:
@@ -27,8 +27,7 @@ from numba import njit
 
 from kafkalog.jit import CACHE
 from kafkalog.log.offset_map import BYTES_PER_ENTRY, _get, _murmur, _put
-from kafkalog.records._intrinsics import _prefetch
-from kafkalog.records._kernels import (
+from kafkalog.records.kernels import (
     ERR_COUNT_NEGATIVE,
     ERR_COUNT_TOO_FEW,
     ERR_COUNT_TOO_MANY,
@@ -51,11 +50,12 @@ from kafkalog.records._kernels import (
     F_RECORD_COUNT,
     F_SIZE,
     OK,
-    _copy,
-    _parse_header,
-    _read_varint,
-    _read_varlong,
 )
+from kafkalog.records.kernels import copy_bytes as _copy
+from kafkalog.records.kernels import parse_header as _parse_header
+from kafkalog.records.kernels import prefetch as _prefetch
+from kafkalog.records.kernels import read_varint as _read_varint
+from kafkalog.records.kernels import read_varlong as _read_varlong
 
 __all__ = [
     "F_DISCARD",

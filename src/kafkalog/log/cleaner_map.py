@@ -34,7 +34,8 @@ from kafkalog.log.cleaner_kernels import (
 from kafkalog.log.cleaner_txn import CleanedTransactionMetadata
 from kafkalog.log.offset_map import SkimpyOffsetMap
 from kafkalog.records import RecordBatch, read_batch_at
-from kafkalog.records._kernels import (
+from kafkalog.records.compression import decompress
+from kafkalog.records.kernels import (
     ERR_LEGACY_MAGIC,
     ERROR_MESSAGES,
     F_ATTRIBUTES,
@@ -52,7 +53,6 @@ from kafkalog.records._kernels import (
     scan_batches,
     verify_crcs,
 )
-from kafkalog.records.compression import decompress
 
 __all__ = ["MapProgress", "map_chunk"]
 

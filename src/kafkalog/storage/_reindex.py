@@ -24,7 +24,8 @@ import numpy as np
 
 from kafkalog.errors import CorruptRecordError
 from kafkalog.records import RecordBatch, read_batch_at
-from kafkalog.records._kernels import (
+from kafkalog.records.batch import LOG_OVERHEAD, MAGIC_V2
+from kafkalog.records.kernels import (
     F_BASE_OFFSET,
     F_LAST_OFFSET_DELTA,
     F_LEADER_EPOCH,
@@ -41,7 +42,6 @@ from kafkalog.records._kernels import (
     scan_batches,
     verify_crcs,
 )
-from kafkalog.records.batch import LOG_OVERHEAD, MAGIC_V2
 from kafkalog.storage.files import open_regular
 from kafkalog.storage.types import TimestampOffset
 
