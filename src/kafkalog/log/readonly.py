@@ -883,7 +883,7 @@ def _valid_end(fd: int, size: int, pos: int, next_offset: int) -> tuple[int, int
             if scan_pos == 0:
                 buf = _grown(buf, view, size - pos)
             pos += scan_pos
-        elif scan.code == K.ERR_LEGACY_MAGIC:
+        elif scan.code in (K.ERR_LEGACY_MAGIC, K.ERR_BAD_MAGIC):  # a file's rule frames any magic
             return _valid_end_legacy(fd, size, pos + scan_pos, next_offset)
         else:
             return pos + scan_pos, next_offset
@@ -891,12 +891,14 @@ def _valid_end(fd: int, size: int, pos: int, next_offset: int) -> tuple[int, int
 
 
 def _valid_end_legacy(fd: int, size: int, pos: int, next_offset: int) -> tuple[int, int]:
-    """:func:`_valid_end` for segments holding legacy v0/v1 entries (batch objects, CRC-checked)."""
+    """:func:`_valid_end` for segments holding legacy v0/v1 entries, or a batch whose magic is above 2 or
+    negative, which a file reader frames as Kafka's recovery does (batch objects, CRC-checked): the log's
+    end is the writer's; reading such a batch raises, as a Kafka consumer does."""
     data = memoryview(os.pread(fd, size - pos, pos))
     off = 0
     while True:
         try:
-            batch = read_batch_at(data, off, len(data))
+            batch = read_batch_at(data, off, len(data), known_magic_only=False)
         except CorruptRecordError:
             batch = None
         if batch is None or not batch.is_valid():

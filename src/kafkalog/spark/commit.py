@@ -87,7 +87,7 @@ from kafkalog.log.checkpoint import atomic_write
 from kafkalog.log.types import FetchIsolation
 from kafkalog.manager import LogManager
 from kafkalog.records import MemoryRecords, TimestampType
-from kafkalog.records.batch import HEADER, MAGIC_V2, RECORD_BATCH_OVERHEAD
+from kafkalog.records.batch import HEADER, LOG_OVERHEAD, MAGIC_V2, RECORD_BATCH_OVERHEAD
 from kafkalog.spark.sink_layout import (
     StagedFile,
     fsync_dir,
@@ -212,17 +212,17 @@ def iter_staged_batches(path: Path) -> Iterator[bytearray]:
     """The record batches of a staged file, one writable buffer each (a truncated file raises)."""
     with open(path, "rb") as f:
         while True:
-            head = f.read(12)
+            head = f.read(LOG_OVERHEAD)
             if not head:
                 return
-            if len(head) < 12:
+            if len(head) < LOG_OVERHEAD:
                 raise CorruptRecordError(f"staged file {path} ends in a partial batch header")
             _, size = _SIZE.unpack(head)
-            if size < RECORD_BATCH_OVERHEAD - 12:
+            if size < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
                 raise CorruptRecordError(f"staged file {path}: impossible batch size {size}")
-            buf = bytearray(12 + size)
-            buf[:12] = head
-            if f.readinto(memoryview(buf)[12:]) != size:
+            buf = bytearray(LOG_OVERHEAD + size)
+            buf[:LOG_OVERHEAD] = head
+            if f.readinto(memoryview(buf)[LOG_OVERHEAD:]) != size:
                 raise CorruptRecordError(f"staged file {path} ends in a partial batch")
             yield buf
 
