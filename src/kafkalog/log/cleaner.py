@@ -69,6 +69,7 @@ from kafkalog.records.framing import (
     LENGTH_OFFSET,
     LOG_OVERHEAD,
     PARTIAL_TAIL,
+    RECORD_BATCH_OVERHEAD,
     CorruptFrame,
     PartialTail,
     next_frame,
@@ -404,7 +405,7 @@ def _empty_batch_like(batch: RecordBatch) -> MemoryRecords:
     if isinstance(batch, DefaultRecordBatch):
         attrs = batch.attributes & 0x38
         header = pack_header(
-            61,
+            RECORD_BATCH_OVERHEAD,
             batch.base_offset,
             batch.partition_leader_epoch,
             attrs,
@@ -417,8 +418,10 @@ def _empty_batch_like(batch: RecordBatch) -> MemoryRecords:
             0,
         )
     else:
-        header = pack_header(61, batch.last_offset, -1, 0, 0, -1, batch.max_timestamp, -1, -1, -1, 0)
-    finish_crc(header, 0, 61)
+        header = pack_header(
+            RECORD_BATCH_OVERHEAD, batch.last_offset, -1, 0, 0, -1, batch.max_timestamp, -1, -1, -1, 0
+        )
+    finish_crc(header, 0, RECORD_BATCH_OVERHEAD)
     return MemoryRecords(bytes(header))
 
 

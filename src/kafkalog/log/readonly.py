@@ -85,7 +85,7 @@ from kafkalog.records import MemoryRecords, read_batch_at
 from kafkalog.records import kernels as K
 from kafkalog.records.batch import DefaultRecordBatch
 from kafkalog.records.control import ControlRecordType
-from kafkalog.records.framing import LAST_OFFSET_DELTA_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET
+from kafkalog.records.framing import LAST_OFFSET_DELTA_OFFSET, LENGTH_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET
 from kafkalog.storage.files import (
     DELETED_FILE_SUFFIX,
     INDEX_FILE_SUFFIX,
@@ -802,7 +802,7 @@ class ReadOnlyLog:
 
 def _grown(buf: U8Array, view: U8Array, remaining: int) -> U8Array:
     """A buffer for the batch at ``view[0]`` that does not fit ``buf``: its size, at most ``remaining``."""
-    need = int.from_bytes(view[8:12].tobytes(), "big", signed=True) + LOG_OVERHEAD
+    need = int.from_bytes(view[LENGTH_OFFSET:LOG_OVERHEAD].tobytes(), "big", signed=True) + LOG_OVERHEAD
     return np.empty(min(max(need, 2 * buf.shape[0]), remaining), np.uint8)
 
 

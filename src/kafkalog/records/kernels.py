@@ -13,7 +13,7 @@ cleaner, the read-only view, Spark) and the benchmarks import from:
   under the bounds rules of :mod:`kafkalog.records._kernels`): :func:`load_u8`, :func:`copy_bytes`,
   :func:`prefetch`, :func:`read_varint`, :func:`read_varlong`, :func:`parse_header`,
   :func:`record_stats_kernel` (the compiled walk behind :func:`record_stats`, for a caller that has checked
-  its range), :func:`encode_body_sizes` / :func:`encode_records` (the builder's two record-encoding passes).
+  its range), :func:`record_body_sizes_kernel` / :func:`write_records_kernel` (the builder's two record-encoding passes).
 
 Numba validates a cached function against its own source file only: a kernel compiled elsewhere from these
 building blocks keeps stale machine code after an edit of ``_kernels.py`` until its cache is deleted
@@ -136,18 +136,18 @@ __all__ = [
     "ScanResult",
     "as_uint8",
     "copy_bytes",
-    "encode_body_sizes",
-    "encode_records",
     "load_u8",
     "parse_header",
     "prefetch",
     "read_varint",
     "read_varlong",
+    "record_body_sizes_kernel",
     "record_stats",
     "record_stats_kernel",
     "scan_batches",
     "verify_crcs",
     "warm_up",
+    "write_records_kernel",
 ]
 
 #: ``load_u8(mem, p)``: byte ``p`` at address ``mem`` (compiled code; the caller keeps ``p`` in bounds).
@@ -166,6 +166,6 @@ parse_header: Final[Any] = _kernels._parse_header
 #: The compiled walk of :func:`record_stats` (arguments as there, range already checked by the caller).
 record_stats_kernel: Final[Any] = _kernels._record_stats
 #: The builder's first pass: the encoded size of each record body.
-encode_body_sizes: Final[Any] = _encode._body_sizes
+record_body_sizes_kernel: Final[Any] = _encode._body_sizes
 #: The builder's second pass: write the record bodies.
-encode_records: Final[Any] = _encode._write
+write_records_kernel: Final[Any] = _encode._write

@@ -50,8 +50,9 @@ from kafkalog.partitioner import partitions_for_keys
 from kafkalog.records import Compression
 from kafkalog.records.batch import HEADER, MAGIC_V2, RECORD_BATCH_OVERHEAD
 from kafkalog.records.compression import compress
-from kafkalog.records.kernels import encode_body_sizes as _body_sizes
-from kafkalog.records.kernels import encode_records as _write
+from kafkalog.records.framing import ATTRIBUTES_OFFSET, CRC_OFFSET
+from kafkalog.records.kernels import record_body_sizes_kernel as _body_sizes
+from kafkalog.records.kernels import write_records_kernel as _write
 from kafkalog.spark.sink_layout import STAGED_SUFFIX, StagedFile, fsync_dir, staging_root
 from kafkalog.spark.sink_options import (
     ColumnPlan,
@@ -339,8 +340,8 @@ class PartitionStager:
             header, 0, 0, size - 12, -1, MAGIC_V2, 0, int(self.compression), self._count - 1, self._base_ts,
             self._max_ts, -1, -1, -1, self._count,
         )  # fmt: skip
-        crc = crc32c(payload, crc32c(memoryview(header)[21:]))
-        header[17:21] = crc.to_bytes(4, "big")
+        crc = crc32c(payload, crc32c(memoryview(header)[ATTRIBUTES_OFFSET:]))
+        header[CRC_OFFSET:ATTRIBUTES_OFFSET] = crc.to_bytes(4, "big")
         if self._file is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             try:  # created exclusively: a staged file that a commit journal may name is never rewritten
