@@ -88,6 +88,7 @@ from kafkalog.log.types import FetchIsolation
 from kafkalog.manager import LogManager
 from kafkalog.records import MemoryRecords, TimestampType
 from kafkalog.records.batch import HEADER, LOG_OVERHEAD, MAGIC_V2, RECORD_BATCH_OVERHEAD
+from kafkalog.records.framing import ATTRIBUTES_OFFSET, MAGIC_OFFSET
 from kafkalog.spark.sink_layout import (
     StagedFile,
     fsync_dir,
@@ -245,10 +246,10 @@ def _check_staged_file(data_dir: Path, staged: StagedFile, limit: int) -> int:
     records = batches = file_crc = 0
     for buf in iter_staged_batches(path):
         file_crc = crc32c(buf, file_crc)
-        if buf[16] != MAGIC_V2:
+        if buf[MAGIC_OFFSET] != MAGIC_V2:
             raise CorruptRecordError(f"staged file {path}: batch {batches} is not magic 2")
         count, crc, _, bsize = _batch_fields(buf)
-        if crc32c(memoryview(buf)[21:]) != crc:
+        if crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]) != crc:
             raise CorruptRecordError(f"staged file {path}: batch {batches} fails its CRC check")
         if bsize > limit:
             raise SinkError(
