@@ -20,8 +20,8 @@ from kafkalog.records.framing import (
     SIZE_BELOW_OVERHEAD,
     UNKNOWN_MAGIC,
     CorruptFrame,
-    Frame,
     PartialTail,
+    frame_magic,
     next_frame,
 )
 from kafkalog.records.kernels import (
@@ -50,11 +50,12 @@ def entry(size: int, magic: int, total: int | None = None) -> bytes:
         (entry(0, 2, 17), PARTIAL_TAIL, PARTIAL_TAIL),
         (entry(13, 2, 18), CorruptFrame("", SIZE_BELOW_OVERHEAD), CorruptFrame("", SIZE_BELOW_OVERHEAD)),
         (entry(100, 2, 40), PARTIAL_TAIL, PARTIAL_TAIL),  # past the end
-        (entry(14, 0), Frame(26, 0), Frame(26, 0)),
-        (entry(49, 2), Frame(61, 2), Frame(61, 2)),
-        (entry(49, 3), Frame(61, 3), CorruptFrame("", UNKNOWN_MAGIC)),
-        (entry(49, 127), Frame(61, 127), CorruptFrame("", UNKNOWN_MAGIC)),
-        (entry(49, -1), Frame(61, -1), CorruptFrame("", UNKNOWN_MAGIC)),
+        (entry(14, 0), 26, 26),
+        (entry(49, 2), 61, 61),
+        (entry(49, 3), 61, CorruptFrame("", UNKNOWN_MAGIC)),
+        (entry(49, 127), 61, CorruptFrame("", UNKNOWN_MAGIC)),
+        (entry(49, -1), 61, CorruptFrame("", UNKNOWN_MAGIC)),
+        (entry(49, -128), 61, CorruptFrame("", UNKNOWN_MAGIC)),
     ],
     ids=lambda v: repr(v)[:24],
 )
@@ -64,7 +65,12 @@ def test_next_frame_verdicts(data: bytes, file_verdict: object, memory_verdict: 
         if isinstance(want, CorruptFrame):
             assert isinstance(got, CorruptFrame) and got.code == want.code, (known_magic_only, got)
         else:
-            assert got == want, (known_magic_only, got)
+            assert got == want and type(got) is type(want), (known_magic_only, got)
+
+
+@pytest.mark.parametrize("magic", [-128, -1, 0, 1, 2, 3, 127])
+def test_frame_magic_is_signed(magic: int) -> None:
+    assert frame_magic(entry(49, magic), 0) == magic
 
 
 def test_corrupt_frame_messages_are_kafkas() -> None:
@@ -101,7 +107,7 @@ def _rule_verdict(data: bytes, pos: int) -> object:
         return "partial"
     if isinstance(frame, CorruptFrame):
         return ("corrupt", frame.code)
-    return ("frame", frame.size, frame.magic)
+    return ("frame", frame, frame_magic(data, pos))
 
 
 _SIZES = st.one_of(st.integers(-(2**31), 2**31 - 1), st.integers(-2, 80))

@@ -66,7 +66,14 @@ from kafkalog.records import (
 )
 from kafkalog.records.batch import MAGIC_V2
 from kafkalog.records.compression import decompress
-from kafkalog.records.framing import HEADER_SIZE_UP_TO_MAGIC, CorruptFrame, PartialTail, next_frame
+from kafkalog.records.framing import (
+    HEADER_SIZE_UP_TO_MAGIC,
+    CorruptFrame,
+    PartialTail,
+    frame_magic,
+    is_v2_magic,
+    next_frame,
+)
 
 __all__ = [
     "DECODERS",
@@ -454,8 +461,8 @@ class LogDump:
             return _Step.failed(
                 "corrupt_frame", pos, f"{frame.reason[0].upper()}{frame.reason[1:]} in file {self.path}."
             )
-        total, magic = frame
-        if frame.is_v2 and total < RECORD_BATCH_OVERHEAD:
+        total, magic = frame, frame_magic(buf, rel)
+        if is_v2_magic(magic) and total < RECORD_BATCH_OVERHEAD:
             return _Step.failed(
                 "corrupt_batch",
                 pos,

@@ -64,7 +64,8 @@ from kafkalog.records.framing import (
     HEADER_SIZE_UP_TO_MAGIC,
     MAX_TIMESTAMP_OFFSET,
     RECORD_BATCH_OVERHEAD,
-    Frame,
+    frame_magic,
+    is_v2_magic,
     next_frame,
 )
 
@@ -160,13 +161,14 @@ def largest_timestamp(log: Path, base: int) -> int:
             f.seek(position)
             head = f.read(RECORD_BATCH_OVERHEAD)
             frame = next_frame(head, 0, size - position) if len(head) > HEADER_SIZE_UP_TO_MAGIC else None
-            if not isinstance(frame, Frame):
+            if type(frame) is not int:
                 break
-            if frame.is_v2 and len(head) >= MAX_TIMESTAMP_OFFSET + 8:
+            magic = frame_magic(head, 0)
+            if is_v2_magic(magic) and len(head) >= MAX_TIMESTAMP_OFFSET + 8:
                 best = max(best, _I64.unpack_from(head, MAX_TIMESTAMP_OFFSET)[0])
-            elif frame.magic != 0 and len(head) >= 26:  # legacy: any magic but 0 has v1's timestamp
+            elif magic != 0 and len(head) >= 26:  # legacy: any magic but 0 has v1's timestamp
                 best = max(best, _I64.unpack_from(head, 18)[0])
-            position += frame.size
+            position += frame
     return best
 
 

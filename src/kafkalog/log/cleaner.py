@@ -624,7 +624,7 @@ class Cleaner:
                 "hold a batch",
                 position=position,
             )
-        need = frame.size
+        need = frame
         if need <= len(chunk):
             raise KafkaError(
                 f"batch size {need} fits the read of {len(chunk)} bytes but was not read at {position}"

@@ -10,8 +10,8 @@ in kafkalog calls (the numba kernels keep an inlined copy, pinned to it by
   Kafka's ``FileLogInputStream`` (``position >= end - 17``);
 * ``batchLength < 14`` (``RECORD_OVERHEAD_V0``, the smallest entry of any format): a :class:`CorruptFrame`;
 * ``LOG_OVERHEAD + batchLength`` past ``end``: :data:`PARTIAL_TAIL` (a fetch cut at max bytes, a crash);
-* else a :class:`Frame` of that size and the entry's (signed) magic. Which format that magic means is
-  Kafka's rule for the reader at hand:
+* else the entry's size in bytes (an ``int``, ``LOG_OVERHEAD + batchLength``); :func:`frame_magic` is its
+  signed magic. Which format that magic means is Kafka's rule for the reader at hand:
 
   - a **file** (``FileLogInputStream``; recovery, the loader, ``verify``, ``dump``, a segment's offset
     search): a magic below 2 is a legacy entry, 2 and above a v2 batch (the v2 CRC does not cover the
@@ -59,10 +59,13 @@ __all__ = [
     "RECORDS_OFFSET",
     "RECORD_BATCH_OVERHEAD",
     "RECORD_OVERHEAD_V0",
+    "SIZE_BELOW_OVERHEAD",
+    "UNKNOWN_MAGIC",
     "CorruptFrame",
-    "Frame",
     "FrameVerdict",
     "PartialTail",
+    "frame_magic",
+    "is_v2_magic",
     "next_frame",
 ]
 
@@ -90,20 +93,7 @@ RECORDS_OFFSET: Final = 61
 RECORD_BATCH_OVERHEAD: Final = RECORDS_OFFSET
 
 _MAGIC_V2: Final = 2
-_OFFSET_AND_SIZE: Final = struct.Struct(">qi")
-_SIZE: Final = struct.Struct(">i")
-
-
-class Frame(NamedTuple):
-    """A complete entry: ``size`` bytes (``LOG_OVERHEAD + batchLength``) and its signed ``magic`` byte."""
-
-    size: int
-    magic: int
-
-    @property
-    def is_v2(self) -> bool:
-        """Whether a file reader reads it as a v2 batch (Kafka's ``FileLogInputStream``: magic >= 2)."""
-        return self.magic >= _MAGIC_V2
+_SIZE_UNPACK: Final = struct.Struct(">i").unpack_from
 
 
 class PartialTail:
@@ -132,7 +122,8 @@ class CorruptFrame(NamedTuple):
         return CorruptRecordError(self.reason + where, position=position)
 
 
-FrameVerdict = Frame | PartialTail | CorruptFrame
+#: What :func:`next_frame` says: the frame's size (an ``int``, at least 26), or why there is none.
+FrameVerdict = int | PartialTail | CorruptFrame
 
 #: :attr:`CorruptFrame.code` values (the same numbers as ``kafkalog.records.kernels.ERR_*``).
 SIZE_BELOW_OVERHEAD: Final = 101
@@ -142,15 +133,18 @@ UNKNOWN_MAGIC: Final = 104
 def next_frame(
     buf: bytes | bytearray | memoryview, pos: int, end: int | None = None, *, known_magic_only: bool = False
 ) -> FrameVerdict:
-    """Frame the entry at ``buf[pos]`` of ``buf[:end]`` (see the module docstring for the rule).
+    """Frame the entry at ``buf[pos]`` of ``buf[:end]``: its size, :data:`PARTIAL_TAIL` or a
+    :class:`CorruptFrame` (see the module docstring for the rule). ``type(verdict) is int`` is a frame.
 
     ``known_magic_only`` is Kafka's in-memory reader (a magic outside 0..2 is corrupt); without it, a file
-    reader's rule (any magic frames: below 2 legacy, from 2 on v2). Reads at most 17 bytes of ``buf``.
+    reader's rule (any magic frames: below 2 legacy, from 2 on v2, :func:`is_v2_magic`). Reads at most 17
+    bytes of ``buf``; ``end`` may lie past ``len(buf)`` when only the header was read. A size, not an
+    object, for a frame: the offset search calls this once per batch.
     """
     remaining = (len(buf) if end is None else end) - pos
     if remaining <= HEADER_SIZE_UP_TO_MAGIC:
         return PARTIAL_TAIL
-    size = _SIZE.unpack_from(buf, pos + LENGTH_OFFSET)[0]
+    size: int = _SIZE_UNPACK(buf, pos + LENGTH_OFFSET)[0]
     if size < RECORD_OVERHEAD_V0:
         return CorruptFrame(
             f"found record size {size} smaller than minimum record overhead ({RECORD_OVERHEAD_V0})",
@@ -158,9 +152,18 @@ def next_frame(
         )
     if LOG_OVERHEAD + size > remaining:
         return PARTIAL_TAIL
-    magic = buf[pos + MAGIC_OFFSET]
-    if magic >= 128:
-        magic -= 256
-    if known_magic_only and not 0 <= magic <= _MAGIC_V2:
-        return CorruptFrame(f"invalid magic found in record: {magic}", UNKNOWN_MAGIC)
-    return Frame(LOG_OVERHEAD + size, magic)
+    if known_magic_only and buf[pos + MAGIC_OFFSET] > _MAGIC_V2:  # above 2, or negative (>= 128 unsigned)
+        return CorruptFrame(f"invalid magic found in record: {frame_magic(buf, pos)}", UNKNOWN_MAGIC)
+    return LOG_OVERHEAD + size
+
+
+def frame_magic(buf: bytes | bytearray | memoryview, pos: int) -> int:
+    """The signed magic byte of the entry at ``buf[pos]`` (byte 16 of every format)."""
+    magic: int = buf[pos + MAGIC_OFFSET]
+    return magic - 256 if magic >= 128 else magic
+
+
+def is_v2_magic(magic: int) -> bool:
+    """Whether a file reader reads an entry of this (signed) magic as a v2 batch (``FileLogInputStream``:
+    magic >= 2); below 2 it is a legacy entry (any magic but 0 has the v1 layout)."""
+    return magic >= _MAGIC_V2

@@ -33,7 +33,7 @@ from kafkalog.records.batch import (
 )
 from kafkalog.records.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, Compression
 from kafkalog.records.control import ControlRecordType, EndTransactionMarker
-from kafkalog.records.framing import CorruptFrame, PartialTail, next_frame
+from kafkalog.records.framing import MAGIC_OFFSET, CorruptFrame, next_frame
 from kafkalog.records.legacy import LegacyRecordBatch
 from kafkalog.records.record import Record, SimpleRecord, TimestampType
 
@@ -75,12 +75,13 @@ def read_batch_at(
     ``known_magic_only=False`` is a file reader's rule (see the module docstring).
     """
     frame = next_frame(buf, offset, end, known_magic_only=known_magic_only)
-    if isinstance(frame, PartialTail):
+    if type(frame) is not int:
+        if isinstance(frame, CorruptFrame):
+            raise frame.error(origin + offset)
         return None
-    if isinstance(frame, CorruptFrame):
-        raise frame.error(origin + offset)
     view = buf if end is None or end == len(buf) else buf[:end]
-    if frame.magic >= MAGIC_V2:
+    magic = buf[offset + MAGIC_OFFSET]
+    if magic == MAGIC_V2 or MAGIC_V2 < magic < 128:  # v2 from 2 on (signed; a file's rule), else legacy
         return DefaultRecordBatch(view, offset, origin + offset)
     return LegacyRecordBatch(view, offset, origin + offset)
 

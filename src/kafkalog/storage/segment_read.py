@@ -43,8 +43,6 @@ from kafkalog.records.framing import (
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     RECORD_OVERHEAD_V0,
-    Frame,
-    next_frame,
 )
 from kafkalog.storage.file_records import FileRecords
 from kafkalog.storage.segment import TO_SEGMENT_END, LogSegment
@@ -195,12 +193,13 @@ def _walk(region: bytes, target_offset: int) -> tuple[int, int] | None:
     while pos < n:
         if n - pos < _HEADER:
             return -1, 0
-        frame = next_frame(region, pos, n)
-        if type(frame) is not Frame:  # a partial or impossible frame: the reference path decides
+        # next_frame inlined (the read path's hot loop); a partial or impossible frame declines, and the
+        # reference path (FileRecords.search_for_offset_with_size) decides
+        last, size = _OFFSET_SIZE_UNPACK(region, pos)
+        total = size + LOG_OVERHEAD
+        if size < RECORD_OVERHEAD_V0 or total > n - pos:
             return -1, 0
-        total = frame.size
-        last = _OFFSET_SIZE_UNPACK(region, pos)[0]
-        if frame.magic >= MAGIC_V2 and total >= _HEADER:  # v2, as a file reads it (magic >= 2)
+        if MAGIC_V2 <= region[pos + MAGIC_OFFSET] < 128 and total >= _HEADER:  # v2 as a file reads it
             last += _INT32_UNPACK(region, pos + LAST_OFFSET_DELTA_OFFSET)[0]
         if last >= target_offset:
             return pos, total
