@@ -3,8 +3,10 @@
 Every ``.log`` file, fetch response and produce request is a concatenation of entries, each
 ``baseOffset int64 · batchLength int32 · ...`` with the magic byte at offset 16 (``MAGIC_OFFSET``) whatever
 the format. This module owns the one rule that frames them, :func:`next_frame`, which every frame walker
-in kafkalog calls (the numba kernels keep an inlined copy, pinned to it by
-``tests/records/test_framing.py``). For the entry at ``pos`` of ``buf[:end]`` it says:
+in kafkalog calls. Two hot loops keep an inlined copy, each pinned to it by a hypothesis test: the numba
+scan (``scan_batches``, ``tests/records/test_framing.py``) and ``FileRecords.search_for_offset_with_size``
+(``tests/storage/test_file_records.py``); the read fast path's walk (``storage/segment_read.py``) inlines it
+too but only declines, leaving the answer to the offset search. For the entry at ``pos`` of ``buf[:end]`` it says:
 
 * ``HEADER_SIZE_UP_TO_MAGIC`` (17) bytes or fewer left: :data:`PARTIAL_TAIL` (quiet: a walk ends there),
   Kafka's ``FileLogInputStream`` (``position >= end - 17``);
