@@ -85,7 +85,7 @@ from kafkalog.records import MemoryRecords, read_batch_at
 from kafkalog.records import kernels as K
 from kafkalog.records.batch import DefaultRecordBatch
 from kafkalog.records.control import ControlRecordType
-from kafkalog.records.framing import LAST_OFFSET_DELTA_OFFSET, LENGTH_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET
+from kafkalog.records.framing import LENGTH_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET
 from kafkalog.storage.files import (
     DELETED_FILE_SUFFIX,
     INDEX_FILE_SUFFIX,
@@ -206,13 +206,11 @@ def _time_index_hints(path: Path, base_offset: int) -> tuple[I64Array, I64Array,
 
 def _header_offsets(fd: int, position: int) -> tuple[int, int] | None:
     """(base offset, last offset) of the v2 batch whose header is at ``position``, or None if there is none."""
-    head = os.pread(fd, LAST_OFFSET_DELTA_OFFSET + 4, position)
-    if len(head) < LAST_OFFSET_DELTA_OFFSET + 4 or head[MAGIC_OFFSET] != 2:
+    head = os.pread(fd, LOG_OVERHEAD + 15, position)
+    if len(head) < 27 or head[MAGIC_OFFSET] != 2:
         return None
     base = int.from_bytes(head[0:8], "big", signed=True)
-    return base, base + int.from_bytes(
-        head[LAST_OFFSET_DELTA_OFFSET : LAST_OFFSET_DELTA_OFFSET + 4], "big", signed=True
-    )
+    return base, base + int.from_bytes(head[23:27], "big", signed=True)
 
 
 def _header_last_offset(fd: int, position: int) -> int | None:
