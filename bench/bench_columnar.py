@@ -233,7 +233,7 @@ def _first_call_seconds(cold: bool) -> float:
     """Seconds for a fresh process to import kafkalog and run every kernel once (cold: empty numba cache)."""
     code = (
         "import time; t = time.perf_counter(); "
-        "from kafkalog.records import _kernels; _kernels.warm_up(); print(time.perf_counter() - t)"
+        "from kafkalog.records import kernels; kernels.warm_up(); print(time.perf_counter() - t)"
     )
     env = dict(os.environ)
     src = str(Path(__file__).resolve().parents[1] / "src")

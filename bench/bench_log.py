@@ -48,7 +48,7 @@ from bench.bench_baselines import (
 from bench.harness import Row, compare, comparison_row, load_kafka_java, log, rate, runs_for
 from kafkalog.log import FetchIsolation, Log, LogConfig
 from kafkalog.records import MemoryRecords, SimpleRecord
-from kafkalog.records._kernels import F_BASE_OFFSET, F_LAST_OFFSET_DELTA, as_uint8, scan_batches
+from kafkalog.records.kernels import F_BASE_OFFSET, F_LAST_OFFSET_DELTA, as_uint8, scan_batches
 
 __all__ = [
     "append_batches_gib_s",

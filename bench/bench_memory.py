@@ -1,7 +1,7 @@
 """Memory (issue #10): peak RSS of appending and scanning a large log, each run in a fresh subprocess.
 
 Every measurement is one ``python -m bench.bench_memory WORKER ...`` subprocess. It imports kafkalog (the
-log, the read-only view, the columnar decoder) and loads the numba kernels (``_kernels.warm_up()``), reads
+log, the read-only view, the columnar decoder) and loads the numba kernels (``kafkalog.warm_up()``), reads
 its ``VmRSS`` from ``/proc/self/status`` ("interpreter + imports"), does one workload and prints its peak
 RSS (``VmHWM``) as JSON. Ours and its baseline run the very same script, so they differ only in the
 workload:
@@ -92,7 +92,7 @@ def read_status_kib(field: str, path: str = "/proc/self/status") -> int:
 
 def _next_offset(data: object) -> tuple[int, int]:
     """``(bytes of complete batches, offset after the last complete batch)`` of a read's buffer."""
-    from kafkalog.records._kernels import F_BASE_OFFSET, F_LAST_OFFSET_DELTA, as_uint8, scan_batches
+    from kafkalog.records.kernels import F_BASE_OFFSET, F_LAST_OFFSET_DELTA, as_uint8, scan_batches
 
     scan = scan_batches(as_uint8(data), max_batches=1 << 12)
     if scan.n == 0:
@@ -179,7 +179,7 @@ def worker_main(argv: Sequence[str]) -> int:
     import kafkalog.log
     import kafkalog.log.readonly
     import kafkalog.records.columnar
-    from kafkalog.records._kernels import warm_up
+    from kafkalog.records.kernels import warm_up
 
     del kafkalog
     warm_up()

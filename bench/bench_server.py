@@ -57,7 +57,7 @@ from bench.bench_baselines import MIB, bench_tmpdir
 from bench.harness import Comparison, Row, Stats, comparison_row, log
 from kafkalog.log import FetchIsolation, Log, LogConfig
 from kafkalog.records import MemoryRecords
-from kafkalog.records._kernels import (
+from kafkalog.records.kernels import (
     F_BASE_OFFSET,
     F_LAST_OFFSET_DELTA,
     F_POS,

@@ -23,7 +23,7 @@ from bench.harness import Row, Stats, compare, comparison_row, log, rate, runs_f
 from kafkalog.log import Log, LogConfig
 from kafkalog.log.checkpoint import write_clean_shutdown
 from kafkalog.records import DefaultRecordBatch, MemoryRecords, SimpleRecord
-from kafkalog.records._kernels import F_BASE_OFFSET, F_LAST_OFFSET_DELTA, as_uint8, scan_batches
+from kafkalog.records.kernels import F_BASE_OFFSET, F_LAST_OFFSET_DELTA, as_uint8, scan_batches
 from kafkalog.storage import LogSegment
 
 AREA = "storage"

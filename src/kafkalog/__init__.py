@@ -2,4 +2,8 @@
 
 from __future__ import annotations
 
+from kafkalog.records.kernels import warm_up
+
+__all__ = ["warm_up"]
+
 __version__ = "0.1.0"

@@ -29,6 +29,7 @@ from kafkalog.records import (
     RecordDetail,
     SimpleRecord,
     TimestampType,
+    iter_batches,
     read_batch_at,
 )
 
@@ -132,7 +133,7 @@ def kafkalog_dump(data: bytes, deep: bool = True) -> tuple[list[Line], int, str 
     kind: str | None = None
     while True:
         try:
-            batch = read_batch_at(buf, valid_bytes)
+            batch = read_batch_at(buf, valid_bytes, known_magic_only=False)  # a file's rule, as FileRecords
         except KafkaError as exc:
             lines.append(_error("corrupt_frame", valid_bytes, exc))
             code, kind = EXIT_CORRUPT, OURS_FRAME
@@ -194,7 +195,7 @@ def kafkalog_validate(data: bytes) -> Line:
     position = 0
     batches = 0
     try:
-        for batch in MemoryRecords(data).batches():
+        for batch in iter_batches(memoryview(data), known_magic_only=False):  # a file's rule, as FileRecords
             position = batch.position
             batch.ensure_valid()
             batches += 1

@@ -17,11 +17,11 @@ sequence, transactional/control flags, leader epoch, delete horizon, count, size
 4. Damaged files written by Kafka: flipped bytes, every CRC-covered byte flipped with the CRC recomputed,
    truncations, trailing garbage, invalid UTF-8 header keys. Kafka and kafkalog accept the same prefix, read it
    identically and report the first problem at the same position with a compatible kind
-   (:func:`assert_damage_agrees`, which tolerates no difference). The one intentional difference, a magic
-   byte > 2 on a v2 batch, is excluded and pinned.
+   (:func:`assert_damage_agrees`, which tolerates no difference), magic bytes above 2 on v2 batches
+   included (a file reader frames them as v2, as Kafka's ``FileLogInputStream`` does).
 5. Real mismatches found here, reduced to minimal bytes (``EDGE_CASES``): one passing test pins Kafka's
    behaviour, one asserts kafkalog's is the same, ``xfail(strict=True)`` naming the difference while one
-   remains (today: ``legacy-negative-magic``).
+   remains (today: none; ``recovery-overlapping-offsets`` is a strict xfail of its own).
 """
 
 from __future__ import annotations
@@ -332,19 +332,15 @@ def rejected_by_both(data: bytes, position: int) -> str | None:
     """Why Kafka's ``corrupt_batch`` and kafkalog's corrupt frame at ``position`` are one verdict, or ``None``.
 
     Both readers reject the entry there (recovery truncates at the same byte); they only disagree on whether
-    the frame was readable. Two cases, each named:
+    the frame was readable. One case, named:
 
-    * ``legacy-negative-magic`` (``EDGE_CASES``, a strict xfail when the CRC is good): Kafka frames an entry
-      whose magic byte is negative as a legacy entry, kafkalog refuses an unknown magic at the frame;
     * ``v2-smaller-than-header``: Kafka frames a v2 batch of 14..60 bytes and fails its ``isValid``
       ("size ... is smaller than the minimum allowed overhead 61"); kafkalog refuses it at the frame.
     """
     if position + 17 > len(data):
         return None
-    if data[position + 16] >= 0x80:
-        return "legacy-negative-magic"
     (size,) = struct.unpack_from(">i", data, position + 8)
-    if data[position + 16] == 2 and 14 <= size < 61 - 12:
+    if 2 <= data[position + 16] < 0x80 and 14 <= size < 61 - 12:
         return "v2-smaller-than-header"
     return None
 
@@ -430,16 +426,6 @@ def assert_damage_agrees(
         assert kafkalog_recovered_bytes(recovery_dir, data) == kept, context
 
 
-def magic_above_2_on_v2(data: bytes, batches: list[tuple[int, int, int]]) -> bool:
-    """Whether a v2 batch of the damage file now has a magic in 3..127.
-
-    Known, intentional difference (excluded here, pinned by ``test_magic_above_2_is_rejected_by_kafkalog_only``):
-    Kafka's ``FileLogInputStream`` takes any magic > 2 for a v2 batch and the magic is not covered by the v2 CRC,
-    so Kafka accepts such a batch as valid; kafkalog raises ``CorruptRecordError`` for a magic outside 0..2.
-    """
-    return any(magic == 2 and 2 < data[pos + 16] < 128 for pos, _, magic in batches)
-
-
 def test_damage_file_is_read_identically(
     kafka_java: KafkaJava, workdir: Path, damage_base: DamageBase
 ) -> None:
@@ -468,13 +454,9 @@ def test_single_byte_flips_agree(kafka_java: KafkaJava, workdir: Path, damage_ba
     for index, mask in targets:
         damaged = bytearray(data)
         damaged[index] ^= mask
-        if magic_above_2_on_v2(damaged, batches):
-            continue
         assert_damage_agrees(kafka_java, workdir / "flip.log", bytes(damaged), f"byte {index} ^ {mask:#04x}")
         checked += 1
-    assert checked == len(targets) - sum(
-        1 for *_, magic in batches if magic == 2
-    )  # magic 2 ^ 1 = 3 is skipped
+    assert checked == len(targets)  # magic 2 ^ 1 = 3 on a v2 batch included
 
 
 def fix_crc(data: bytearray, position: int, magic: int) -> None:
@@ -566,9 +548,14 @@ def test_truncation_agrees(
     strict=True,
     reason="recovery-overlapping-offsets: a CRC-valid batch whose offsets overlap the previous batch's ([0, 1] "
     "then [1, 2]). Kafka's LogSegment.recover checks ensureValid and ensureOffsetInRange only, so in a segment "
-    "smaller than index.interval.bytes it keeps every batch (past an index entry, OffsetIndex.append's "
-    "InvalidOffsetException makes Kafka's loader truncate the whole segment instead); kafkalog's _reindex "
-    "raises 'offsets go backwards' and truncates at the second batch",
+    "smaller than index.interval.bytes it keeps every batch; past an index entry, OffsetIndex.append's "
+    "InvalidOffsetException makes Kafka's LogLoader.recoverLog truncate the whole segment to its base offset and "
+    "delete every later unflushed segment. kafkalog's _reindex raises 'offsets go backwards' and truncates at the "
+    "second batch. Kept as a difference because matching is unsafe: the base offset is outside the v2 CRC, so one "
+    "flipped bit there makes exactly this batch, and keeping it gives the log two batches holding one offset (a "
+    "fetch returns it twice, the log end offset can move backwards, producer state replays a sequence twice); "
+    "and Kafka's own outcome depends on where index.interval.bytes lands an entry, losing the whole segment and "
+    "every later one where kafkalog loses the batches from the overlap on",
 )
 def test_recovery_keeps_overlapping_offsets_as_kafka_does(
     kafka_java: KafkaJava, tmp_path: Path, recovery_dir: Path
@@ -674,14 +661,16 @@ def test_header_keys_decode_as_kafka_exhaustively(kafka_java: KafkaJava, tmp_pat
 
 
 @pytest.mark.parametrize("magic", [3, 4, 127])
-def test_magic_above_2_is_rejected_by_kafkalog_only(
-    kafka_java: KafkaJava, tmp_path: Path, magic: int
+def test_magic_above_2_on_a_file_is_kept_as_kafka_keeps_it(
+    kafka_java: KafkaJava, tmp_path: Path, recovery_dir: Path, magic: int
 ) -> None:
-    """The one intentional difference: Kafka's file reader takes a magic > 2 for v2 (the magic is not CRC-covered).
-
-    kafkalog refuses to guess the format of a future magic and raises ``CorruptRecordError`` at the batch.
-    """
-    data = bytearray(kafka_java.write({"batches": [{"records": [rec("a", "k")]}] * 2}, tmp_path / "good.log"))
+    """Kafka's file reader (``FileLogInputStream``) frames a magic above 2 as a v2 batch and its
+    ``ensureValid`` checks size and CRC only (the magic is outside the v2 CRC), so Kafka's recovery keeps the
+    batch: kafkalog's file reading, ``dump``'s view and segment recovery do the same. Bytes in memory
+    (``MemoryRecords``, Kafka's ``ByteBufferLogInputStream``: a consumer's fetch, a produce request) refuse
+    the batch with ``CorruptRecordError('invalid magic found in record')``, as a Kafka consumer does."""
+    batches = [{"baseOffset": base, "records": [rec("a", "k")]} for base in (0, 1)]
+    data = bytearray(kafka_java.write({"batches": batches}, tmp_path / "good.log"))
     second = struct.unpack_from(">i", data, 8)[0] + 12
     data[second + 16] = magic
     path = tmp_path / "magic.log"
@@ -690,11 +679,11 @@ def test_magic_above_2_is_rejected_by_kafkalog_only(
     assert code == EXIT_OK
     assert [line["magic"] for line in theirs if line["type"] == "batch"] == [2, magic]
     assert kafka_java.validate(path)["valid"] is True
-    with pytest.raises(CorruptRecordError) as excinfo:
+    assert_damage_agrees(kafka_java, path, bytes(data), f"magic {magic}", recovery_dir)
+    assert kafkalog_recovered_bytes(recovery_dir, bytes(data)) == len(data)
+    with pytest.raises(CorruptRecordError, match=f"invalid magic found in record: {magic}") as excinfo:
         list(MemoryRecords(bytes(data)).batches())
     assert excinfo.value.position == second
-    ours, _, kind = kafkalog_dump(bytes(data))
-    assert (kind, ours[-2]["position"]) == (OURS_FRAME, second)
 
 
 # ============================================================================================ 5. edge cases
@@ -964,11 +953,12 @@ _EDGE_CASES: dict[str, tuple[bytes, dict[int, dict[str, Any]], str | None]] = {
     "legacy-negative-magic": (
         legacy_with_magic(-1),
         {0: {"magic": -1, "isValid": True, "recordCount": 1}, 1: {"offset": 0, "key": b64("k")}},
-        "a CRC-valid entry whose magic byte is negative (here -1): Kafka's FileLogInputStream takes any magic < 2 "
-        "for a legacy entry (LegacyRecord: any magic but 0 has the v1 layout) and reads it as valid; kafkalog's "
-        "read_batch_at raises CorruptRecordError('invalid magic found in record: -1') (corrupt_frame), so its "
-        "recovery would truncate there. Only forged bytes reach this (the magic is CRC-covered); like a magic "
-        "above 2 (test_magic_above_2_is_rejected_by_kafkalog_only), kafkalog does not guess an unknown format",
+        # Was a mismatch, fixed: a CRC-valid entry whose magic byte is negative (here -1): Kafka's
+        # FileLogInputStream takes any magic < 2 for a legacy entry (LegacyRecord: any magic but 0 has the v1
+        # layout) and reads it as valid; kafkalog's read_batch_at raised CorruptRecordError('invalid magic
+        # found in record: -1') (corrupt_frame), so its recovery truncated there. A file's walk
+        # (known_magic_only=False) now frames it as Kafka's does; MemoryRecords still refuses it, as Kafka's.
+        None,
     ),
 }
 

@@ -30,6 +30,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from kafkalog.errors import KafkaError
@@ -469,3 +471,63 @@ def test_slice_is_a_view_until_read(file_records: FileRecords) -> None:
     assert view.size_in_bytes == size
     assert _values(view) == VALUES
     assert isinstance(next(iter(view.records())), Record)
+
+
+def _reference_search(data: bytes, target: int) -> LogOffsetPosition | str | None:
+    """``search_for_offset_with_size`` from position 0 written with ``next_frame``, the one framing rule (a file's
+    rule: magic >= 2 is v2); ``"corrupt@N"`` where it must raise."""
+    import struct
+
+    from kafkalog.records.framing import CorruptFrame, frame_magic, is_v2_magic, next_frame
+
+    pos = 0
+    while True:
+        frame = next_frame(data, pos)
+        if isinstance(frame, CorruptFrame):
+            return f"corrupt@{pos}"
+        if not isinstance(frame, int):
+            return None
+        last = struct.unpack_from(">q", data, pos)[0]
+        if is_v2_magic(frame_magic(data, pos)) and frame >= 27:
+            last += struct.unpack_from(">i", data, pos + 23)[0]
+        if last >= target:
+            return LogOffsetPosition(last, pos, frame)
+        pos += frame
+
+
+_ENTRY = st.tuples(
+    st.integers(-3, 40),  # base offset
+    st.one_of(st.integers(-2, 70), st.sampled_from([-(2**31), 2**31 - 1])),  # batchLength
+    st.sampled_from([-128, -1, 0, 1, 2, 3, 127]),  # magic
+    st.integers(-2, 3),  # lastOffsetDelta
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(entries=st.lists(_ENTRY, max_size=6), tail=st.binary(max_size=30), target=st.integers(-3, 45))
+def test_offset_search_frames_as_next_frame(
+    tmp_path: Path, entries: list[tuple[int, int, int, int]], tail: bytes, target: int
+) -> None:
+    """The offset search keeps an inlined copy of ``next_frame`` (it runs per batch); on any file, valid or not
+    (sizes below 14, past the end, every kind of magic, partial tails), it answers as the rule does."""
+    import struct
+
+    data = b"".join(
+        struct.pack(">qiibIhi", base, length, -1, magic, 0, 0, delta)
+        + bytes(max(0, min(length, 70) + 12 - 27))
+        for base, length, magic, delta in entries
+    )
+    data += tail
+    path = tmp_path / "search.log"
+    path.write_bytes(data)
+    records = FileRecords.open(path, file_already_exists=True, mutable=False)
+    try:
+        want = _reference_search(data, target)
+        if isinstance(want, str):
+            with pytest.raises(KafkaError) as info:
+                records.search_for_offset_with_size(target, 0)
+            assert f"corrupt@{info.value.position}" == want
+        else:
+            assert records.search_for_offset_with_size(target, 0) == want
+    finally:
+        records.close()

@@ -6,12 +6,13 @@
 :func:`json_line` formats it); :func:`text_batch_line` and :func:`text_record_line` give the text of
 Kafka's ``kafka-dump-log.sh`` (``DumpLogSegments``). Nothing here touches click or a terminal.
 
-Walking rules (Kafka's ``FileLogInputStream``, so that this reads a file the way a broker does):
+Walking rules (:func:`kafkalog.records.framing.next_frame` with a file's rule, Kafka's
+``FileLogInputStream``, so that this reads a file the way a broker does):
 
 * 17 bytes or fewer left: the walk ends; leftover bytes are a **truncated** tail;
-* a declared size below 14 (``RECORD_OVERHEAD_V0``) is a **corrupt_frame**, and so is a magic other than
-  0, 1 or 2 (Kafka would take magic > 2 for v2 and a negative one for legacy; kafkalog refuses both);
+* a declared size below 14 (``RECORD_OVERHEAD_V0``) is a **corrupt_frame**;
 * ``12 + size`` past the end of the file: a **truncated** tail;
+* a magic of 2 or more is a v2 batch, below 2 (negative included) a legacy entry, as Kafka reads them;
 * a batch whose CRC does not match is reported (``isValid`` false), then a **corrupt_batch** error; a v2
   batch smaller than its 61-byte header is a corrupt_batch without a batch event, and so is a legacy
   compressed wrapper with a bad CRC (its record count cannot be known);
@@ -63,7 +64,16 @@ from kafkalog.records import (
     RecordDetail,
     TimestampType,
 )
+from kafkalog.records.batch import MAGIC_V2
 from kafkalog.records.compression import decompress
+from kafkalog.records.framing import (
+    HEADER_SIZE_UP_TO_MAGIC,
+    CorruptFrame,
+    PartialTail,
+    frame_magic,
+    is_v2_magic,
+    next_frame,
+)
 
 __all__ = [
     "DECODERS",
@@ -99,13 +109,9 @@ EXIT_UNSUPPORTED: Final = 64
 #: Size of the read window (bytes read from the file at a time).
 DEFAULT_CHUNK_BYTES: Final = 1 << 20
 
-#: Kafka's ``HEADER_SIZE_UP_TO_MAGIC``: with this many bytes or fewer left, ``FileLogInputStream`` stops.
-_HEADER_SIZE_UP_TO_MAGIC: Final = 17
-_RECORD_OVERHEAD_V0: Final = 14
 _RECORD_OVERHEAD_V1: Final = 22
-_SIZE: Final = struct.Struct(">i")
 _UINT32: Final = struct.Struct(">I")
-_MAGIC: Final = struct.Struct(">b")
+_SIZE: Final = struct.Struct(">i")
 _INT64: Final = struct.Struct(">q")
 _CONTROL_KEY: Final = struct.Struct(">hh")
 _LEGACY_ENTRY: Final = struct.Struct(">qiIbb")
@@ -442,32 +448,21 @@ class LogDump:
     def _next_batch(self, pos: int) -> _Step | None:
         """The events of the batch at ``pos``, or ``None`` when no complete batch starts there."""
         remaining = self.limit - pos
-        if remaining <= _HEADER_SIZE_UP_TO_MAGIC:
+        if remaining <= HEADER_SIZE_UP_TO_MAGIC:
             return None
-        got = self._window.get(pos, _HEADER_SIZE_UP_TO_MAGIC)
+        got = self._window.get(pos, HEADER_SIZE_UP_TO_MAGIC + 1)
         if got is None:
             return None
         buf, rel = got
-        (size,) = _SIZE.unpack_from(buf, rel + 8)
-        if size < _RECORD_OVERHEAD_V0:
-            return _Step.failed(
-                "corrupt_frame",
-                pos,
-                f"Found record size {size} smaller than minimum record overhead ({_RECORD_OVERHEAD_V0}) "
-                f"in file {self.path}.",
-            )
-        total = LOG_OVERHEAD + size
-        if total > remaining:
+        frame = next_frame(buf, rel, rel + remaining)
+        if isinstance(frame, PartialTail):
             return None
-        (magic,) = _MAGIC.unpack_from(buf, rel + 16)
-        if magic not in (0, 1, 2):
+        if isinstance(frame, CorruptFrame):
             return _Step.failed(
-                "corrupt_frame",
-                pos,
-                f"Found invalid magic {magic} in the batch at position {pos} in file {self.path} "
-                "(expected 0, 1 or 2).",
+                "corrupt_frame", pos, f"{frame.reason[0].upper()}{frame.reason[1:]} in file {self.path}."
             )
-        if magic == 2 and total < RECORD_BATCH_OVERHEAD:
+        total, magic = frame, frame_magic(buf, rel)
+        if is_v2_magic(magic) and total < RECORD_BATCH_OVERHEAD:
             return _Step.failed(
                 "corrupt_batch",
                 pos,
@@ -485,9 +480,9 @@ class LogDump:
         shift = self._window.start
         batch: RecordBatch
         try:
-            batch = DefaultRecordBatch(buf, rel) if magic == 2 else LegacyRecordBatch(buf, rel)
+            batch = DefaultRecordBatch(buf, rel) if magic >= MAGIC_V2 else LegacyRecordBatch(buf, rel)
         except _DECODE_ERRORS as exc:
-            if magic == 2:  # not expected: the frame was checked
+            if magic >= MAGIC_V2:  # not expected: the frame was checked
                 return _Step.failed("corrupt_batch", pos, _message(exc, shift))
             return self._broken_legacy_step(buf, rel, pos, total, _message(exc, shift))
         try:
@@ -571,7 +566,7 @@ def _raw_legacy_event(buf: memoryview, rel: int, pos: int, total: int, valid: bo
     offset, _, crc, magic, attributes = _LEGACY_ENTRY.unpack_from(buf, rel)
     if attributes & 0x07:
         return None
-    if magic == 1:
+    if magic != 0:  # LegacyRecord: any magic but 0 has the v1 layout
         if total < LOG_OVERHEAD + _RECORD_OVERHEAD_V1:
             return None
         (max_timestamp,) = _INT64.unpack_from(buf, rel + 18)
@@ -688,7 +683,7 @@ def _legacy_record_checksums(
     raw = memoryview(batch.to_bytes())
     try:
         _, _, _, magic, attributes = _LEGACY_ENTRY.unpack_from(raw, 0)
-        p = 18 + (8 if magic == 1 else 0)
+        p = 18 + (8 if magic != 0 else 0)
         (key_len,) = _SIZE.unpack_from(raw, p)
         p += 4 + max(key_len, 0)
         (value_len,) = _SIZE.unpack_from(raw, p)

@@ -425,7 +425,7 @@ class _Walk:
         else:
             view, off = self._window(position, LOG_OVERHEAD + length)
             end = off + LOG_OVERHEAD + length
-        return read_batch_at(view, off, end, origin=position - off)
+        return read_batch_at(view, off, end, origin=position - off, known_magic_only=False)  # a file's rule
 
     def valid_at(self, position: int) -> RecordBatch | None:
         """The batch at ``position`` if it passes every check, else None."""

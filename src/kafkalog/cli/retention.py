@@ -60,12 +60,19 @@ from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log
 from kafkalog.log.names import TopicPartition
 from kafkalog.log.readonly import ReadOnlyLog
+from kafkalog.records.framing import (
+    HEADER_SIZE_UP_TO_MAGIC,
+    MAX_TIMESTAMP_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    frame_magic,
+    is_v2_magic,
+    next_frame,
+)
 
 __all__ = ["PlannedDeletion", "RetentionPlan", "plan_retention", "retention"]
 
 _TIME_ENTRY: Final = struct.Struct(">qi")
 _OFFSET_ENTRY: Final = struct.Struct(">ii")
-_SIZE: Final = struct.Struct(">qi")
 _I64: Final = struct.Struct(">q")
 
 
@@ -150,20 +157,18 @@ def largest_timestamp(log: Path, base: int) -> int:
     position = _index_floor_position(log.with_suffix(".index"), base, offset) if offset >= 0 else 0
     with open(log, "rb") as f:
         size = os.fstat(f.fileno()).st_size
-        while position + 17 < size:
+        while position + HEADER_SIZE_UP_TO_MAGIC < size:
             f.seek(position)
-            head = f.read(61)
-            if len(head) < 17:
+            head = f.read(RECORD_BATCH_OVERHEAD)
+            frame = next_frame(head, 0, size - position) if len(head) > HEADER_SIZE_UP_TO_MAGIC else None
+            if type(frame) is not int:
                 break
-            _, length = _SIZE.unpack_from(head)
-            magic = head[16]
-            if length < 14 or position + 12 + length > size:
-                break
-            if magic == 2 and len(head) >= 43:
-                best = max(best, _I64.unpack_from(head, 35)[0])
-            elif magic == 1 and len(head) >= 26:
+            magic = frame_magic(head, 0)
+            if is_v2_magic(magic) and len(head) >= MAX_TIMESTAMP_OFFSET + 8:
+                best = max(best, _I64.unpack_from(head, MAX_TIMESTAMP_OFFSET)[0])
+            elif magic != 0 and len(head) >= 26:  # legacy: any magic but 0 has v1's timestamp
                 best = max(best, _I64.unpack_from(head, 18)[0])
-            position += 12 + length
+            position += frame
     return best
 
 

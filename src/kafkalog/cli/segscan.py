@@ -164,9 +164,6 @@ def iter_fixed_entries(path: Path, entry_size: int) -> Iterator[tuple[int, memor
                 return
 
 
-_HEADER: Final = struct.Struct(">qi")
-
-
 def control_type_at(log: Path, position: int, size: int) -> ControlRecordType | None:
     """The control type of the control batch of ``size`` bytes at ``position`` in ``log`` (``None`` if it does
     not read: an empty (cleaned) control batch, a broken record)."""

@@ -28,8 +28,8 @@ from kafkalog.log.producer_state import BatchMetadata, CompletedTxn, ProducerApp
 from kafkalog.log.types import AppendOrigin, LogAppendInfo, plain_append_info
 from kafkalog.log.validator import analyze_and_validate_records, validate_and_assign_offsets
 from kafkalog.records import Compression, MemoryRecords, TimestampType
-from kafkalog.records._kernels import _record_stats
 from kafkalog.records.batch import MAGIC_V2, DefaultRecordBatch
+from kafkalog.records.kernels import record_stats_kernel as _record_stats
 from kafkalog.records.memory_records import records_of_bytearray
 from kafkalog.storage import LogOffsetMetadata
 

@@ -63,7 +63,17 @@ from kafkalog.log.names import TopicPartition
 from kafkalog.log.offset_map import SkimpyOffsetMap
 from kafkalog.log.scheduler import ScheduledTask
 from kafkalog.records import MemoryRecords, RecordBatch
-from kafkalog.records.batch import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, DefaultRecordBatch
+from kafkalog.records.batch import DefaultRecordBatch
+from kafkalog.records.framing import (
+    HEADER_SIZE_UP_TO_MAGIC,
+    LENGTH_OFFSET,
+    LOG_OVERHEAD,
+    PARTIAL_TAIL,
+    RECORD_BATCH_OVERHEAD,
+    CorruptFrame,
+    PartialTail,
+    next_frame,
+)
 from kafkalog.storage import LogSegment, OffsetIndex, TimeIndex, TransactionIndex
 from kafkalog.storage.files import (
     CLEANED_FILE_SUFFIX,
@@ -395,7 +405,7 @@ def _empty_batch_like(batch: RecordBatch) -> MemoryRecords:
     if isinstance(batch, DefaultRecordBatch):
         attrs = batch.attributes & 0x38
         header = pack_header(
-            61,
+            RECORD_BATCH_OVERHEAD,
             batch.base_offset,
             batch.partition_leader_epoch,
             attrs,
@@ -408,8 +418,10 @@ def _empty_batch_like(batch: RecordBatch) -> MemoryRecords:
             0,
         )
     else:
-        header = pack_header(61, batch.last_offset, -1, 0, 0, -1, batch.max_timestamp, -1, -1, -1, 0)
-    finish_crc(header, 0, 61)
+        header = pack_header(
+            RECORD_BATCH_OVERHEAD, batch.last_offset, -1, 0, 0, -1, batch.max_timestamp, -1, -1, -1, 0
+        )
+    finish_crc(header, 0, RECORD_BATCH_OVERHEAD)
     return MemoryRecords(bytes(header))
 
 
@@ -596,19 +608,23 @@ class Cleaner:
     def _next_read_size(self, segment: LogSegment, position: int, chunk: bytes, size: int) -> int:
         """The read size that takes the (large) batch at ``position`` whole (Kafka's ``growBuffersOrFail``)."""
         left = size - position
-        if len(chunk) < LOG_OVERHEAD or left <= HEADER_SIZE_UP_TO_MAGIC:
+        frame = next_frame(chunk, 0, left) if len(chunk) > HEADER_SIZE_UP_TO_MAGIC else PARTIAL_TAIL
+        if isinstance(frame, CorruptFrame):
+            raise frame.error(position, f" at position {position} of {segment.log.path}")
+        if isinstance(frame, PartialTail):
+            if left > HEADER_SIZE_UP_TO_MAGIC and len(chunk) > HEADER_SIZE_UP_TO_MAGIC:
+                need = int.from_bytes(chunk[LENGTH_OFFSET:LOG_OVERHEAD], "big", signed=True) + LOG_OVERHEAD
+                raise CorruptRecordError(
+                    f"log segment may be corrupt, batch size {need} > {left} bytes left in segment "
+                    f"{segment.log.path} at position {position}",
+                    position=position,
+                )
             raise CorruptRecordError(
                 f"log segment may be corrupt: {left} bytes at position {position} of {segment.log.path} do not "
                 "hold a batch",
                 position=position,
             )
-        need = int.from_bytes(chunk[8:12], "big", signed=True) + LOG_OVERHEAD
-        if need > left:
-            raise CorruptRecordError(
-                f"log segment may be corrupt, batch size {need} > {left} bytes left in segment "
-                f"{segment.log.path} at position {position}",
-                position=position,
-            )
+        need = frame
         if need <= len(chunk):
             raise KafkaError(
                 f"batch size {need} fits the read of {len(chunk)} bytes but was not read at {position}"

@@ -74,7 +74,11 @@ from kafkalog.log.cleaner_kernels import (
 from kafkalog.log.cleaner_txn import CleanedTransactionMetadata
 from kafkalog.log.offset_map import SkimpyOffsetMap
 from kafkalog.records import ControlRecordType, Record, RecordBatch, TimestampType, read_batch_at
-from kafkalog.records._kernels import (
+from kafkalog.records.batch import HEADER, MAGIC_V2, RECORD_BATCH_OVERHEAD
+from kafkalog.records.builder import MemoryRecordsBuilder
+from kafkalog.records.compression import Compression, compress, decompress
+from kafkalog.records.framing import ATTRIBUTES_OFFSET, CRC_OFFSET
+from kafkalog.records.kernels import (
     ERR_COUNT_NEGATIVE,
     ERR_LEGACY_MAGIC,
     ERROR_MESSAGES,
@@ -99,9 +103,6 @@ from kafkalog.records._kernels import (
     scan_batches,
     verify_crcs,
 )
-from kafkalog.records.batch import HEADER, MAGIC_V2, RECORD_BATCH_OVERHEAD
-from kafkalog.records.builder import MemoryRecordsBuilder
-from kafkalog.records.compression import Compression, compress, decompress
 
 __all__ = [
     "ChunkOutput",
@@ -242,10 +243,10 @@ def pack_header(
 
 
 def finish_crc(buf: bytearray | memoryview | npt.NDArray[np.uint8], pos: int, size: int) -> None:
-    """Write the CRC-32C of bytes ``[pos + 21, pos + size)`` into the batch header at ``buf[pos:]``."""
+    """Write the CRC-32C of bytes ``[pos + ATTRIBUTES_OFFSET, pos + size)`` into the batch header at ``buf[pos:]``."""
     view = memoryview(buf)  # type: ignore[arg-type]
-    crc = crc32c(view[pos + 21 : pos + size])
-    struct.pack_into(">I", view, pos + 17, crc)
+    crc = crc32c(view[pos + ATTRIBUTES_OFFSET : pos + size])
+    struct.pack_into(">I", view, pos + CRC_OFFSET, crc)
 
 
 # --- the per-chunk filter -------------------------------------------------------------------------------------
@@ -331,7 +332,10 @@ def _filter_compressed(
     if count < 0:
         raise_record_error(ERR_COUNT_NEGATIVE, pos, origin)
     payload = decompress(
-        codec, memoryview(chunk)[pos + 61 : pos + size], params.max_decompressed_bytes, position=origin + pos
+        codec,
+        memoryview(chunk)[pos + RECORD_BATCH_OVERHEAD : pos + size],
+        params.max_decompressed_bytes,
+        position=origin + pos,
     )
     records = as_uint8(payload)
     scratch, hashes = scratch_arrays().records_for(count)

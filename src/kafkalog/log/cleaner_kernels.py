@@ -1,8 +1,8 @@
 """Compiled kernels of the log cleaner: parse, filter and re-encode v2 records, and fill the offset map.
 
-They work on ``np.uint8`` views of segment bytes through raw addresses, as :mod:`kafkalog.records._kernels`
+They work on ``np.uint8`` views of segment bytes through raw addresses, as :mod:`kafkalog.records.kernels`
 does (whose varint readers, header parser and ``memcpy`` they reuse, with the ``_prefetch`` of
-:mod:`kafkalog.records._intrinsics`), never raise, and return an error code and a byte position instead
+:mod:`kafkalog.records.kernels`), never raise, and return an error code and a byte position instead
 (``ERR_*`` of that module; ``ERR_CAPACITY`` when an output array is too small, which sizing by the callers
 rules out). The rules they apply are documented in
 :mod:`kafkalog.log.cleaner_filter`; the encodings they write are Kafka's:
@@ -27,8 +27,24 @@ from numba import njit
 
 from kafkalog.jit import CACHE
 from kafkalog.log.offset_map import BYTES_PER_ENTRY, _get, _murmur, _put
-from kafkalog.records._intrinsics import _prefetch
-from kafkalog.records._kernels import (
+from kafkalog.records.framing import (
+    ATTRIBUTES_OFFSET,
+    BASE_OFFSET_OFFSET,
+    BASE_SEQUENCE_OFFSET,
+    BASE_TIMESTAMP_OFFSET,
+    CRC_OFFSET,
+    LAST_OFFSET_DELTA_OFFSET,
+    LENGTH_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAX_TIMESTAMP_OFFSET,
+    PARTITION_LEADER_EPOCH_OFFSET,
+    PRODUCER_EPOCH_OFFSET,
+    PRODUCER_ID_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    RECORDS_COUNT_OFFSET,
+)
+from kafkalog.records.kernels import (
     ERR_COUNT_NEGATIVE,
     ERR_COUNT_TOO_FEW,
     ERR_COUNT_TOO_MANY,
@@ -51,11 +67,12 @@ from kafkalog.records._kernels import (
     F_RECORD_COUNT,
     F_SIZE,
     OK,
-    _copy,
-    _parse_header,
-    _read_varint,
-    _read_varlong,
 )
+from kafkalog.records.kernels import copy_bytes as _copy
+from kafkalog.records.kernels import parse_header as _parse_header
+from kafkalog.records.kernels import prefetch as _prefetch
+from kafkalog.records.kernels import read_varint as _read_varint
+from kafkalog.records.kernels import read_varlong as _read_varlong
 
 __all__ = [
     "F_DISCARD",
@@ -419,19 +436,19 @@ def _write_header(
     count: Any,
 ) -> None:
     """The 61-byte v2 header at ``out[h:]`` with a zero CRC (filled in afterwards)."""
-    _put_be(out, h, base_offset, 8)
-    _put_be(out, h + 8, size - 12, 4)
-    _put_be(out, h + 12, ple, 4)
-    out[h + 16] = 2
-    _put_be(out, h + 17, 0, 4)
-    _put_be(out, h + 21, attrs, 2)
-    _put_be(out, h + 23, lod, 4)
-    _put_be(out, h + 27, base_ts, 8)
-    _put_be(out, h + 35, max_ts, 8)
-    _put_be(out, h + 43, pid, 8)
-    _put_be(out, h + 51, epoch, 2)
-    _put_be(out, h + 53, seq, 4)
-    _put_be(out, h + 57, count, 4)
+    _put_be(out, h + BASE_OFFSET_OFFSET, base_offset, 8)
+    _put_be(out, h + LENGTH_OFFSET, size - LOG_OVERHEAD, 4)
+    _put_be(out, h + PARTITION_LEADER_EPOCH_OFFSET, ple, 4)
+    out[h + MAGIC_OFFSET] = 2
+    _put_be(out, h + CRC_OFFSET, 0, 4)
+    _put_be(out, h + ATTRIBUTES_OFFSET, attrs, 2)
+    _put_be(out, h + LAST_OFFSET_DELTA_OFFSET, lod, 4)
+    _put_be(out, h + BASE_TIMESTAMP_OFFSET, base_ts, 8)
+    _put_be(out, h + MAX_TIMESTAMP_OFFSET, max_ts, 8)
+    _put_be(out, h + PRODUCER_ID_OFFSET, pid, 8)
+    _put_be(out, h + PRODUCER_EPOCH_OFFSET, epoch, 2)
+    _put_be(out, h + BASE_SEQUENCE_OFFSET, seq, 4)
+    _put_be(out, h + RECORDS_COUNT_OFFSET, count, 4)
 
 
 @njit(cache=CACHE, nogil=True)
@@ -476,7 +493,7 @@ def filter_batches(
         use_lat = (attrs & _ATTR_LAT) != 0
         err, err_pos, kept, invalid, tomb, first_ts, kept_max = _decide(
             mem,
-            pos + 61,
+            pos + RECORD_BATCH_OVERHEAD,
             pos + size,
             count,
             base,
@@ -510,17 +527,17 @@ def filter_batches(
             meta[j, M_MAX_TS] = max_ts
             o += size
             continue
-        if o + 61 > cap:
+        if o + RECORD_BATCH_OVERHEAD > cap:
             stats[S_ERR] = _ERR_CAPACITY
             return
         h = o
         if kind == K_EMPTY:
-            o = h + 61
+            o = h + RECORD_BATCH_OVERHEAD
             out_max = max_ts
             out_base = np.int64(-1)
         else:
             out_base = first_ts if new_base == -2 else new_base
-            o = _encode(mem, scratch, kept, out_base, out, h + 61)
+            o = _encode(mem, scratch, kept, out_base, out, h + RECORD_BATCH_OVERHEAD)
             if o < 0:
                 stats[S_ERR] = _ERR_CAPACITY
                 return

@@ -34,7 +34,9 @@ from kafkalog.log.cleaner_kernels import (
 from kafkalog.log.cleaner_txn import CleanedTransactionMetadata
 from kafkalog.log.offset_map import SkimpyOffsetMap
 from kafkalog.records import RecordBatch, read_batch_at
-from kafkalog.records._kernels import (
+from kafkalog.records.compression import decompress
+from kafkalog.records.framing import RECORD_BATCH_OVERHEAD
+from kafkalog.records.kernels import (
     ERR_LEGACY_MAGIC,
     ERROR_MESSAGES,
     F_ATTRIBUTES,
@@ -52,7 +54,6 @@ from kafkalog.records._kernels import (
     scan_batches,
     verify_crcs,
 )
-from kafkalog.records.compression import decompress
 
 __all__ = ["MapProgress", "map_chunk"]
 
@@ -218,7 +219,7 @@ def _map_v2(
     if not special.any():
         full = _map_run(
             buf,
-            (pos + 61).tolist(),
+            (pos + RECORD_BATCH_OVERHEAD).tolist(),
             (pos + size).tolist(),
             counts.tolist(),
             bases.tolist(),
@@ -265,7 +266,10 @@ def _map_v2(
                 return True
             p, s = int(pos[i]), int(size[i])
             payload = decompress(
-                a & _ATTR_CODEC, view[p + 61 : p + s], max_decompressed_bytes, position=origin + p
+                a & _ATTR_CODEC,
+                view[p + RECORD_BATCH_OVERHEAD : p + s],
+                max_decompressed_bytes,
+                position=origin + p,
             )
             if _map_run(
                 as_uint8(payload),
@@ -283,7 +287,9 @@ def _map_v2(
                 return True
             continue
         for part, value in zip(
-            run, (int(pos[i]) + 61, int(pos[i] + size[i]), int(counts[i]), int(bases[i]), lo), strict=True
+            run,
+            (int(pos[i]) + RECORD_BATCH_OVERHEAD, int(pos[i] + size[i]), int(counts[i]), int(bases[i]), lo),
+            strict=True,
         ):
             part.append(value)
     return flush()

@@ -34,7 +34,8 @@ import numpy.typing as npt
 from numba import njit
 
 from kafkalog.jit import CACHE
-from kafkalog.records._kernels import _at, as_uint8
+from kafkalog.records.kernels import as_uint8
+from kafkalog.records.kernels import load_u8 as _at
 
 __all__ = [
     "BYTES_PER_ENTRY",

@@ -82,9 +82,10 @@ from kafkalog.log.checkpoint import offset_checkpoint
 from kafkalog.log.names import TopicPartition, parse_topic_partition_name
 from kafkalog.log.producer_state import read_snapshot
 from kafkalog.records import MemoryRecords, read_batch_at
-from kafkalog.records import _kernels as K
+from kafkalog.records import kernels as K
 from kafkalog.records.batch import DefaultRecordBatch
 from kafkalog.records.control import ControlRecordType
+from kafkalog.records.framing import LENGTH_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET
 from kafkalog.storage.files import (
     DELETED_FILE_SUFFIX,
     INDEX_FILE_SUFFIX,
@@ -131,7 +132,7 @@ class BatchChunk(NamedTuple):
     """Complete v2 batches read from one segment, valid only until the iterator that yielded it advances.
 
     ``data`` starts at a batch boundary and holds exactly the batches of ``table`` (a scan table of
-    :mod:`kafkalog.records._kernels`: ``table[K.F_X, i]`` is field X of batch ``i``, ``F_POS`` relative to
+    :mod:`kafkalog.records.kernels`: ``table[K.F_X, i]`` is field X of batch ``i``, ``F_POS`` relative to
     ``data``). Bytes are not CRC-checked here (the columnar decoder checks them).
     """
 
@@ -205,8 +206,8 @@ def _time_index_hints(path: Path, base_offset: int) -> tuple[I64Array, I64Array,
 
 def _header_offsets(fd: int, position: int) -> tuple[int, int] | None:
     """(base offset, last offset) of the v2 batch whose header is at ``position``, or None if there is none."""
-    head = os.pread(fd, K.LOG_OVERHEAD + 15, position)
-    if len(head) < 27 or head[K.MAGIC_OFFSET] != 2:
+    head = os.pread(fd, LOG_OVERHEAD + 15, position)
+    if len(head) < 27 or head[MAGIC_OFFSET] != 2:
         return None
     base = int.from_bytes(head[0:8], "big", signed=True)
     return base, base + int.from_bytes(head[23:27], "big", signed=True)
@@ -799,7 +800,7 @@ class ReadOnlyLog:
 
 def _grown(buf: U8Array, view: U8Array, remaining: int) -> U8Array:
     """A buffer for the batch at ``view[0]`` that does not fit ``buf``: its size, at most ``remaining``."""
-    need = int.from_bytes(view[8:12].tobytes(), "big", signed=True) + K.LOG_OVERHEAD
+    need = int.from_bytes(view[LENGTH_OFFSET:LOG_OVERHEAD].tobytes(), "big", signed=True) + LOG_OVERHEAD
     return np.empty(min(max(need, 2 * buf.shape[0]), remaining), np.uint8)
 
 
@@ -848,7 +849,7 @@ def _torn_rolled_segment(path: Path, position: int, size: int) -> CorruptRecordE
 
 def _is_zero_tail(view: U8Array, pos: int, code: int) -> bool:
     """Whether the frame error at ``pos`` is a zero-filled (preallocated, never written) region."""
-    return code == K.ERR_FRAME_SIZE and not view[pos : pos + K.LOG_OVERHEAD].any()
+    return code == K.ERR_FRAME_SIZE and not view[pos : pos + LOG_OVERHEAD].any()
 
 
 def _valid_end(fd: int, size: int, pos: int, next_offset: int) -> tuple[int, int]:
@@ -880,7 +881,7 @@ def _valid_end(fd: int, size: int, pos: int, next_offset: int) -> tuple[int, int
             if scan_pos == 0:
                 buf = _grown(buf, view, size - pos)
             pos += scan_pos
-        elif scan.code == K.ERR_LEGACY_MAGIC:
+        elif scan.code in (K.ERR_LEGACY_MAGIC, K.ERR_BAD_MAGIC):  # a file's rule frames any magic
             return _valid_end_legacy(fd, size, pos + scan_pos, next_offset)
         else:
             return pos + scan_pos, next_offset
@@ -888,12 +889,14 @@ def _valid_end(fd: int, size: int, pos: int, next_offset: int) -> tuple[int, int
 
 
 def _valid_end_legacy(fd: int, size: int, pos: int, next_offset: int) -> tuple[int, int]:
-    """:func:`_valid_end` for segments holding legacy v0/v1 entries (batch objects, CRC-checked)."""
+    """:func:`_valid_end` for segments holding legacy v0/v1 entries, or a batch whose magic is above 2 or
+    negative, which a file reader frames as Kafka's recovery does (batch objects, CRC-checked): the log's
+    end is the writer's; reading such a batch raises, as a Kafka consumer does."""
     data = memoryview(os.pread(fd, size - pos, pos))
     off = 0
     while True:
         try:
-            batch = read_batch_at(data, off, len(data))
+            batch = read_batch_at(data, off, len(data), known_magic_only=False)
         except CorruptRecordError:
             batch = None
         if batch is None or not batch.is_valid():

@@ -77,6 +77,24 @@ from numba import njit, types
 
 from kafkalog.jit import CACHE
 from kafkalog.records._intrinsics import _load_u8, _memcpy
+from kafkalog.records.framing import (
+    ATTRIBUTES_OFFSET,
+    BASE_SEQUENCE_OFFSET,
+    BASE_TIMESTAMP_OFFSET,
+    CRC_OFFSET,
+    HEADER_SIZE_UP_TO_MAGIC,
+    LAST_OFFSET_DELTA_OFFSET,
+    LENGTH_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAX_TIMESTAMP_OFFSET,
+    PARTITION_LEADER_EPOCH_OFFSET,
+    PRODUCER_EPOCH_OFFSET,
+    PRODUCER_ID_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    RECORD_OVERHEAD_V0,
+    RECORDS_COUNT_OFFSET,
+)
 
 __all__ = [
     "BATCH_FIELDS",
@@ -98,12 +116,9 @@ I64Array = npt.NDArray[np.int64]
 
 # --- batch header layout ------------------------------------------------------------------------------------
 
-BATCH_HEADER_SIZE: Final = 61  # Kafka RECORD_BATCH_OVERHEAD
-LOG_OVERHEAD: Final = 12  # baseOffset + batchLength
-MAGIC_OFFSET: Final = 16
-CRC_OFFSET: Final = 17
-ATTRIBUTES_OFFSET: Final = 21  # first byte covered by the CRC
-MIN_FRAME_SIZE: Final = 14  # Kafka LegacyRecord.RECORD_OVERHEAD_V0: smallest batchLength of any format
+# (offsets and sizes: kafkalog.records.framing, Kafka's DefaultRecordBatch constants)
+BATCH_HEADER_SIZE: Final = RECORD_BATCH_OVERHEAD
+MIN_FRAME_SIZE: Final = RECORD_OVERHEAD_V0  # smallest batchLength of any format
 # smallest record: length, attributes, tsDelta, offsetDelta, keyLen, valueLen, headerCount of 1 byte each
 MIN_RECORD_SIZE: Final = 7
 
@@ -445,9 +460,11 @@ def _scan_batches(
             return n, pos, SCAN_END
         if n >= cap or (n > 0 and (records >= max_records or nbytes >= max_bytes)):
             return n, pos, SCAN_MORE
-        if end - pos <= MAGIC_OFFSET:  # Kafka needs HEADER_SIZE_UP_TO_MAGIC (17) bytes to frame a batch
+        # the framing rule of kafkalog.records.framing.next_frame (known_magic_only), inlined; the two are
+        # pinned to the same verdicts by tests/records/test_framing.py
+        if end - pos <= HEADER_SIZE_UP_TO_MAGIC:  # Kafka's FileLogInputStream: position >= end - 17
             return n, pos, SCAN_PARTIAL
-        batch_length = _be_i32(mem, pos + 8)
+        batch_length = _be_i32(mem, pos + LENGTH_OFFSET)
         if batch_length < MIN_FRAME_SIZE:
             return n, pos, ERR_FRAME_SIZE
         size = batch_length + LOG_OVERHEAD
@@ -463,21 +480,21 @@ def _scan_batches(
         base_offset = _be_i64(mem, pos)
         if base_offset >= stop_offset:
             return n, pos, SCAN_STOP_OFFSET
-        last_offset_delta = _be_i32(mem, pos + 23)
+        last_offset_delta = _be_i32(mem, pos + LAST_OFFSET_DELTA_OFFSET)
         if base_offset + last_offset_delta >= skip_below:
-            count = _be_i32(mem, pos + 57)
+            count = _be_i32(mem, pos + RECORDS_COUNT_OFFSET)
             table[F_POS, n] = pos
             table[F_SIZE, n] = size
             table[F_BASE_OFFSET, n] = base_offset
-            table[F_LEADER_EPOCH, n] = _be_i32(mem, pos + 12)
+            table[F_LEADER_EPOCH, n] = _be_i32(mem, pos + PARTITION_LEADER_EPOCH_OFFSET)
             table[F_CRC, n] = _be_u32(mem, pos + CRC_OFFSET)
             table[F_ATTRIBUTES, n] = _be_i16(mem, pos + ATTRIBUTES_OFFSET)
             table[F_LAST_OFFSET_DELTA, n] = last_offset_delta
-            table[F_BASE_TIMESTAMP, n] = _be_i64(mem, pos + 27)
-            table[F_MAX_TIMESTAMP, n] = _be_i64(mem, pos + 35)
-            table[F_PRODUCER_ID, n] = _be_i64(mem, pos + 43)
-            table[F_PRODUCER_EPOCH, n] = _be_i16(mem, pos + 51)
-            table[F_BASE_SEQUENCE, n] = _be_i32(mem, pos + 53)
+            table[F_BASE_TIMESTAMP, n] = _be_i64(mem, pos + BASE_TIMESTAMP_OFFSET)
+            table[F_MAX_TIMESTAMP, n] = _be_i64(mem, pos + MAX_TIMESTAMP_OFFSET)
+            table[F_PRODUCER_ID, n] = _be_i64(mem, pos + PRODUCER_ID_OFFSET)
+            table[F_PRODUCER_EPOCH, n] = _be_i16(mem, pos + PRODUCER_EPOCH_OFFSET)
+            table[F_BASE_SEQUENCE, n] = _be_i32(mem, pos + BASE_SEQUENCE_OFFSET)
             table[F_RECORD_COUNT, n] = count
             n += 1
             records += max(count, 0)
@@ -716,10 +733,11 @@ def scan_batches(
 ) -> ScanResult:
     """Shallow walk over batch frames of ``buf[start:end]`` (no CRC, records untouched).
 
-    Framing rules are Kafka's ``FileLogInputStream``: fewer than 17 bytes left, or a batch extending past
-    ``end``, is a trailing partial batch (``SCAN_PARTIAL``, not an error); ``batchLength < 14`` →
-    ``ERR_FRAME_SIZE``; magic 0/1 → ``ERR_LEGACY_MAGIC``; other magic → ``ERR_BAD_MAGIC``; v2 size < 61 →
-    ``ERR_V2_SIZE``. ``table`` (int64, shape ``(N_BATCH_FIELDS, cap)``) may be passed for reuse.
+    Framing is :func:`kafkalog.records.framing.next_frame` with ``known_magic_only`` (inlined): 17 bytes or
+    fewer left, or a batch extending past ``end``, is a trailing partial batch (``SCAN_PARTIAL``, not an
+    error); ``batchLength < 14`` → ``ERR_FRAME_SIZE``; magic 0/1 → ``ERR_LEGACY_MAGIC``; other magic →
+    ``ERR_BAD_MAGIC`` (a file reader that frames a magic above 2 as v2 takes such a batch through
+    ``read_batch_at``); v2 size < 61 → ``ERR_V2_SIZE``. ``table`` (int64, shape ``(N_BATCH_FIELDS, cap)``) may be passed for reuse.
     """
     if end is None:
         end = buf.shape[0]

@@ -49,24 +49,57 @@ from kafkalog.records.compression import (
     decompressed_size_at_most,
 )
 from kafkalog.records.control import ControlRecordType, EndTransactionMarker
+from kafkalog.records.framing import (
+    ATTRIBUTES_OFFSET,
+    BASE_OFFSET_OFFSET,
+    BASE_SEQUENCE_OFFSET,
+    BASE_TIMESTAMP_OFFSET,
+    CRC_OFFSET,
+    HEADER_SIZE_UP_TO_MAGIC,
+    LAST_OFFSET_DELTA_OFFSET,
+    LENGTH_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAX_TIMESTAMP_OFFSET,
+    PARTITION_LEADER_EPOCH_OFFSET,
+    PRODUCER_EPOCH_OFFSET,
+    PRODUCER_ID_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    RECORDS_COUNT_OFFSET,
+    RECORDS_OFFSET,
+)
 from kafkalog.records.record import Header, Record, TimestampType
 from kafkalog.records.utf8 import decode_utf8_as_java
 
 __all__ = [
+    "ATTRIBUTES_OFFSET",
     "ATTR_COMPRESSION_MASK",
     "ATTR_CONTROL",
     "ATTR_DELETE_HORIZON",
     "ATTR_TIMESTAMP_TYPE",
     "ATTR_TRANSACTIONAL",
+    "BASE_OFFSET_OFFSET",
+    "BASE_SEQUENCE_OFFSET",
+    "BASE_TIMESTAMP_OFFSET",
+    "CRC_OFFSET",
     "HEADER_SIZE_UP_TO_MAGIC",
+    "LAST_OFFSET_DELTA_OFFSET",
+    "LENGTH_OFFSET",
     "LOG_OVERHEAD",
+    "MAGIC_OFFSET",
     "MAGIC_V0",
     "MAGIC_V1",
     "MAGIC_V2",
+    "MAX_TIMESTAMP_OFFSET",
     "NO_PARTITION_LEADER_EPOCH",
     "NO_PRODUCER_EPOCH",
     "NO_PRODUCER_ID",
     "NO_SEQUENCE",
+    "PARTITION_LEADER_EPOCH_OFFSET",
+    "PRODUCER_EPOCH_OFFSET",
+    "PRODUCER_ID_OFFSET",
+    "RECORDS_COUNT_OFFSET",
+    "RECORDS_OFFSET",
     "RECORD_BATCH_OVERHEAD",
     "DefaultRecordBatch",
     "RecordBatch",
@@ -74,9 +107,6 @@ __all__ = [
     "increment_sequence",
 ]
 
-LOG_OVERHEAD: Final = 12
-HEADER_SIZE_UP_TO_MAGIC: Final = 17
-RECORD_BATCH_OVERHEAD: Final = 61
 MAGIC_V0: Final = 0
 MAGIC_V1: Final = 1
 MAGIC_V2: Final = 2
@@ -92,10 +122,6 @@ ATTR_CONTROL: Final = 0x20
 ATTR_DELETE_HORIZON: Final = 0x40
 
 HEADER: Final = struct.Struct(">qiibIhiqqqhii")
-_CRC_OFFSET: Final = 17
-_ATTRIBUTES_OFFSET: Final = 21
-_MAX_TIMESTAMP_OFFSET: Final = 35
-_PLE_OFFSET: Final = 12
 _INT32_MAX: Final = (1 << 31) - 1
 
 
@@ -245,7 +271,10 @@ class RecordBatch(abc.ABC):
 
 
 class DefaultRecordBatch(RecordBatch):
-    """A view of one magic-2 batch at ``position`` in ``buffer`` (no copy; header parsed once)."""
+    """A view of one magic-2 batch at ``position`` in ``buffer`` (no copy; header parsed once).
+
+    As Kafka's ``DefaultRecordBatch``, a magic above 2 is read with the v2 layout (a file reader frames it
+    so, :mod:`kafkalog.records.framing`) and reported by :attr:`magic`."""
 
     __slots__ = (
         "_attributes",
@@ -256,6 +285,7 @@ class DefaultRecordBatch(RecordBatch):
         "_count",
         "_crc",
         "_last_offset_delta",
+        "_magic",
         "_max_timestamp",
         "_off",
         "_ple",
@@ -276,6 +306,7 @@ class DefaultRecordBatch(RecordBatch):
     _producer_epoch: int
     _base_sequence: int
     _count: int
+    _magic: int
     _size: int
 
     def __init__(self, buffer: memoryview, offset: int = 0, position: int | None = None) -> None:
@@ -303,8 +334,9 @@ class DefaultRecordBatch(RecordBatch):
             self._base_sequence,
             self._count,
         ) = HEADER.unpack_from(buffer, offset)
-        if magic != MAGIC_V2:
+        if magic < MAGIC_V2:  # any magic from 2 on has the v2 layout (Kafka's FileLogInputStream)
             raise CorruptRecordError(f"not a magic 2 batch (magic {magic})", position=position)
+        self._magic = magic
         self._size = length + LOG_OVERHEAD
         if self._size > len(buffer) - offset:
             raise CorruptRecordError(
@@ -318,7 +350,8 @@ class DefaultRecordBatch(RecordBatch):
     # --- header fields ------------------------------------------------------------------------------------
     @property
     def magic(self) -> int:
-        return MAGIC_V2
+        """The magic byte: 2, or above 2 for a batch a file reader frames as v2 (the CRC does not cover it)."""
+        return self._magic
 
     @property
     def base_offset(self) -> int:
@@ -418,7 +451,7 @@ class DefaultRecordBatch(RecordBatch):
 
     # --- validity -----------------------------------------------------------------------------------------
     def compute_checksum(self) -> int:
-        return crc32c(self._buf[self._off + _ATTRIBUTES_OFFSET : self._off + self._size])
+        return crc32c(self._buf[self._off + ATTRIBUTES_OFFSET : self._off + self._size])
 
     def is_valid(self) -> bool:
         return self._size >= RECORD_BATCH_OVERHEAD and self._crc == self.compute_checksum()
@@ -572,7 +605,7 @@ class DefaultRecordBatch(RecordBatch):
 
     def set_partition_leader_epoch(self, epoch: int) -> None:
         """Rewrite the partition leader epoch (outside the CRC)."""
-        struct.pack_into(">i", self._writable(), self._off + _PLE_OFFSET, epoch)
+        struct.pack_into(">i", self._writable(), self._off + PARTITION_LEADER_EPOCH_OFFSET, epoch)
         self._ple = epoch
 
     def set_max_timestamp(self, timestamp_type: TimestampType, max_timestamp: int) -> None:
@@ -583,12 +616,12 @@ class DefaultRecordBatch(RecordBatch):
         attrs = self._attributes & ~ATTR_TIMESTAMP_TYPE
         if timestamp_type is TimestampType.LOG_APPEND_TIME:
             attrs |= ATTR_TIMESTAMP_TYPE
-        struct.pack_into(">h", buf, self._off + _ATTRIBUTES_OFFSET, attrs)
-        struct.pack_into(">q", buf, self._off + _MAX_TIMESTAMP_OFFSET, max_timestamp)
+        struct.pack_into(">h", buf, self._off + ATTRIBUTES_OFFSET, attrs)
+        struct.pack_into(">q", buf, self._off + MAX_TIMESTAMP_OFFSET, max_timestamp)
         self._attributes = attrs
         self._max_timestamp = max_timestamp
         crc = self.compute_checksum()
-        struct.pack_into(">I", buf, self._off + _CRC_OFFSET, crc)
+        struct.pack_into(">I", buf, self._off + CRC_OFFSET, crc)
         self._crc = crc
 
 

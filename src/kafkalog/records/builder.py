@@ -37,6 +37,7 @@ from kafkalog.records.batch import (
 )
 from kafkalog.records.compression import Compression, compress
 from kafkalog.records.control import EndTransactionMarker
+from kafkalog.records.framing import ATTRIBUTES_OFFSET, CRC_OFFSET
 from kafkalog.records.memory_records import MemoryRecords
 from kafkalog.records.record import Header, Record, SimpleRecord, TimestampType
 
@@ -297,7 +298,7 @@ class MemoryRecordsBuilder:
             self._num_records,
         )
         buf[RECORD_BATCH_OVERHEAD:] = payload
-        crc = crc32c(memoryview(buf)[21:])
-        buf[17:21] = crc.to_bytes(4, "big")
+        crc = crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:])
+        buf[CRC_OFFSET:ATTRIBUTES_OFFSET] = crc.to_bytes(4, "big")
         self._built = MemoryRecords(buf)
         return self._built

@@ -69,6 +69,7 @@ from kafkalog.errors import CorruptRecordError, InvalidRecordError, UnsupportedF
 from kafkalog.records import _kernels as K
 from kafkalog.records import _kernels_columnar as KC
 from kafkalog.records.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, decompress
+from kafkalog.records.framing import MAGIC_OFFSET
 from kafkalog.records.utf8 import decode_utf8_as_java
 
 __all__ = [
@@ -197,14 +198,14 @@ def _alloc(pool: BufferPool | None, nbytes: int) -> U8Array:
 
 def _raise_scan_error(code: int, pos: int, buf: U8Array) -> None:
     if code == K.ERR_LEGACY_MAGIC:
-        magic = int(buf[pos + K.MAGIC_OFFSET])
+        magic = int(buf[pos + MAGIC_OFFSET])
         raise UnsupportedForMessageFormatError(
             f"legacy message format (magic {magic}): the columnar decoder reads only RecordBatch v2",
             position=pos,
         )
     message = K.ERROR_MESSAGES.get(code, f"error code {code}")
     if code == K.ERR_BAD_MAGIC:
-        message = f"{message} {int(buf[pos + K.MAGIC_OFFSET].view(np.int8))}"
+        message = f"{message} {int(buf[pos + MAGIC_OFFSET].view(np.int8))}"
     raise CorruptRecordError(message, position=pos)
 
 

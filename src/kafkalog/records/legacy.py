@@ -41,11 +41,11 @@ from kafkalog.records.batch import (
     RecordDetail,
 )
 from kafkalog.records.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, Compression, decompress
+from kafkalog.records.framing import LENGTH_OFFSET, MAGIC_OFFSET, RECORD_OVERHEAD_V0
 from kafkalog.records.record import NO_TIMESTAMP, Record, TimestampType
 
 __all__ = ["RECORD_OVERHEAD_V0", "RECORD_OVERHEAD_V1", "LegacyRecordBatch", "record_overhead"]
 
-RECORD_OVERHEAD_V0: Final = 14
 RECORD_OVERHEAD_V1: Final = 22
 _PREFIX: Final = struct.Struct(">qiIbb")
 _INT32: Final = struct.Struct(">i")
@@ -138,7 +138,7 @@ class LegacyRecordBatch(RecordBatch):
         """View the entry at ``buffer[offset:]``; ``position`` is where it lives in its source (a file)."""
         if position is None:
             position = offset
-        (size,) = _INT32.unpack_from(buffer, offset + 8)
+        (size,) = _INT32.unpack_from(buffer, offset + LENGTH_OFFSET)
         end = offset + LOG_OVERHEAD + size
         if size < 0 or end > len(buffer):
             raise CorruptRecordError("legacy record runs past the end of the buffer", position=position)
@@ -234,7 +234,7 @@ class LegacyRecordBatch(RecordBatch):
         return bytes(self._buf[self._off : self._off + self.size_in_bytes])
 
     def compute_checksum(self) -> int:
-        return zlib.crc32(self._buf[self._off + 16 : self._off + self.size_in_bytes])
+        return zlib.crc32(self._buf[self._off + MAGIC_OFFSET : self._off + self.size_in_bytes])
 
     def is_valid(self) -> bool:
         # Kafka's LegacyRecord.isValid: size >= 14 (checked when the entry was framed) and the CRC
@@ -300,7 +300,7 @@ class LegacyRecordBatch(RecordBatch):
         entries: list[_Entry] = []
         pos = 0
         while len(payload) - pos >= LOG_OVERHEAD:
-            (inner_size,) = _INT32.unpack_from(payload, pos + 8)
+            (inner_size,) = _INT32.unpack_from(payload, pos + LENGTH_OFFSET)
             if inner_size < RECORD_OVERHEAD_V0:
                 raise CorruptRecordError(
                     f"record size {inner_size} is less than the minimum record overhead ({RECORD_OVERHEAD_V0})",

@@ -1,15 +1,14 @@
 """MemoryRecords: a buffer of concatenated batches, exactly the bytes of a ``.log`` file or a fetch.
 
-Framing of the log (``FileLogInputStream`` / ``ByteBufferLogInputStream``): every entry starts with
-``offset int64 · size int32`` followed by ``size`` bytes whose byte 4 (file byte 16) is the magic. Walking
-the buffer:
-
-* 17 bytes or fewer left (``HEADER_SIZE_UP_TO_MAGIC``): the walk ends (a partial tail), exactly as
-  Kafka's ``FileLogInputStream`` (``position >= end - 17``);
-* ``size < 14`` (``RECORD_OVERHEAD_V0``): :class:`~kafkalog.errors.CorruptRecordError`;
-* ``12 + size`` past the end: the walk ends (a partial tail, as in a fetch response cut at max bytes);
-* magic 2 is a :class:`~kafkalog.records.batch.DefaultRecordBatch`, magic 0/1 a
-  :class:`~kafkalog.records.legacy.LegacyRecordBatch`, anything else a ``CorruptRecordError``.
+Framing is :func:`kafkalog.records.framing.next_frame`'s (Kafka's ``FileLogInputStream`` /
+``ByteBufferLogInputStream``): 17 bytes or fewer left, or an entry past the end, end the walk quietly (a
+partial tail); ``size < 14`` is a :class:`~kafkalog.errors.CorruptRecordError`. A complete entry of magic
+2 is a :class:`~kafkalog.records.batch.DefaultRecordBatch`, of magic 0/1 a
+:class:`~kafkalog.records.legacy.LegacyRecordBatch`. Other magics depend on the reader, as in Kafka:
+:class:`MemoryRecords` (a produce request, a fetch: Kafka's ``MemoryRecords``) raises
+``CorruptRecordError('invalid magic found in record: N')``; a file's walk (``read_batch_at`` /
+``iter_batches`` with ``known_magic_only=False``, which ``FileRecords`` uses) reads a magic above 2 as v2
+and a negative one as legacy (v1 layout), so recovery keeps what Kafka's recovery keeps.
 
 Invariant: nothing here copies the payload; ``MemoryRecords`` works over ``bytes``, ``bytearray``,
 ``memoryview`` and ``mmap`` alike. Mutation (offset assignment) needs a writable buffer.
@@ -18,15 +17,12 @@ Invariant: nothing here copies the payload; ``MemoryRecords`` works over ``bytes
 from __future__ import annotations
 
 import mmap
-import struct
 import time
 from collections.abc import Iterable, Iterator
-from typing import ClassVar, Final
+from typing import ClassVar
 
 from kafkalog.errors import CorruptRecordError
 from kafkalog.records.batch import (
-    HEADER_SIZE_UP_TO_MAGIC,
-    LOG_OVERHEAD,
     MAGIC_V2,
     NO_PARTITION_LEADER_EPOCH,
     NO_PRODUCER_EPOCH,
@@ -37,14 +33,14 @@ from kafkalog.records.batch import (
 )
 from kafkalog.records.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, Compression
 from kafkalog.records.control import ControlRecordType, EndTransactionMarker
-from kafkalog.records.legacy import RECORD_OVERHEAD_V0, LegacyRecordBatch
+from kafkalog.records.framing import MAGIC_OFFSET, CorruptFrame, next_frame
+from kafkalog.records.legacy import LegacyRecordBatch
 from kafkalog.records.record import Record, SimpleRecord, TimestampType
 
 __all__ = ["Buffer", "MemoryRecords", "iter_batches", "read_batch_at", "records_of_bytearray"]
 
 Buffer = bytes | bytearray | memoryview | mmap.mmap
 
-_SIZE_AND_MAGIC: Final = struct.Struct(">qi")
 _new = object.__new__
 
 
@@ -64,45 +60,45 @@ def records_of_bytearray(buf: bytearray) -> MemoryRecords:
 
 
 def read_batch_at(
-    buf: memoryview, offset: int, end: int | None = None, origin: int = 0
+    buf: memoryview,
+    offset: int,
+    end: int | None = None,
+    origin: int = 0,
+    *,
+    known_magic_only: bool = True,
 ) -> RecordBatch | None:
     """The batch that starts at ``buf[offset]``, or ``None`` if only a partial batch is left before ``end``.
 
     ``origin`` is the source position of ``buf[0]`` (e.g. the file position a chunk was read from); the
     batch's ``position`` and error positions are ``origin + offset``. Raises :class:`CorruptRecordError`
-    for an impossible size or magic.
+    for an impossible size, or (``known_magic_only``, Kafka's in-memory reader) a magic outside 0..2;
+    ``known_magic_only=False`` is a file reader's rule (see the module docstring).
     """
-    end = len(buf) if end is None else end
-    remaining = end - offset
-    if remaining <= HEADER_SIZE_UP_TO_MAGIC:  # Kafka's FileLogInputStream: position >= end - 17
+    frame = next_frame(buf, offset, end, known_magic_only=known_magic_only)
+    if type(frame) is not int:
+        if isinstance(frame, CorruptFrame):
+            raise frame.error(origin + offset)
         return None
-    _, size = _SIZE_AND_MAGIC.unpack_from(buf, offset)
-    if size < RECORD_OVERHEAD_V0:
-        raise CorruptRecordError(
-            f"found record size {size} smaller than minimum record overhead ({RECORD_OVERHEAD_V0})",
-            position=origin + offset,
-        )
-    if LOG_OVERHEAD + size > remaining:
-        return None
-    magic = buf[offset + 16]
-    view = buf[:end] if end != len(buf) else buf
-    if magic == MAGIC_V2:
+    view = buf if end is None or end == len(buf) else buf[:end]
+    magic = buf[offset + MAGIC_OFFSET]
+    if magic == MAGIC_V2 or MAGIC_V2 < magic < 128:  # v2 from 2 on (signed; a file's rule), else legacy
         return DefaultRecordBatch(view, offset, origin + offset)
-    if magic in (0, 1):
-        return LegacyRecordBatch(view, offset, origin + offset)
-    raise CorruptRecordError(
-        f"invalid magic found in record: {magic if magic < 128 else magic - 256}", position=origin + offset
-    )
+    return LegacyRecordBatch(view, offset, origin + offset)
 
 
 def iter_batches(
-    buf: memoryview, start: int = 0, end: int | None = None, origin: int = 0
+    buf: memoryview,
+    start: int = 0,
+    end: int | None = None,
+    origin: int = 0,
+    *,
+    known_magic_only: bool = True,
 ) -> Iterator[RecordBatch]:
     """Walk the batches of ``buf[start:end]``; stops quietly at a partial tail (see module doc)."""
     end = len(buf) if end is None else end
     pos = start
     while True:
-        batch = read_batch_at(buf, pos, end, origin)
+        batch = read_batch_at(buf, pos, end, origin, known_magic_only=known_magic_only)
         if batch is None:
             return
         yield batch

@@ -87,7 +87,8 @@ from kafkalog.log.checkpoint import atomic_write
 from kafkalog.log.types import FetchIsolation
 from kafkalog.manager import LogManager
 from kafkalog.records import MemoryRecords, TimestampType
-from kafkalog.records.batch import HEADER, MAGIC_V2, RECORD_BATCH_OVERHEAD
+from kafkalog.records.batch import HEADER, LOG_OVERHEAD, MAGIC_V2, RECORD_BATCH_OVERHEAD
+from kafkalog.records.framing import ATTRIBUTES_OFFSET, MAGIC_OFFSET
 from kafkalog.spark.sink_layout import (
     StagedFile,
     fsync_dir,
@@ -212,17 +213,17 @@ def iter_staged_batches(path: Path) -> Iterator[bytearray]:
     """The record batches of a staged file, one writable buffer each (a truncated file raises)."""
     with open(path, "rb") as f:
         while True:
-            head = f.read(12)
+            head = f.read(LOG_OVERHEAD)
             if not head:
                 return
-            if len(head) < 12:
+            if len(head) < LOG_OVERHEAD:
                 raise CorruptRecordError(f"staged file {path} ends in a partial batch header")
             _, size = _SIZE.unpack(head)
-            if size < RECORD_BATCH_OVERHEAD - 12:
+            if size < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
                 raise CorruptRecordError(f"staged file {path}: impossible batch size {size}")
-            buf = bytearray(12 + size)
-            buf[:12] = head
-            if f.readinto(memoryview(buf)[12:]) != size:
+            buf = bytearray(LOG_OVERHEAD + size)
+            buf[:LOG_OVERHEAD] = head
+            if f.readinto(memoryview(buf)[LOG_OVERHEAD:]) != size:
                 raise CorruptRecordError(f"staged file {path} ends in a partial batch")
             yield buf
 
@@ -245,10 +246,10 @@ def _check_staged_file(data_dir: Path, staged: StagedFile, limit: int) -> int:
     records = batches = file_crc = 0
     for buf in iter_staged_batches(path):
         file_crc = crc32c(buf, file_crc)
-        if buf[16] != MAGIC_V2:
+        if buf[MAGIC_OFFSET] != MAGIC_V2:
             raise CorruptRecordError(f"staged file {path}: batch {batches} is not magic 2")
         count, crc, _, bsize = _batch_fields(buf)
-        if crc32c(memoryview(buf)[21:]) != crc:
+        if crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]) != crc:
             raise CorruptRecordError(f"staged file {path}: batch {batches} fails its CRC check")
         if bsize > limit:
             raise SinkError(

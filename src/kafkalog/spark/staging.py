@@ -7,7 +7,7 @@ validator rewrites the base offset in place), producer id/epoch/sequence -1, par
 ``CreateTime`` timestamps, the topic's codec (``compression.type``; the sink's ``kafka.compression.type`` for
 ``producer`` topics) and a CRC-32C over attributes..end. Bytes are exactly what
 :class:`~kafkalog.records.MemoryRecordsBuilder` builds for the same records (tested): records are encoded by
-the builder's own kernels (:mod:`kafkalog.records._encode`), fed straight from the Arrow buffers, so no
+the builder's own kernels (:mod:`kafkalog.records.kernels`), fed straight from the Arrow buffers, so no
 Python object is made per row.
 
 Rules applied per row, as Kafka's producer and sink do: the ``topic`` option overrides the column, a null
@@ -48,9 +48,11 @@ from crc32c import crc32c
 
 from kafkalog.partitioner import partitions_for_keys
 from kafkalog.records import Compression
-from kafkalog.records._encode import _body_sizes, _write
 from kafkalog.records.batch import HEADER, MAGIC_V2, RECORD_BATCH_OVERHEAD
 from kafkalog.records.compression import compress
+from kafkalog.records.framing import ATTRIBUTES_OFFSET, CRC_OFFSET
+from kafkalog.records.kernels import record_body_sizes_kernel as _body_sizes
+from kafkalog.records.kernels import write_records_kernel as _write
 from kafkalog.spark.sink_layout import STAGED_SUFFIX, StagedFile, fsync_dir, staging_root
 from kafkalog.spark.sink_options import (
     ColumnPlan,
@@ -338,8 +340,8 @@ class PartitionStager:
             header, 0, 0, size - 12, -1, MAGIC_V2, 0, int(self.compression), self._count - 1, self._base_ts,
             self._max_ts, -1, -1, -1, self._count,
         )  # fmt: skip
-        crc = crc32c(payload, crc32c(memoryview(header)[21:]))
-        header[17:21] = crc.to_bytes(4, "big")
+        crc = crc32c(payload, crc32c(memoryview(header)[ATTRIBUTES_OFFSET:]))
+        header[CRC_OFFSET:ATTRIBUTES_OFFSET] = crc.to_bytes(4, "big")
         if self._file is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             try:  # created exclusively: a staged file that a commit journal may name is never rewritten

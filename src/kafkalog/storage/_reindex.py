@@ -24,7 +24,8 @@ import numpy as np
 
 from kafkalog.errors import CorruptRecordError
 from kafkalog.records import RecordBatch, read_batch_at
-from kafkalog.records._kernels import (
+from kafkalog.records.batch import LENGTH_OFFSET, LOG_OVERHEAD, MAGIC_V2
+from kafkalog.records.kernels import (
     F_BASE_OFFSET,
     F_LAST_OFFSET_DELTA,
     F_LEADER_EPOCH,
@@ -41,7 +42,6 @@ from kafkalog.records._kernels import (
     scan_batches,
     verify_crcs,
 )
-from kafkalog.records.batch import LOG_OVERHEAD, MAGIC_V2
 from kafkalog.storage.files import open_regular
 from kafkalog.storage.types import TimestampOffset
 
@@ -141,7 +141,7 @@ def bulk_reindex(
             pos = walk.valid_bytes
             got = _pread_into(fd, chunk, min(len(chunk), end - pos), pos)
             if got >= LOG_OVERHEAD:  # a batch larger than the buffer: grow the buffer to hold it
-                need = int.from_bytes(chunk[8:12], "big", signed=True) + LOG_OVERHEAD
+                need = int.from_bytes(chunk[LENGTH_OFFSET:LOG_OVERHEAD], "big", signed=True) + LOG_OVERHEAD
                 if len(chunk) < need <= end - pos:
                     chunk = bytearray(need)
                     got = _pread_into(fd, chunk, need, pos)

@@ -37,8 +37,13 @@ from typing import Final
 
 from kafkalog.errors import KafkaStorageError
 from kafkalog.records import MemoryRecords
-from kafkalog.records.batch import LOG_OVERHEAD, MAGIC_V2
-from kafkalog.records.legacy import RECORD_OVERHEAD_V0
+from kafkalog.records.batch import MAGIC_V2
+from kafkalog.records.framing import (
+    LAST_OFFSET_DELTA_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    RECORD_OVERHEAD_V0,
+)
 from kafkalog.storage.file_records import FileRecords
 from kafkalog.storage.segment import TO_SEGMENT_END, LogSegment
 from kafkalog.storage.types import FetchDataInfo, fetch_data_info, read_info
@@ -48,7 +53,7 @@ __all__ = ["SPECULATIVE_MAX", "read_records"]
 #: The most bytes read on a guess; a larger read first reads the batch header (27 bytes).
 SPECULATIVE_MAX: Final = 64 << 10
 #: Bytes of a v2 batch header up to and including ``lastOffsetDelta``.
-_HEADER: Final = 27
+_HEADER: Final = LAST_OFFSET_DELTA_OFFSET + 4
 _OFFSET_SIZE_UNPACK = struct.Struct(">qi").unpack_from
 _INT32_UNPACK = struct.Struct(">i").unpack_from
 _EMPTY = MemoryRecords.EMPTY
@@ -84,7 +89,7 @@ def read_records(
     if want > remaining:
         want = remaining
     data = log.read_at(upper, want)
-    if len(data) < _HEADER or data[16] != MAGIC_V2:
+    if len(data) < _HEADER or data[MAGIC_OFFSET] != MAGIC_V2:
         return _reference(segment, start_offset, max_size, max_position, min_one_message)
     base, size = _OFFSET_SIZE_UNPACK(data, 0)
     total = size + LOG_OVERHEAD
@@ -94,7 +99,7 @@ def read_records(
         return _before(
             segment, start_offset, max_size, max_position, min_one_message, lower, upper, end, data, total
         )
-    if start_offset > base + _INT32_UNPACK(data, 23)[0]:
+    if start_offset > base + _INT32_UNPACK(data, LAST_OFFSET_DELTA_OFFSET)[0]:
         # Several batches appended at once share one entry: the offset is in a later one.
         return _reference(segment, start_offset, max_size, max_position, min_one_message)
     # The batch at ``upper`` holds the offset (the common case, inlined from ``_result``).
@@ -188,13 +193,14 @@ def _walk(region: bytes, target_offset: int) -> tuple[int, int] | None:
     while pos < n:
         if n - pos < _HEADER:
             return -1, 0
-        base, size = _OFFSET_SIZE_UNPACK(region, pos)
+        # next_frame inlined (the read path's hot loop); a partial or impossible frame declines, and the
+        # reference path (FileRecords.search_for_offset_with_size) decides
+        last, size = _OFFSET_SIZE_UNPACK(region, pos)
         total = size + LOG_OVERHEAD
         if size < RECORD_OVERHEAD_V0 or total > n - pos:
             return -1, 0
-        last = base
-        if region[pos + 16] == MAGIC_V2 and total >= _HEADER:
-            last = base + _INT32_UNPACK(region, pos + 23)[0]
+        if MAGIC_V2 <= region[pos + MAGIC_OFFSET] < 128 and total >= _HEADER:  # v2 as a file reads it
+            last += _INT32_UNPACK(region, pos + LAST_OFFSET_DELTA_OFFSET)[0]
         if last >= target_offset:
             return pos, total
         pos += total
