@@ -55,11 +55,10 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -74,34 +73,34 @@ from kafkalog.errors import (
     CorruptRecordError,
     CorruptSnapshotError,
     KafkaError,
-    NotRegularFileError,
     OffsetOutOfRangeError,
     UnknownTopicOrPartitionError,
 )
 from kafkalog.log.checkpoint import offset_checkpoint
 from kafkalog.log.names import TopicPartition, parse_topic_partition_name
-from kafkalog.log.producer_state import read_snapshot
+from kafkalog.log.producer_state import parse_snapshot
+from kafkalog.objstore import PartitionSource, RandomAccessFile
+from kafkalog.readonly.local import LocalPartitionSource
 from kafkalog.records import MemoryRecords, read_batch_at
 from kafkalog.records import _kernels as K
 from kafkalog.records.batch import DefaultRecordBatch
 from kafkalog.records.control import ControlRecordType
 from kafkalog.storage.files import (
-    DELETED_FILE_SUFFIX,
     INDEX_FILE_SUFFIX,
     LOG_FILE_SUFFIX,
     PRODUCER_SNAPSHOT_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX,
     TXN_INDEX_FILE_SUFFIX,
-    file_kind,
     offset_from_file_name,
-    open_regular,
-    read_regular,
 )
-from kafkalog.storage.txn_index import AbortedTxn, TransactionIndex
+from kafkalog.storage.txn_index import AbortedTxn, collect_aborted_txns, parse_txn_index
 
 __all__ = [
     "DEFAULT_CHUNK_BYTES",
     "BatchChunk",
+    "LocalLogDirState",
+    "LogDirState",
+    "NoLogDirState",
     "ReadOnlyDataDir",
     "ReadOnlyLog",
     "SegmentInfo",
@@ -120,7 +119,8 @@ OnDamage = Callable[[int, int, CorruptRecordError], None]
 
 
 class SegmentInfo(NamedTuple):
-    """A segment as listed: base offset, ``.log`` size when listed, path of the ``.log`` file."""
+    """A segment as listed: base offset, ``.log`` size when listed, path of the ``.log`` file (for a source
+    that is not a local directory: its name under the source's name)."""
 
     base_offset: int
     size_bytes: int
@@ -144,36 +144,33 @@ class BatchChunk(NamedTuple):
 # --- small readers ------------------------------------------------------------------------------------------
 
 
-def _open_segment(path: Path) -> int:
-    """A read-only descriptor of a ``.log`` file, also found under its ``.deleted`` name (FileNotFoundError)."""
-    try:
-        return open_regular(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return open_regular(path.with_name(path.name + DELETED_FILE_SUFFIX), os.O_RDONLY)
-
-
-def _pread_into(fd: int, buf: U8Array, n: int, position: int) -> int:
-    """Fill ``buf[:n]`` from ``position``; returns the bytes read (fewer at end of file)."""
-    view = memoryview(buf)[:n]  # type: ignore[arg-type]
-    got = 0
-    while got < n:
-        k = os.preadv(fd, [view[got:]], position + got)
-        if k <= 0:
-            break
-        got += k
+def _pread_into(file: RandomAccessFile, buf: U8Array, n: int, position: int) -> int:
+    """Fill ``buf[:n]`` from ``position``; returns the bytes read (fewer at end of file). A file with a
+    ``readinto(view, position)`` (a local descriptor) fills the buffer without a copy."""
+    readinto = getattr(file, "readinto", None)
+    if readinto is not None:
+        got: int = readinto(memoryview(buf)[:n], position)  # type: ignore[arg-type]
+        return got
+    data = file.pread(n, position)
+    got = len(data)
+    buf[:got] = np.frombuffer(data, np.uint8)
     return got
 
 
-def _read_small(path: Path) -> bytes:
+def _read_small(source: PartitionSource, name: str) -> bytes:
     try:
-        return read_regular(path)
+        return source.read(name)
     except FileNotFoundError:
         return b""
 
 
-def _offset_index_hints(path: Path, base_offset: int, log_size: int) -> tuple[I64Array, I64Array]:
+def _sibling(seg: SegmentInfo, suffix: str) -> str:
+    """The name of ``seg``'s file with ``suffix`` (``.index``, ``.timeindex``, ``.txnindex``)."""
+    return seg.path.name[: -len(LOG_FILE_SUFFIX)] + suffix
+
+
+def _offset_index_hints(data: bytes, base_offset: int, log_size: int) -> tuple[I64Array, I64Array]:
     """(absolute offsets, positions) of the trustworthy prefix of a ``.index`` file (see module doc)."""
-    data = _read_small(path)
     n = len(data) // 8
     if n == 0:
         return np.empty(0, np.int64), np.empty(0, np.int64)
@@ -186,9 +183,8 @@ def _offset_index_hints(path: Path, base_offset: int, log_size: int) -> tuple[I6
     return rel[:keep] + base_offset, pos[:keep]
 
 
-def _time_index_hints(path: Path, base_offset: int) -> tuple[I64Array, I64Array, bool]:
+def _time_index_hints(data: bytes, base_offset: int) -> tuple[I64Array, I64Array, bool]:
     """(timestamps, absolute offsets, trimmed) of the trustworthy prefix of a ``.timeindex`` file."""
-    data = _read_small(path)
     n = len(data) // 12
     if n == 0:
         return np.empty(0, np.int64), np.empty(0, np.int64), False
@@ -203,18 +199,18 @@ def _time_index_hints(path: Path, base_offset: int) -> tuple[I64Array, I64Array,
     return ts[:keep], rel[:keep] + base_offset, trimmed
 
 
-def _header_offsets(fd: int, position: int) -> tuple[int, int] | None:
+def _header_offsets(file: RandomAccessFile, position: int) -> tuple[int, int] | None:
     """(base offset, last offset) of the v2 batch whose header is at ``position``, or None if there is none."""
-    head = os.pread(fd, K.LOG_OVERHEAD + 15, position)
+    head = file.pread(K.LOG_OVERHEAD + 15, position)
     if len(head) < 27 or head[K.MAGIC_OFFSET] != 2:
         return None
     base = int.from_bytes(head[0:8], "big", signed=True)
     return base, base + int.from_bytes(head[23:27], "big", signed=True)
 
 
-def _header_last_offset(fd: int, position: int) -> int | None:
+def _header_last_offset(file: RandomAccessFile, position: int) -> int | None:
     """The last offset of the v2 batch whose header is at ``position``, or None if there is none."""
-    offsets = _header_offsets(fd, position)
+    offsets = _header_offsets(file, position)
     return None if offsets is None else offsets[1]
 
 
@@ -242,6 +238,74 @@ def _hw_follows_leo(log_dir: Path) -> bool:
     return document is not None and document.hw_follows_leo
 
 
+_T = TypeVar("_T")
+
+
+class LogDirState(Protocol):
+    """What a partition's offsets take from its log dir: checkpoints and Spark sink jobs still pending."""
+
+    def look(self, tp: TopicPartition, read: Callable[[], _T]) -> tuple[_T, int | None]:
+        """``read()`` and, taken consistently with it, the bound a pending sink job puts on ``tp``'s high
+        watermark (None: no bound)."""
+        ...
+
+    def log_start_offset(self, tp: TopicPartition) -> int:
+        """The log start offset checkpointed for ``tp`` (0 if none)."""
+        ...
+
+    def high_watermark(self, tp: TopicPartition) -> int | None:
+        """The high watermark checkpointed for ``tp``; None: it is the log end offset."""
+        ...
+
+
+class LocalLogDirState:
+    """The checkpoints and sink journal of a local log dir, read afresh at each refresh (see the module doc)."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+
+    def __reduce__(self) -> tuple[type[LocalLogDirState], tuple[Path]]:
+        return type(self), (self.path,)
+
+    def look(self, tp: TopicPartition, read: Callable[[], _T]) -> tuple[_T, int | None]:
+        """``read()`` with the pending sink jobs' bound (:func:`~kafkalog.datadir.read_pending_sink_bounds`)."""
+        value, pending = read_pending_sink_bounds(self.path, read)
+        return value, pending.get((tp.topic, tp.partition))
+
+    def log_start_offset(self, tp: TopicPartition) -> int:
+        """The ``log-start-offset-checkpoint`` entry (0 if none or unreadable)."""
+        return _load_checkpoint(self.path / LOG_START_OFFSET_CHECKPOINT).get(tp, 0)
+
+    def high_watermark(self, tp: TopicPartition) -> int | None:
+        """None when ``hw_follows_leo``, else the ``replication-offset-checkpoint`` entry (None if none)."""
+        if _hw_follows_leo(self.path):
+            return None
+        return _load_checkpoint(self.path / REPLICATION_OFFSET_CHECKPOINT).get(tp)
+
+
+class NoLogDirState:
+    """A partition without log-dir checkpoints (an archive): log start at the first segment, HW = LEO."""
+
+    __slots__ = ()
+
+    def __reduce__(self) -> tuple[type[NoLogDirState], tuple[()]]:
+        return type(self), ()
+
+    def look(self, tp: TopicPartition, read: Callable[[], _T]) -> tuple[_T, int | None]:
+        """``read()``; no sink bound."""
+        return read(), None
+
+    def log_start_offset(self, tp: TopicPartition) -> int:
+        """0 (the first segment's base offset decides)."""
+        return 0
+
+    def high_watermark(self, tp: TopicPartition) -> int | None:
+        """None: the high watermark is the log end offset."""
+        return None
+
+
 class _TxnState:
     """Producer transactions replayed from a snapshot up to ``position`` (the next offset to replay)."""
 
@@ -258,13 +322,36 @@ class _TxnState:
 
 
 class ReadOnlyLog:
-    """Read-only view of one partition directory ``<topic>-<n>`` (see the module doc for the rules)."""
+    """Read-only view of one partition directory ``<topic>-<n>`` (see the module doc for the rules).
+
+    ``directory`` is a local partition directory (its log dir, the parent, has the checkpoints), or any
+    :class:`~kafkalog.objstore.PartitionSource` (a copy in object storage, a tiered-storage archive, a
+    union of both) with its ``topic_partition`` (default: parsed from the source's name) and the
+    ``log_dir`` state of its checkpoints (default: none, as in an archive).
+    """
 
     def __init__(
-        self, directory: Path | str, log_start_offset: int | None = None, high_watermark: int | None = None
+        self,
+        directory: Path | str | PartitionSource,
+        log_start_offset: int | None = None,
+        high_watermark: int | None = None,
+        *,
+        topic_partition: TopicPartition | None = None,
+        log_dir: LogDirState | None = None,
     ) -> None:
-        self.dir = Path(directory)
-        self.topic_partition = parse_topic_partition_name(self.dir)
+        if isinstance(directory, (str, Path)):
+            self.dir = Path(directory)
+            self.source: PartitionSource = LocalPartitionSource(self.dir)
+            self._local = True
+            self._log_dir: LogDirState = LocalLogDirState(self.dir.parent) if log_dir is None else log_dir
+        else:
+            self.source = directory
+            self.dir = Path(directory.name)  # for messages and the default topic-partition only
+            self._local = False
+            self._log_dir = NoLogDirState() if log_dir is None else log_dir
+        self.topic_partition = (
+            parse_topic_partition_name(self.dir) if topic_partition is None else topic_partition
+        )
         self._given_log_start = log_start_offset
         self._given_hw = high_watermark
         self._segments: list[SegmentInfo] = []
@@ -283,43 +370,43 @@ class ReadOnlyLog:
         """A view of ``partition_dir``; offsets are read on first use (``None``: from the parent dir)."""
         return cls(partition_dir, log_start_offset, high_watermark)
 
-    def __reduce__(self) -> tuple[type[ReadOnlyLog], tuple[Path, int | None, int | None]]:
-        return type(self), (self.dir, self._given_log_start, self._given_hw)
+    def __reduce__(self) -> tuple[object, ...]:
+        if (
+            self._local
+            and isinstance(self._log_dir, LocalLogDirState)
+            and self._log_dir.path == self.dir.parent
+        ):
+            return type(self), (self.dir, self._given_log_start, self._given_hw)
+        return _rebuild, (
+            self.source,
+            self._given_log_start,
+            self._given_hw,
+            self.topic_partition,
+            self._log_dir,
+        )
 
     def __repr__(self) -> str:
-        return f"ReadOnlyLog({str(self.dir)!r})"
+        return f"ReadOnlyLog({self.source.name!r})"
+
+    @property
+    def name(self) -> str:
+        """What errors call the partition: its directory or its source's URL (never a credential)."""
+        return self.source.name
 
     # --- listing and offsets ------------------------------------------------------------------------------
     def list_segments(self) -> list[SegmentInfo]:
-        """The ``.log`` files now in the directory, by base offset (cheap: one directory scan)."""
+        """The ``.log`` files now in the partition, by base offset (cheap: one listing)."""
         found: list[SegmentInfo] = []
-        try:
-            mode = os.lstat(self.dir).st_mode
-            entries = list(os.scandir(self.dir))
-        except FileNotFoundError:
-            return found
-        if stat.S_ISLNK(mode):
-            raise NotRegularFileError(
-                f"refusing partition directory {self.dir}: it is a {file_kind(mode)}, not a directory"
-            )
-        for entry in entries:
-            name = entry.name
+        files = self.source.list_files()
+        base_path = self.dir
+        for name in files:
             if not name.endswith(LOG_FILE_SUFFIX):
                 continue
             try:
                 base = offset_from_file_name(name)  # KafkaStorageError above int64
             except ValueError:
                 continue
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except FileNotFoundError:
-                continue
-            if not stat.S_ISREG(st.st_mode):
-                raise NotRegularFileError(
-                    f"refusing {entry.path}: it is a {file_kind(st.st_mode)}, not a regular file (kafkalog only "
-                    "reads and writes regular files inside the data directory)"
-                )
-            found.append(SegmentInfo(base, st.st_size, Path(entry.path)))
+            found.append(SegmentInfo(base, files[name], base_path / name))
         found.sort()
         return found
 
@@ -370,21 +457,20 @@ class ReadOnlyLog:
             self._segments = self.list_segments()
             return self._segments, self._scan_tail()
 
+        tp = self.topic_partition
         if self._given_hw is None:  # the view stops before a Spark sink job that is still being appended
-            (_, self._leo), pending = read_pending_sink_bounds(self.dir.parent, look)
-            sink_bound = pending.get((self.topic_partition.topic, self.topic_partition.partition))
+            (_, self._leo), sink_bound = self._log_dir.look(tp, look)
         else:
             _, self._leo = look()
             sink_bound = None
         first_base = self._segments[0].base_offset if self._segments else self._leo
-        log_dir = self.dir.parent
         start = self._given_log_start
         if start is None:
-            start = _load_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT).get(self.topic_partition, 0)
+            start = self._log_dir.log_start_offset(tp)
         self._log_start = min(max(start, first_base), self._leo)
         hw = self._given_hw
-        if hw is None and not _hw_follows_leo(log_dir):
-            hw = _load_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT).get(self.topic_partition)
+        if hw is None:
+            hw = self._log_dir.high_watermark(tp)
         self._hw = self._leo if hw is None else min(max(hw, self._log_start), self._leo)
         if sink_bound is not None:
             self._hw = max(self._log_start, min(self._hw, sink_bound))
@@ -397,30 +483,30 @@ class ReadOnlyLog:
             return self._given_log_start or 0
         seg = self._segments[-1]
         try:
-            fd = _open_segment(seg.path)
+            file = self.source.open(seg.path.name)
         except FileNotFoundError:
             self._tail = None
             return seg.base_offset
         try:
-            size = os.fstat(fd).st_size
+            size = file.size
             tail = self._tail
             if tail is not None and tail[0] == seg.base_offset and tail[1] <= size:
                 pos, next_offset = tail[1], tail[2]
             else:
-                pos, next_offset = self._tail_start(fd, seg, size)
-            pos, next_offset = _valid_end(fd, size, pos, next_offset)
+                pos, next_offset = self._tail_start(file, seg, size)
+            pos, next_offset = _valid_end(file, size, pos, next_offset)
         finally:
-            os.close(fd)
+            file.close()
         self._tail = (seg.base_offset, pos, next_offset)
         return next_offset
 
-    def _tail_start(self, fd: int, seg: SegmentInfo, size: int) -> tuple[int, int]:
+    def _tail_start(self, file: RandomAccessFile, seg: SegmentInfo, size: int) -> tuple[int, int]:
         """(position, next offset) of the last verified offset-index entry, else the segment start."""
         offsets, positions = _offset_index_hints(
-            seg.path.with_suffix(INDEX_FILE_SUFFIX), seg.base_offset, size
+            _read_small(self.source, _sibling(seg, INDEX_FILE_SUFFIX)), seg.base_offset, size
         )
         for i in range(offsets.shape[0] - 1, max(-1, offsets.shape[0] - 4), -1):
-            header = _header_offsets(fd, int(positions[i]))
+            header = _header_offsets(file, int(positions[i]))
             if header is not None and header[1] == int(offsets[i]):
                 # the scan verifies the batch there; if it is torn, the log ends before it: at its base offset
                 return int(positions[i]), header[0]
@@ -430,16 +516,16 @@ class ReadOnlyLog:
         """Index of the segment that would hold ``offset`` (the last with base <= offset; 0 if none)."""
         return max(0, bisect_right([s.base_offset for s in segments], offset) - 1)
 
-    def _start_position(self, fd: int, seg: SegmentInfo, size: int, offset: int) -> int:
+    def _start_position(self, file: RandomAccessFile, seg: SegmentInfo, size: int, offset: int) -> int:
         """A verified file position at or before the batch holding ``offset`` (offset-index hint, or 0)."""
         if offset <= seg.base_offset:
             return 0
         offsets, positions = _offset_index_hints(
-            seg.path.with_suffix(INDEX_FILE_SUFFIX), seg.base_offset, size
+            _read_small(self.source, _sibling(seg, INDEX_FILE_SUFFIX)), seg.base_offset, size
         )
         i = int(np.searchsorted(offsets, offset, side="right")) - 1
         for j in range(i, max(-1, i - 3), -1):
-            if _header_last_offset(fd, int(positions[j])) == int(offsets[j]):
+            if _header_last_offset(file, int(positions[j])) == int(offsets[j]):
                 return int(positions[j])
         return 0
 
@@ -493,7 +579,7 @@ class ReadOnlyLog:
             if seg.base_offset >= end_offset:
                 return
             try:
-                fd = _open_segment(seg.path)
+                file = self.source.open(seg.path.name)
             except FileNotFoundError:
                 upper = segments[k + 1].base_offset if k + 1 < len(segments) else end_offset
                 if covered < min(upper, end_offset):
@@ -502,11 +588,11 @@ class ReadOnlyLog:
                 continue
             rolled = k + 1 < len(segments)  # a later segment exists: this one was complete when rolled
             try:
-                size = os.fstat(fd).st_size
-                pos = self._start_position(fd, seg, size, start_offset) if k == first else 0
+                size = file.size
+                pos = self._start_position(file, seg, size, start_offset) if k == first else 0
                 while pos < size:
                     want = min(buf.shape[0], size - pos)
-                    n = _pread_into(fd, buf, want, pos)
+                    n = _pread_into(file, buf, want, pos)
                     if n < want:  # the file shrank (a preallocated segment trimmed when it rolled)
                         size = pos + n
                     view = buf[:n]
@@ -579,7 +665,7 @@ class ReadOnlyLog:
                     return
                 covered = max(covered, upper)
             finally:
-                os.close(fd)
+                file.close()
             if k + 1 < len(segments):
                 upper = min(segments[k + 1].base_offset, end_offset)
                 if on_gap is not None and covered < upper:
@@ -683,7 +769,7 @@ class ReadOnlyLog:
             if seg.base_offset >= upper:
                 return
             ts, offsets, trimmed = _time_index_hints(
-                seg.path.with_suffix(TIME_INDEX_FILE_SUFFIX), seg.base_offset
+                _read_small(self.source, _sibling(seg, TIME_INDEX_FILE_SUFFIX)), seg.base_offset
             )
             if nxt is not None and trimmed and ts.shape[0] and int(ts[-1]) < timestamp:
                 continue  # a rolled segment's last time-index entry is its largest timestamp
@@ -716,11 +802,12 @@ class ReadOnlyLog:
         found: dict[tuple[int, int], AbortedTxn] = {}
         segments = self._segments
         for seg in segments[self._segment_index_for(start_offset, segments) :]:
-            index = TransactionIndex(seg.base_offset, seg.path.with_suffix(TXN_INDEX_FILE_SUFFIX))
+            name = _sibling(seg, TXN_INDEX_FILE_SUFFIX)
             try:
-                result = index.collect_aborted_txns(start_offset, end_offset)
+                entries = parse_txn_index(_read_small(self.source, name), f"{self.source.name}/{name}")
             except KafkaError:
                 continue
+            result = collect_aborted_txns(entries, start_offset, end_offset)
             for txn in result.aborted_transactions:
                 found[(txn.producer_id, txn.last_offset)] = txn
             if result.is_complete:
@@ -742,23 +829,19 @@ class ReadOnlyLog:
         return state
 
     def _snapshot_state(self) -> _TxnState:
-        snapshots: list[int] = []
-        try:
-            for entry in os.scandir(self.dir):
-                name = entry.name
-                if name.endswith(PRODUCER_SNAPSHOT_FILE_SUFFIX):
-                    try:
-                        snapshots.append(offset_from_file_name(name))
-                    except ValueError:
-                        continue
-        except FileNotFoundError:
-            pass
+        snapshots: list[tuple[int, str]] = []
+        for name in self.source.list_files():
+            if name.endswith(PRODUCER_SNAPSHOT_FILE_SUFFIX):
+                try:
+                    snapshots.append((offset_from_file_name(name), name))
+                except (ValueError, KafkaError):
+                    continue
         first_base = self._segments[0].base_offset if self._segments else 0
-        for offset in sorted(snapshots, reverse=True):
+        for offset, name in sorted(snapshots, reverse=True):
             if offset > self._leo or offset < first_base:
                 continue
             try:
-                entries = read_snapshot(self.dir / f"{offset:020d}{PRODUCER_SNAPSHOT_FILE_SUFFIX}")
+                entries = parse_snapshot(self.source.read(name), f"{self.source.name}/{name}")
             except (CorruptSnapshotError, OSError):
                 continue
             ongoing = {
@@ -795,6 +878,19 @@ class ReadOnlyLog:
                     state.aborted.append(AbortedTxn(pid, first, base, -1))
         state.position = end_offset
         state.aborted = [t for t in state.aborted if t.last_offset >= self._log_start]
+
+
+def _rebuild(
+    source: PartitionSource,
+    log_start_offset: int | None,
+    high_watermark: int | None,
+    topic_partition: TopicPartition,
+    log_dir: LogDirState,
+) -> ReadOnlyLog:
+    """Unpickle a :class:`ReadOnlyLog` of a source other than a local directory."""
+    return ReadOnlyLog(
+        source, log_start_offset, high_watermark, topic_partition=topic_partition, log_dir=log_dir
+    )
 
 
 def _grown(buf: U8Array, view: U8Array, remaining: int) -> U8Array:
@@ -851,12 +947,12 @@ def _is_zero_tail(view: U8Array, pos: int, code: int) -> bool:
     return code == K.ERR_FRAME_SIZE and not view[pos : pos + K.LOG_OVERHEAD].any()
 
 
-def _valid_end(fd: int, size: int, pos: int, next_offset: int) -> tuple[int, int]:
+def _valid_end(file: RandomAccessFile, size: int, pos: int, next_offset: int) -> tuple[int, int]:
     """Walk complete, CRC-valid batches from ``pos``; returns (end position, next offset after them)."""
     buf = np.empty(_TAIL_CHUNK_BYTES, np.uint8)
     while pos < size:
         want = min(buf.shape[0], size - pos)
-        n = _pread_into(fd, buf, want, pos)
+        n = _pread_into(file, buf, want, pos)
         if n < want:  # the file shrank (a preallocated segment trimmed when it rolled)
             size = pos + n
         view = buf[:n]
@@ -881,15 +977,15 @@ def _valid_end(fd: int, size: int, pos: int, next_offset: int) -> tuple[int, int
                 buf = _grown(buf, view, size - pos)
             pos += scan_pos
         elif scan.code == K.ERR_LEGACY_MAGIC:
-            return _valid_end_legacy(fd, size, pos + scan_pos, next_offset)
+            return _valid_end_legacy(file, size, pos + scan_pos, next_offset)
         else:
             return pos + scan_pos, next_offset
     return pos, next_offset
 
 
-def _valid_end_legacy(fd: int, size: int, pos: int, next_offset: int) -> tuple[int, int]:
+def _valid_end_legacy(file: RandomAccessFile, size: int, pos: int, next_offset: int) -> tuple[int, int]:
     """:func:`_valid_end` for segments holding legacy v0/v1 entries (batch objects, CRC-checked)."""
-    data = memoryview(os.pread(fd, size - pos, pos))
+    data = memoryview(file.pread(size - pos, pos))
     off = 0
     while True:
         try:
