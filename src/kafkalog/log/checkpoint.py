@@ -121,9 +121,15 @@ class CheckpointFile(Generic[T]):
     def read(self) -> list[T]:
         """The entries (empty if the file is missing or empty)."""
         try:
-            text = read_regular(self.path).decode("utf-8")
+            data = read_regular(self.path)
         except FileNotFoundError:
             return []
+        return self.parse(data)
+
+    def parse(self, data: bytes) -> list[T]:
+        """The entries of the file's bytes (``self.path`` names it in errors: a path or an object URL)."""
+        try:
+            text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise CheckpointError(f"checkpoint file ({self.path}) is not valid UTF-8: {exc}") from None
         if not text:

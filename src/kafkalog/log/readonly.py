@@ -56,7 +56,7 @@ from __future__ import annotations
 import os
 import re
 from bisect import bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Final, NamedTuple, Protocol, TypeVar
 
@@ -73,13 +73,15 @@ from kafkalog.errors import (
     CorruptRecordError,
     CorruptSnapshotError,
     KafkaError,
+    LogDirNotFoundError,
     OffsetOutOfRangeError,
+    RemoteResourceNotFoundError,
     UnknownTopicOrPartitionError,
 )
 from kafkalog.log.checkpoint import offset_checkpoint
 from kafkalog.log.names import TopicPartition, parse_topic_partition_name
 from kafkalog.log.producer_state import parse_snapshot
-from kafkalog.objstore import PartitionSource, RandomAccessFile
+from kafkalog.objstore import ObjectStore, PartitionSource, RandomAccessFile
 from kafkalog.readonly.local import LocalPartitionSource
 from kafkalog.records import MemoryRecords, read_batch_at
 from kafkalog.records import _kernels as K
@@ -103,7 +105,10 @@ __all__ = [
     "NoLogDirState",
     "ReadOnlyDataDir",
     "ReadOnlyLog",
+    "RemoteLayout",
     "SegmentInfo",
+    "is_url",
+    "local_path",
 ]
 
 #: Bytes read at a time by :meth:`ReadOnlyLog.iter_batch_chunks` (grown for a larger batch).
@@ -1001,22 +1006,108 @@ def _valid_end_legacy(file: RandomAccessFile, size: int, pos: int, next_offset: 
 # --- a data directory ---------------------------------------------------------------------------------------
 
 
-class ReadOnlyDataDir:
-    """One Kafka log dir (``<topic>-<n>`` partition dirs + checkpoints), read without a lock or writes."""
+class RemoteLayout(Protocol):
+    """A data directory in object storage as the reader sees it: partitions, their sources, checkpoints."""
 
-    def __init__(self, path: Path | str) -> None:
-        self.path = Path(path)
+    @property
+    def name(self) -> str:
+        """The layout's root URL (never a credential)."""
+        ...
+
+    def partitions(self) -> dict[TopicPartition, str]:
+        """Every partition -> what errors call it."""
+        ...
+
+    def is_empty(self) -> bool:
+        """Whether nothing is stored under the root (it does not exist)."""
+        ...
+
+    def source(self, tp: TopicPartition) -> PartitionSource:
+        """The partition's files (cheap: no request until read)."""
+        ...
+
+    def log_dir_state(self) -> LogDirState:
+        """The checkpoints offsets come from."""
+        ...
+
+
+def is_url(path: object) -> bool:
+    """Whether a data-directory argument is a URL (``s3://``, ``gs://``, ``memory://``, ...), not a path."""
+    return isinstance(path, str) and "://" in path and not path.startswith("file://")
+
+
+def local_path(path: Path | str) -> Path:
+    """A plain path, or the path of a ``file://`` URL."""
+    text = os.fspath(path)
+    return Path(text[len("file://") :] if text.startswith("file://") else text)
+
+
+class ReadOnlyDataDir:
+    """One Kafka log dir (``<topic>-<n>`` partition dirs + checkpoints), read without a lock or writes.
+
+    ``path`` is a local directory (or a ``file://`` URL), read natively; or an object-storage URL, opened
+    with ``storage_options`` (Hadoop S3A names, see :func:`kafkalog.objstore.open_store`), or any
+    :class:`RemoteLayout` given as ``layout`` (a copy of a log dir, a tiered-storage archive). A directory or
+    prefix that does not exist is an error (:class:`~kafkalog.errors.LogDirNotFoundError`,
+    :class:`~kafkalog.errors.RemoteResourceNotFoundError`) when its partitions are listed, never an empty
+    data directory. Its ``repr`` never shows a storage option.
+    """
+
+    def __init__(
+        self,
+        path: Path | str,
+        storage_options: Mapping[str, str] | None = None,
+        *,
+        layout: str | RemoteLayout | None = None,
+        store: ObjectStore | None = None,
+    ) -> None:
+        self.url = os.fspath(path)
+        self.storage_options = dict(storage_options or {})
+        if layout is not None and not isinstance(layout, str):
+            self._layout: RemoteLayout | None = layout
+        elif store is not None or is_url(self.url):
+            self._layout = _open_layout(self.url, self.storage_options, layout, store)
+        else:
+            self._layout = None
+        self.path = local_path(path) if self._layout is None else Path(self.url)
+        self._checked = False
 
     def __repr__(self) -> str:
-        return f"ReadOnlyDataDir({str(self.path)!r})"
+        return f"ReadOnlyDataDir({self.url!r})"
+
+    @property
+    def is_remote(self) -> bool:
+        """Whether the data is in object storage (not a local directory)."""
+        return self._layout is not None
+
+    def _check_exists(self) -> None:
+        if self._checked:
+            return
+        layout = self._layout
+        if layout is None:
+            if not self.path.is_dir():
+                raise LogDirNotFoundError(
+                    f"kafkalog data directory {self.path} does not exist or is not a directory"
+                    + ("" if self.path.exists() else " (no such path)")
+                )
+        elif layout.is_empty():
+            raise RemoteResourceNotFoundError(
+                f"{layout.name}: nothing is stored under this prefix (check the bucket and prefix of the URL, "
+                "and the endpoint and credentials in the storage options)"
+            )
+        self._checked = True
 
     def partition_dirs(self) -> dict[TopicPartition, Path]:
-        """Live partition directories (``-delete``/``-future``/``-stray`` and foreign names ignored)."""
+        """Live partition directories of a local data dir (``-delete``/``-future``/``-stray`` and foreign names
+        ignored); for object storage, each partition's name as a path (for messages only)."""
+        self._check_exists()
+        if self._layout is not None:
+            return {tp: Path(name) for tp, name in self._layout.partitions().items()}
         found: dict[TopicPartition, Path] = {}
         try:
             entries = list(os.scandir(self.path))
-        except FileNotFoundError:
-            return found
+        except FileNotFoundError as exc:
+            raise LogDirNotFoundError(f"kafkalog data directory {self.path} does not exist") from exc
         for entry in entries:
             name = entry.name
             if not _PARTITION_DIR.match(name) or "." in name.rsplit("-", 1)[1] or not entry.is_dir():
@@ -1028,20 +1119,45 @@ class ReadOnlyDataDir:
             found[tp] = Path(entry.path)
         return found
 
+    def partition_names(self) -> dict[TopicPartition, str]:
+        """Every partition -> its directory path or URL."""
+        if self._layout is not None:
+            self._check_exists()
+            return self._layout.partitions()
+        return {tp: str(path) for tp, path in self.partition_dirs().items()}
+
     def topics(self) -> list[str]:
-        """Topics with at least one partition directory, sorted."""
-        return sorted({tp.topic for tp in self.partition_dirs()})
+        """Topics with at least one partition, sorted."""
+        return sorted({tp.topic for tp in self.partition_names()})
 
     def partitions(self, topic: str) -> list[int]:
         """Partition numbers of ``topic``, sorted (:class:`UnknownTopicOrPartitionError` if none)."""
-        parts = sorted(tp.partition for tp in self.partition_dirs() if tp.topic == topic)
+        parts = sorted(tp.partition for tp in self.partition_names() if tp.topic == topic)
         if not parts:
-            raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist in {self.path}")
+            raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist in {self.url}")
         return parts
 
-    def log(self, topic: str, partition: int) -> ReadOnlyLog:
-        """The read-only view of one partition (:class:`UnknownTopicOrPartitionError` if absent)."""
+    def log(self, topic: str, partition: int, *, check: bool = True) -> ReadOnlyLog:
+        """The read-only view of one partition (:class:`UnknownTopicOrPartitionError` if absent; with
+        ``check=False`` an object-storage partition is not looked up first: a Spark executor's view of a
+        partition the driver listed)."""
+        tp = TopicPartition(topic, partition)
+        layout = self._layout
+        if layout is not None:
+            if check and tp not in self.partition_names():
+                raise UnknownTopicOrPartitionError(f"partition {tp} does not exist in {self.url}")
+            return ReadOnlyLog(layout.source(tp), topic_partition=tp, log_dir=layout.log_dir_state())
         directory = self.path / f"{topic}-{partition}"
         if not directory.is_dir():
+            self._check_exists()
             raise UnknownTopicOrPartitionError(f"partition {topic}-{partition} does not exist in {self.path}")
         return ReadOnlyLog.open(directory)
+
+
+def _open_layout(
+    url: str, storage_options: Mapping[str, str], layout: str | None, store: ObjectStore | None
+) -> RemoteLayout:
+    """The layout of the data at ``url`` (a log-dir copy; tiered-storage archives are detected by their keys)."""
+    from kafkalog.readonly.remote import open_layout  # the object-storage layer, imported when used
+
+    return open_layout(url, storage_options, layout=layout, store=store)
