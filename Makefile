@@ -15,7 +15,7 @@ $(PY):
 	$(PY) -m pip install -q --upgrade pip
 
 $(STAMP): $(PY) pyproject.toml
-	$(PY) -m pip install -q -e '.[test,spark,connect,bench,metrics,server]'
+	$(PY) -m pip install -q -e '.[test,spark,connect,bench,metrics,server,cloud]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 

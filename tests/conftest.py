@@ -3,8 +3,10 @@
 
 With ``KAFKALOG_REQUIRE_ALL=1`` (``.ci/run`` sets it) a skip of a test that proves compatibility with something
 outside kafkalog is a failure: everything under ``tests/interop``, ``tests/spark`` and ``tests/server``, any
-test file named ``*interop*`` and any test marked ``interop`` or ``spark`` (the Java harness, Spark, the client libraries, kafkajs, kcat). Object
-storage tests, when there are any, belong to the same list (``OBJECT_STORAGE_DIRS``). Other skips (no
+test file named ``*interop*`` and any test marked ``interop`` or ``spark`` (the Java harness, Spark, the client libraries, kafkajs, kcat), and
+everything under ``tests/objstore`` (``OBJECT_STORAGE_DIRS``: obstore and the real S3 server). The ``s3_server``
+fixture (``tests/s3_server.py``: SeaweedFS on 127.0.0.1, one per session) fails rather than skips under the
+switch wherever it is used. Other skips (no
 ``/proc``, running as root, no ``/dev/full``) stay skips; their reasons are printed at the end of the run.
 """
 
@@ -20,12 +22,13 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from interop.kafka_java import InteropUnavailable, KafkaJava
+from s3_server import s3_server  # noqa: F401  (the session's S3 server fixture, for every test directory)
 
 #: The environment switch: any of "1", "true", "yes" turns required skips into failures.
 REQUIRE_ALL_ENV = "KAFKALOG_REQUIRE_ALL"
 #: Test directories (relative to the repository) whose tests must not skip under the switch.
 REQUIRED_DIRS = ("tests/interop/", "tests/spark/", "tests/server/")
-OBJECT_STORAGE_DIRS: tuple[str, ...] = ()
+OBJECT_STORAGE_DIRS: tuple[str, ...] = ("tests/objstore/",)
 REQUIRED_MARKERS = ("interop", "spark")
 
 

@@ -6,10 +6,17 @@ vendor API, and the bytes and requests a query costs are counted in one place (:
 Keys are ``/``-separated and relative to the store's root (the URL's bucket and prefix); a store never
 logs or prints a credential (its ``repr`` and every error name the URL without secrets).
 
-This package sits beside ``storage`` in the layers: it imports only :mod:`kafkalog.errors`.
+Entry point: :func:`open_store` (``s3://``/``s3a://``, ``gs://``, ``az://``/``abfss://`` on obstore, the
+``kafkalog[cloud]`` extra; ``file://`` and paths; ``memory://``), with storage options under Hadoop's names
+(:mod:`kafkalog.objstore.options`).
+
+This package sits beside ``storage`` in the layers: it imports only :mod:`kafkalog.errors` (and obstore,
+lazily).
 """
 
 from kafkalog.objstore.files import PartitionSource, RandomAccessFile
+from kafkalog.objstore.open import open_store
+from kafkalog.objstore.options import StoreConfig, redact, resolve
 from kafkalog.objstore.store import ListResult, MemoryStore, ObjectMeta, ObjectStore, StoreStats
 
 __all__ = [
@@ -19,5 +26,9 @@ __all__ = [
     "ObjectStore",
     "PartitionSource",
     "RandomAccessFile",
+    "StoreConfig",
     "StoreStats",
+    "open_store",
+    "redact",
+    "resolve",
 ]

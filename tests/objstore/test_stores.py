@@ -1,0 +1,174 @@
+"""The ObjectStore contract on every implementation that needs no server: kafkalog's ``MemoryStore``,
+``LocalFileStore`` (``file://`` and paths) and ``ObstoreStore`` over obstore's own in-memory store; plus
+``open_store``'s dispatch, pickling, and the typed error when obstore is missing."""
+
+from __future__ import annotations
+
+import pickle
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kafkalog.errors import InvalidConfigurationError, RemoteResourceNotFoundError, RemoteStorageError
+from kafkalog.objstore import MemoryStore, ObjectStore, open_store
+from kafkalog.objstore.cloud import ObstoreStore, coalesced, open_cloud_store
+from kafkalog.objstore.local import LocalFileStore
+from kafkalog.objstore.open import forget_memory_store
+from kafkalog.objstore.options import StoreConfig
+
+LOG = bytes(range(256)) * 40  # 10,240 bytes
+
+
+def _obstore_memory() -> ObstoreStore:
+    obstore = pytest.importorskip("obstore")
+    return ObstoreStore(obstore.store.MemoryStore(), StoreConfig("memory", "memory://obstore", "", ""))
+
+
+@pytest.fixture(params=["memory", "local", "obstore-memory"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ObjectStore]:
+    if request.param == "memory":
+        s: ObjectStore = MemoryStore()
+    elif request.param == "local":
+        s = LocalFileStore(str(tmp_path / "root"))
+        (tmp_path / "root").mkdir()
+    else:
+        s = _obstore_memory()
+    s.put("p/t-0/00000000000000000000.log", LOG)
+    s.put("p/t-0/00000000000000000000.index", b"i" * 16)
+    s.put("p/t-1/00000000000000000000.log", b"x")
+    s.put("p/top", b"top")
+    s.stats.reset()
+    yield s
+
+
+def test_list_with_and_without_delimiter(store: ObjectStore) -> None:
+    root = store.list("")
+    assert root.prefixes == ["p/"] and root.objects == []
+    p = store.list("p/")
+    assert p.prefixes == ["p/t-0/", "p/t-1/"]
+    assert [(m.key, m.size) for m in p.objects] == [("p/top", 3)]
+    t0 = store.list("p/t-0/")
+    assert [(m.key, m.size) for m in t0.objects] == [
+        ("p/t-0/00000000000000000000.index", 16),
+        ("p/t-0/00000000000000000000.log", len(LOG)),
+    ]
+    deep = store.list("p/", delimiter=False)
+    assert deep.prefixes == []
+    assert [m.key for m in deep.objects] == [
+        "p/t-0/00000000000000000000.index",
+        "p/t-0/00000000000000000000.log",
+        "p/t-1/00000000000000000000.log",
+        "p/top",
+    ]
+    assert store.list("absent/") == ([], [])
+    assert store.stats.list_requests == 5
+
+
+def test_head_get_and_ranges(store: ObjectStore) -> None:
+    key = "p/t-0/00000000000000000000.log"
+    assert store.head(key).size == len(LOG)
+    assert store.get(key) == LOG
+    assert store.get_range(key, 100, 200) == LOG[100:200]
+    assert store.get_range(key, 5, 5) == b""
+    ranges = [(0, 10), (5000, 5100), (len(LOG) - 1, len(LOG)), (7, 7)]
+    assert store.get_ranges(key, ranges) == [LOG[s:e] for s, e in ranges]
+    assert store.stats.head_requests == 1
+    assert store.stats.bytes_read >= len(LOG) + 100 + 111
+
+
+def test_missing_objects_and_ranges_past_the_end(store: ObjectStore) -> None:
+    key = "p/t-0/00000000000000000000.log"
+    for call in (
+        lambda: store.head("p/nope"),
+        lambda: store.get("p/nope"),
+        lambda: store.get_range("p/nope", 0, 1),
+    ):
+        with pytest.raises(RemoteResourceNotFoundError, match="nope"):
+            call()
+    with pytest.raises(RemoteStorageError):
+        store.get_range(key, len(LOG) - 5, len(LOG) + 5)
+    with pytest.raises(RemoteStorageError):
+        store.get_ranges(key, [(0, 1), (len(LOG), len(LOG) + 1)])
+
+
+def test_delete_is_idempotent(store: ObjectStore) -> None:
+    store.delete("p/top")
+    store.delete("p/top")
+    with pytest.raises(RemoteResourceNotFoundError):
+        store.head("p/top")
+
+
+def test_obstore_get_ranges_counts_coalesced_requests() -> None:
+    s = _obstore_memory()
+    data = bytes(4 * 1024 * 1024)
+    s.put("k", data)
+    s.stats.reset()
+    mib = 1024 * 1024
+    # two near ranges share one request, a range 3 MiB away needs its own
+    out = s.get_ranges("k", [(0, 100), (200, 300), (3 * mib + 500, 3 * mib + 600)])
+    assert [len(b) for b in out] == [100, 100, 100]
+    assert s.stats.get_requests == 2
+    assert s.stats.bytes_read == 300 + 100
+    assert coalesced([(10, 20), (0, 5), (30, 40)], gap=4) == [(0, 5), (10, 20), (30, 40)]
+    assert coalesced([(10, 20), (0, 5), (25, 40)], gap=5) == [(0, 40)]
+    assert coalesced([(10, 20), (0, 5), (26, 40)], gap=5) == [(0, 20), (26, 40)]
+
+
+def test_local_store_keys_never_leave_the_root(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    s = LocalFileStore(str(root))
+    for bad in ("../escape", "a/../../escape", "/abs", "a//b", "", "a/./b"):
+        with pytest.raises(RemoteStorageError, match="not a valid key"):
+            s.put(bad, b"x")
+        with pytest.raises(RemoteStorageError, match="not a valid key"):
+            s.get(bad)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["root"]
+    assert list(root.iterdir()) == []
+
+
+def test_local_store_absent_root_is_not_found(tmp_path: Path) -> None:
+    with pytest.raises(RemoteResourceNotFoundError, match="does not exist"):
+        LocalFileStore(str(tmp_path / "absent")).list("")
+
+
+def test_open_store_dispatch(tmp_path: Path) -> None:
+    assert isinstance(open_store(str(tmp_path)), LocalFileStore)
+    local = open_store(f"file://{tmp_path}")
+    assert isinstance(local, LocalFileStore) and local.url == f"file://{tmp_path}"
+    try:
+        a = open_store("memory://shared-test")
+        a.put("k", b"v")
+        assert open_store("memory://shared-test").get("k") == b"v"  # one store per name in a process
+        assert open_store("memory://other-test").list("") == ([], [])
+    finally:
+        forget_memory_store("shared-test")
+        forget_memory_store("other-test")
+    with pytest.raises(InvalidConfigurationError):
+        open_store("ftp://host/x")
+
+
+def test_cloud_store_repr_pickle_and_no_io_on_open() -> None:
+    pytest.importorskip("obstore")
+    secret = "SECRET-never-shown-0123456789"
+    options = {
+        "fs.s3a.endpoint": "http://127.0.0.1:1",
+        "fs.s3a.secret.key": secret,
+        "fs.s3a.access.key": "AK",
+    }
+    s = open_store("s3a://bucket/prefix", options)
+    assert isinstance(s, ObstoreStore)
+    assert s.url == "s3a://bucket/prefix"
+    assert secret not in repr(s) and secret not in repr(s.config)
+    again = pickle.loads(pickle.dumps(s))  # re-opened from URL and options on the other side
+    assert isinstance(again, ObstoreStore) and again.config.config == s.config.config
+
+
+def test_missing_obstore_is_a_typed_error_naming_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "obstore", None)  # import obstore -> ImportError
+    with pytest.raises(RemoteStorageError, match=r"pip install 'kafkalog\[cloud\]'"):
+        open_store("s3://bucket/x")
+    with pytest.raises(RemoteStorageError, match=r"kafkalog\[cloud\]"):
+        open_cloud_store("gs://bucket/x")
