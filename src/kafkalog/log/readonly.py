@@ -398,6 +398,11 @@ class ReadOnlyLog:
         """What errors call the partition: its directory or its source's URL (never a credential)."""
         return self.source.name
 
+    @property
+    def is_local(self) -> bool:
+        """Whether the partition is a local directory (``dir``), not object storage."""
+        return self._local
+
     # --- listing and offsets ------------------------------------------------------------------------------
     def list_segments(self) -> list[SegmentInfo]:
         """The ``.log`` files now in the partition, by base offset (cheap: one listing)."""
@@ -442,6 +447,13 @@ class ReadOnlyLog:
         """The offset up to which data is committed (``read_uncommitted`` readers stop here)."""
         self._ensure_loaded()
         return self._hw
+
+    @property
+    def tail_position(self) -> tuple[int, int] | None:
+        """(base offset of the last segment, byte where its complete, CRC-valid data ends) as of the last
+        refresh; None without segments. Below the segment's size: a torn or preallocated tail."""
+        self._ensure_loaded()
+        return None if self._tail is None else (self._tail[0], self._tail[1])
 
     @property
     def last_stable_offset(self) -> int:

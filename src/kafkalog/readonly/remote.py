@@ -9,42 +9,18 @@ or a message.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from typing import Final
 
-from kafkalog.errors import RemoteStorageError
+from kafkalog.errors import InvalidConfigurationError
 from kafkalog.log.readonly import RemoteLayout
-from kafkalog.objstore import ObjectStore
+from kafkalog.objstore import ObjectStore, open_store
 from kafkalog.readonly.copies import LogDirCopy
 
-__all__ = ["LAYOUTS", "open_layout", "open_store_for", "redacted"]
+__all__ = ["LAYOUTS", "open_layout"]
 
 #: Layout names a caller may force (``layout=`` / the ``layout`` option).
 LAYOUTS: Final = ("logdir",)
-
-_SECRET_WORDS: Final = ("secret", "token", "password", "key", "credential", "sas")
-
-
-def redacted(options: Mapping[str, str]) -> dict[str, str]:
-    """``options`` with the value of every key that may hold a secret replaced by ``*********(redacted)``."""
-    return {
-        k: ("*********(redacted)" if any(w in k.lower() for w in _SECRET_WORDS) else v)
-        for k, v in options.items()
-    }
-
-
-def open_store_for(url: str, storage_options: Mapping[str, str]) -> ObjectStore:
-    """The object store rooted at ``url`` (:func:`kafkalog.objstore.open_store`, which needs the
-    ``kafkalog[cloud]`` extra)."""
-    module = importlib.import_module("kafkalog.objstore")
-    open_store = getattr(module, "open_store", None)
-    if open_store is None:
-        raise RemoteStorageError(
-            f"{url}: reading object storage needs kafkalog's object-storage support (pip install 'kafkalog[cloud]')"
-        )
-    store: ObjectStore = open_store(url, dict(storage_options))
-    return store
 
 
 def open_layout(
@@ -56,7 +32,7 @@ def open_layout(
 ) -> RemoteLayout:
     """The layout of the data at ``url`` (``store``: one already open at that root)."""
     if layout is not None and layout not in LAYOUTS:
-        raise ValueError(f"unknown layout {layout!r}: expected one of {', '.join(LAYOUTS)}")
+        raise InvalidConfigurationError(f"unknown layout {layout!r}: expected one of {', '.join(LAYOUTS)}")
     if store is None:
-        store = open_store_for(url, storage_options)
+        store = open_store(url, storage_options)
     return LogDirCopy(store, "")
