@@ -95,7 +95,7 @@ wheel-smoke: $(STAMP)
 	$(PY) -m pip wheel -q --no-deps -w $(WHEEL_DIR) .
 	[ -x .venv-wheel/bin/python ] || $(PYTHON) -m venv .venv-wheel
 	.venv-wheel/bin/python -m pip install -q --force-reinstall --no-deps $(WHEEL_DIR)/kafkalog-*.whl
-	.venv-wheel/bin/python -m pip install -q "$$(ls $(WHEEL_DIR)/kafkalog-*.whl)[spark,server]"
+	.venv-wheel/bin/python -m pip install -q "$$(ls $(WHEEL_DIR)/kafkalog-*.whl)[spark,server,cloud]"
 	env -u VIRTUAL_ENV -u PYSPARK_PYTHON -u PYSPARK_DRIVER_PYTHON PATH="$$(echo "$$PATH" | tr ':' '\n' | \
 	  grep -v '/\.venv' | paste -sd: -)" .venv-wheel/bin/python tests/smoke/wheel_smoke.py README.md
 

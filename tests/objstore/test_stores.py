@@ -172,3 +172,20 @@ def test_missing_obstore_is_a_typed_error_naming_the_extra(monkeypatch: pytest.M
         open_store("s3://bucket/x")
     with pytest.raises(RemoteStorageError, match=r"kafkalog\[cloud\]"):
         open_cloud_store("gs://bucket/x")
+
+
+def test_gcs_and_azure_open_offline_and_refuse_bad_credentials_without_echoing_them() -> None:
+    pytest.importorskip("obstore")
+    assert open_store("gs://bucket/p").url == "gs://bucket/p"  # no I/O when opening
+    s = open_store(
+        "abfss://c@acct.dfs.core.windows.net/d",
+        {"fs.azure.account.key.acct.dfs.core.windows.net": "c2VjcmV0"},
+    )
+    assert "c2VjcmV0" not in repr(s) and "c2VjcmV0" not in repr(s.config)  # type: ignore[attr-defined]
+    with pytest.raises(InvalidConfigurationError, match=r"fs\.gs\.auth\.service\.account\.json\.keyfile"):
+        open_store("gs://bucket/p", {"fs.gs.auth.service.account.json.keyfile": "/nonexistent/key.json"})
+    bad_key = "not-base64!!SECRET-VALUE"
+    with pytest.raises(InvalidConfigurationError) as info:
+        open_store("az://c/d", {"fs.azure.account.key.acct.dfs.core.windows.net": bad_key})
+    assert bad_key not in str(info.value) and "fs.azure.account.key" in str(info.value)
+    assert info.value.__cause__ is None and info.value.__suppress_context__

@@ -54,6 +54,19 @@ def main() -> None:
     finally:
         spark.stop()
     print(f"wheel-smoke: Spark read {len(rows)} rows through the auto-registered data source")
+    check_cloud_extra(work)
+
+
+def check_cloud_extra(work: Path) -> None:
+    """The ``cloud`` extra installed from the wheel: obstore imports lazily and a store opens (no I/O)."""
+    from kafkalog.objstore import open_store
+    from kafkalog.objstore.cloud import ObstoreStore
+
+    store = open_store("s3a://bucket/prefix", {"fs.s3a.endpoint": "http://127.0.0.1:1"})
+    assert isinstance(store, ObstoreStore), store
+    local = open_store(str(work))
+    assert local.list("").objects or local.list("").prefixes, local
+    print(f"wheel-smoke: kafkalog[cloud] opens {store!r}")
 
 
 if __name__ == "__main__":

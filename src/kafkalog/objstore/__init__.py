@@ -17,6 +17,7 @@ lazily).
 from kafkalog.objstore.files import PartitionSource, RandomAccessFile
 from kafkalog.objstore.open import open_store
 from kafkalog.objstore.options import StoreConfig, redact, resolve
+from kafkalog.objstore.ranged import RangedFile, RangedSettings, StorePartitionSource, partition_prefixes
 from kafkalog.objstore.store import ListResult, MemoryStore, ObjectMeta, ObjectStore, StoreStats
 
 __all__ = [
@@ -26,9 +27,13 @@ __all__ = [
     "ObjectStore",
     "PartitionSource",
     "RandomAccessFile",
+    "RangedFile",
+    "RangedSettings",
     "StoreConfig",
+    "StorePartitionSource",
     "StoreStats",
     "open_store",
+    "partition_prefixes",
     "redact",
     "resolve",
 ]

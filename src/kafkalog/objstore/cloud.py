@@ -299,6 +299,7 @@ def open_cloud_store(url: str, options: Mapping[str, str] | None = None) -> Obst
         )
     except Exception as exc:
         raise InvalidConfigurationError(
-            f"{cfg.url}: cannot configure the store: {_first_line(cfg.scrub(str(exc)))}"
+            f"{cfg.url}: cannot configure the store ({_first_line(cfg.scrub(str(exc)))}); "
+            f"check {cfg.credential_options} and {cfg.endpoint_option}"
         ) from None
     return ObstoreStore(inner, cfg, options=dict(options or {}), url=cfg.url)

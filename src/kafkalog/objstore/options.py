@@ -75,6 +75,11 @@ CLIENT_OPTION_KEYS: dict[str, str] = {
     "storage.retry.timeout": "",
 }
 
+#: kafkalog's other storage keys: ``storage.endpoint`` (any scheme; S3's alias is ``fs.s3a.endpoint``) and
+#: how a ranged file reads (:class:`kafkalog.objstore.ranged.RangedSettings`).
+RANGED_OPTION_KEYS = ("storage.block.size", "storage.block.cache.count", "storage.readahead.blocks")
+OTHER_STORAGE_KEYS = frozenset({"storage.endpoint", *RANGED_OPTION_KEYS})
+
 #: S3A keys (after ``fs.s3a.``) understood here.
 S3A_KEYS = frozenset(
     {
@@ -313,7 +318,7 @@ def _client_bounds(kind: str, opts: Mapping[str, str]) -> tuple[dict[str, Any], 
         return None
 
     for k in opts:
-        if k.startswith("storage.") and k not in CLIENT_OPTION_KEYS and k != "storage.endpoint":
+        if k.startswith("storage.") and k not in CLIENT_OPTION_KEYS and k not in OTHER_STORAGE_KEYS:
             _warn_once(k, "is not a kafkalog storage option (ignored)")
     retries = DEFAULT_MAX_RETRIES
     if (got := pick("storage.attempts.maximum")) is not None:

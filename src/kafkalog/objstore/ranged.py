@@ -1,0 +1,284 @@
+""":class:`RangedFile` (one object read by position, block by block) and :class:`StorePartitionSource` (a copied
+Kafka partition directory in a bucket, as a :class:`~kafkalog.objstore.files.PartitionSource`).
+
+Invariants owned here:
+
+* A :class:`RangedFile` reads its object only in aligned blocks of ``block_size`` bytes (the last one
+  shorter), each block at most once while it stays in a bounded LRU of ``cache_blocks`` blocks; the blocks
+  one ``pread`` misses are fetched by one ``get_ranges`` call (adjacent blocks coalesce into one GET).
+  When reads are sequential (a read starts where the previous one ended, or in the block after it), the
+  next ``readahead_blocks`` blocks are fetched in the background, so a scan overlaps the transfer of the
+  next block with the decoding of this one. Memory held per open file is at most
+  ``(cache_blocks + readahead_blocks) * block_size``. The size is the listing's or one HEAD's, taken at
+  open: bytes past it are never returned (an object that shrank since is an error from the store).
+* A :class:`StorePartitionSource` lists ``<prefix>/<topic>-<partition>/`` with one LIST per
+  :meth:`~StorePartitionSource.list_files` call, opens the files as :class:`RangedFile` s with the sizes
+  of its last listing (no HEAD), and calls a prefix with nothing under it
+  :class:`~kafkalog.errors.RemoteResourceNotFoundError`: an absent partition is an error, never an empty
+  one.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import ClassVar
+
+from kafkalog.errors import InvalidConfigurationError, RemoteResourceNotFoundError
+from kafkalog.objstore.options import RANGED_OPTION_KEYS, parse_int
+from kafkalog.objstore.store import ObjectStore
+
+#: Default block: the unit of every ranged GET (4 MiB, the Aiven plugin's recommended chunk size).
+DEFAULT_BLOCK_SIZE = 4 * 1024 * 1024
+#: Blocks an open file keeps (LRU).
+DEFAULT_CACHE_BLOCKS = 4
+#: Blocks fetched ahead of a sequential reader.
+DEFAULT_READAHEAD_BLOCKS = 1
+#: Threads fetching read-ahead blocks, shared by every open file of the process.
+READAHEAD_THREADS = 8
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _readahead_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(READAHEAD_THREADS, thread_name_prefix="kafkalog-readahead")
+        return _pool
+
+
+@dataclass(frozen=True)
+class RangedSettings:
+    """How a :class:`RangedFile` reads: block size, blocks cached, blocks read ahead."""
+
+    block_size: int = DEFAULT_BLOCK_SIZE
+    cache_blocks: int = DEFAULT_CACHE_BLOCKS
+    readahead_blocks: int = DEFAULT_READAHEAD_BLOCKS
+
+    def __post_init__(self) -> None:
+        if self.block_size < 1:
+            raise InvalidConfigurationError(f"storage.block.size must be positive, not {self.block_size}")
+        if self.cache_blocks < 1:
+            raise InvalidConfigurationError(
+                f"storage.block.cache.count must be at least 1, not {self.cache_blocks}"
+            )
+        if self.readahead_blocks < 0:
+            raise InvalidConfigurationError(
+                f"storage.readahead.blocks must be >= 0, not {self.readahead_blocks}"
+            )
+
+    #: The storage options :meth:`from_options` reads.
+    keys: ClassVar[tuple[str, ...]] = RANGED_OPTION_KEYS
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str] | None) -> RangedSettings:
+        """The settings named in storage ``options`` (``storage.block.size`` in bytes,
+        ``storage.block.cache.count``, ``storage.readahead.blocks``), defaults for the rest."""
+        o = options or {}
+        return cls(
+            parse_int("storage.block.size", o["storage.block.size"], minimum=1)
+            if "storage.block.size" in o
+            else DEFAULT_BLOCK_SIZE,
+            parse_int("storage.block.cache.count", o["storage.block.cache.count"], minimum=1)
+            if "storage.block.cache.count" in o
+            else DEFAULT_CACHE_BLOCKS,
+            parse_int("storage.readahead.blocks", o["storage.readahead.blocks"], minimum=0)
+            if "storage.readahead.blocks" in o
+            else DEFAULT_READAHEAD_BLOCKS,
+        )
+
+
+class RangedFile:
+    """A :class:`~kafkalog.objstore.files.RandomAccessFile` over one object (see the module docstring).
+
+    Thread-compatible: one reader thread at a time (the read-ahead threads only fill futures)."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        key: str,
+        *,
+        size: int | None = None,
+        settings: RangedSettings | None = None,
+        name: str | None = None,
+    ) -> None:
+        self._store = store
+        self._key = key
+        self._settings = settings or RangedSettings()
+        self._name = name or _under(store.url, key)
+        self._size = store.head(key).size if size is None else size
+        self._blocks: OrderedDict[int, bytes] = OrderedDict()
+        self._pending: dict[int, Future[bytes]] = {}
+        self._next_sequential = -1  # the position a sequential read would start at
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"RangedFile({self._name!r}, {self._size} bytes)"
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def settings(self) -> RangedSettings:
+        """Block size, cache and read-ahead of this file."""
+        return self._settings
+
+    def _span(self, block: int) -> tuple[int, int]:
+        bs = self._settings.block_size
+        return block * bs, min((block + 1) * bs, self._size)
+
+    def pread(self, n: int, position: int) -> bytes:
+        if self._closed:
+            raise ValueError(f"{self._name}: read of a closed file")
+        if n < 0 or position < 0:
+            raise ValueError(f"{self._name}: negative read ({n} bytes at {position})")
+        end = min(position + n, self._size)
+        if end <= position:
+            return b""
+        bs = self._settings.block_size
+        first, last = position // bs, (end - 1) // bs
+        # sequential: starts where the last read ended, or skips less than a block past it
+        sequential = 0 <= self._next_sequential <= position < self._next_sequential + bs
+        self._next_sequential = end
+        blocks = self._fetch(range(first, last + 1))
+        if sequential:
+            self._read_ahead(last + 1)
+        if first == last:
+            base = first * bs
+            return blocks[first][position - base : end - base]
+        out = bytearray()
+        for b in range(first, last + 1):
+            start, _ = self._span(b)
+            data = blocks[b]
+            lo = max(position, start) - start
+            hi = min(end, start + len(data)) - start
+            out += data[lo:hi]
+        return bytes(out)
+
+    def _fetch(self, wanted: range) -> dict[int, bytes]:
+        got: dict[int, bytes] = {}
+        missing: list[int] = []
+        for b in wanted:
+            data = self._blocks.get(b)
+            if data is not None:
+                self._blocks.move_to_end(b)
+                got[b] = data
+                continue
+            future = self._pending.pop(b, None)
+            if future is not None:
+                got[b] = future.result()  # a read-ahead block: its error, if any, is this read's
+                self._remember(b, got[b])
+            else:
+                missing.append(b)
+        if missing:
+            spans = [self._span(b) for b in missing]
+            for b, data in zip(missing, self._store.get_ranges(self._key, spans)):
+                got[b] = data
+                self._remember(b, data)
+        return got
+
+    def _remember(self, block: int, data: bytes) -> None:
+        self._blocks[block] = data
+        self._blocks.move_to_end(block)
+        while len(self._blocks) > self._settings.cache_blocks:
+            self._blocks.popitem(last=False)
+
+    def _read_ahead(self, first: int) -> None:
+        bs = self._settings.block_size
+        for b in range(first, first + self._settings.readahead_blocks):
+            if b * bs >= self._size or b in self._blocks or b in self._pending:
+                continue
+            start, end = self._span(b)
+            self._pending[b] = _readahead_pool().submit(self._store.get_range, self._key, start, end)
+        # read-ahead blocks the reader skipped past are dropped (their results are never waited for)
+        for b in [b for b in self._pending if b < first]:
+            self._pending.pop(b).cancel()
+
+    def close(self) -> None:
+        self._closed = True
+        self._blocks.clear()
+        for future in self._pending.values():
+            future.cancel()
+        self._pending.clear()
+
+
+def _under(url: str, key: str) -> str:
+    """The URL of ``key`` in a store whose root is ``url`` (for names in messages)."""
+    return url + key if url.endswith("/") else f"{url}/{key}"
+
+
+def _join(prefix: str) -> str:
+    prefix = prefix.strip("/")
+    return prefix + "/" if prefix else ""
+
+
+class StorePartitionSource:
+    """A :class:`~kafkalog.objstore.files.PartitionSource` over ``<prefix>/`` of ``store``: the objects
+    directly under it are the partition directory's files (see the module docstring)."""
+
+    def __init__(self, store: ObjectStore, prefix: str, *, settings: RangedSettings | None = None) -> None:
+        self._store = store
+        self._prefix = _join(prefix)
+        self._settings = settings or RangedSettings()
+        self._sizes: dict[str, int] = {}
+        self._name = _under(store.url, self._prefix)
+
+    def __repr__(self) -> str:
+        return f"StorePartitionSource({self._name!r})"
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def store(self) -> ObjectStore:
+        """The store the files are read from."""
+        return self._store
+
+    def list_files(self) -> Mapping[str, int]:
+        listing = self._store.list(self._prefix)
+        if not listing.objects and not listing.prefixes:
+            raise RemoteResourceNotFoundError(
+                f"{self._name}: no such partition directory (nothing under this prefix; check the URL)"
+            )
+        sizes = {m.key[len(self._prefix) :]: m.size for m in listing.objects}
+        self._sizes = sizes
+        return dict(sizes)
+
+    def _key(self, name: str) -> str:
+        if not name or "/" in name or name in (".", ".."):
+            raise ValueError(f"{self._name}: {name!r} is not a file name of a partition directory")
+        return self._prefix + name
+
+    def open(self, name: str) -> RangedFile:
+        key = self._key(name)
+        return RangedFile(
+            self._store, key, size=self._sizes.get(name), settings=self._settings, name=self._name + name
+        )
+
+    def read(self, name: str) -> bytes:
+        return self._store.get(self._key(name))
+
+
+def partition_prefixes(store: ObjectStore, prefix: str = "") -> dict[str, str]:
+    """``{"<topic>-<partition>": key prefix}`` of the partition directories directly under ``prefix`` (one
+    LIST; a child whose name does not end in ``-<number>`` is not a partition directory and is left out)."""
+    base = _join(prefix)
+    out: dict[str, str] = {}
+    for child in store.list(base).prefixes:
+        name = child[len(base) :].rstrip("/")
+        topic, dash, number = name.rpartition("-")
+        if dash and topic and number.isdigit():
+            out[name] = child
+    return out

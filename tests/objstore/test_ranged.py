@@ -1,0 +1,212 @@
+"""RangedFile (block-aligned reads, bounded LRU, read-ahead on sequential scans, no HEAD when the size is
+known) and StorePartitionSource (one LIST, files as RangedFiles, an absent partition is an error)."""
+
+from __future__ import annotations
+
+import builtins
+import random
+import threading
+import time
+from collections.abc import Sequence
+
+import pytest
+
+from kafkalog.errors import InvalidConfigurationError, RemoteResourceNotFoundError, RemoteStorageError
+from kafkalog.objstore import MemoryStore
+from kafkalog.objstore.files import PartitionSource, RandomAccessFile
+from kafkalog.objstore.ranged import RangedFile, RangedSettings, StorePartitionSource, partition_prefixes
+from s3_server import S3Server
+
+DATA = random.Random(7).randbytes(100_000)
+
+
+class RecordingStore(MemoryStore):
+    """A MemoryStore that records every range it serves (from any thread)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ranges: list[tuple[str, int, int]] = []
+        self.lock = threading.Lock()
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        with self.lock:
+            self.ranges.append((key, start, end))
+        return super().get_range(key, start, end)
+
+    def get_ranges(self, key: str, ranges: Sequence[tuple[int, int]]) -> builtins.list[bytes]:
+        return [self.get_range(key, s, e) for s, e in ranges]
+
+
+def _store() -> RecordingStore:
+    s = RecordingStore()
+    s.put("p/t-0/00000000000000000000.log", DATA)
+    s.put("p/t-0/00000000000000000000.index", b"\1" * 24)
+    s.put("p/t-0/leader-epoch-checkpoint", b"0\n1\n0 0\n")
+    s.put("p/t-12/00000000000000000000.log", b"")
+    s.put("p/not-a-partition/x", b"")
+    s.stats.reset()
+    return s
+
+
+def test_random_preads_match_the_bytes_and_are_block_aligned() -> None:
+    store = _store()
+    settings = RangedSettings(block_size=4096, cache_blocks=3, readahead_blocks=0)
+    f = RangedFile(store, "p/t-0/00000000000000000000.log", settings=settings)
+    assert isinstance(f, RandomAccessFile)
+    assert f.size == len(DATA) and store.stats.head_requests == 1
+    rnd = random.Random(1)
+    for _ in range(500):
+        pos = rnd.randrange(0, len(DATA) + 10)
+        n = rnd.choice([0, 1, 7, 100, 4095, 4096, 4097, 10_000, 30_000])
+        assert f.pread(n, pos) == DATA[pos : pos + n]
+        assert len(f._blocks) <= 3  # the LRU bound
+    for _, start, end in store.ranges:
+        assert start % 4096 == 0 and (end % 4096 == 0 or end == len(DATA))
+    assert f.pread(10, len(DATA)) == b"" and f.pread(10, len(DATA) + 5) == b""
+    with pytest.raises(ValueError):
+        f.pread(-1, 0)
+    f.close()
+    with pytest.raises(ValueError, match="closed"):
+        f.pread(1, 0)
+
+
+def test_cached_blocks_are_not_read_twice() -> None:
+    store = _store()
+    f = RangedFile(
+        store, "p/t-0/00000000000000000000.log", size=len(DATA), settings=RangedSettings(4096, 2, 0)
+    )
+    assert store.stats.head_requests == 0  # the size was known
+    for _ in range(3):
+        f.pread(100, 10)
+        f.pread(100, 4100)
+    assert len(store.ranges) == 2
+
+
+def _wait_for(predicate: object, timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_sequential_scan_reads_ahead_and_every_block_once() -> None:
+    store = _store()
+    key = "p/t-0/00000000000000000000.log"
+    f = RangedFile(
+        store,
+        key,
+        size=len(DATA),
+        settings=RangedSettings(block_size=8192, cache_blocks=2, readahead_blocks=2),
+    )
+    out = bytearray()
+    pos = 0
+    while chunk := f.pread(3000, pos):
+        out += chunk
+        pos += len(chunk)
+        if pos == 6000:  # the second sequential read asked for blocks 1 and 2 ahead
+            assert _wait_for(lambda: {(key, 8192, 16384), (key, 16384, 24576)} <= set(store.ranges))
+    assert bytes(out) == DATA
+    starts = sorted(s for _, s, _ in store.ranges)
+    assert starts == sorted(set(starts))  # no block read twice
+    assert len(starts) == -(-len(DATA) // 8192)
+    assert store.stats.bytes_read == len(DATA)
+
+
+class FailingBlockStore(RecordingStore):
+    """Fails the GET of the block starting at ``fail_at`` (and counts how often it was asked)."""
+
+    fail_at = 8192
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        if start == self.fail_at:
+            with self.lock:
+                self.ranges.append((key, start, end))
+            raise RemoteStorageError(f"injected failure of [{start}, {end})")
+        return super().get_range(key, start, end)
+
+
+def test_read_ahead_errors_surface_on_the_read_that_needs_the_block() -> None:
+    store = FailingBlockStore()
+    key = "k"
+    store.put(key, DATA)
+    f = RangedFile(
+        store,
+        key,
+        size=len(DATA),
+        settings=RangedSettings(block_size=8192, cache_blocks=2, readahead_blocks=1),
+    )
+    f.pread(100, 0)
+    f.pread(100, 100)  # sequential: block 1 is read ahead, and fails in the background
+    assert _wait_for(lambda: any(s == 8192 for _, s, _ in store.ranges))
+    assert f.pread(100, 200) == DATA[200:300]  # a failed read-ahead does not disturb other blocks
+    with pytest.raises(RemoteStorageError, match="injected failure"):
+        f.pread(100, 8192 + 100)
+    assert sum(s == 8192 for _, s, _ in store.ranges) == 1  # the failure was the read-ahead's, surfaced here
+
+
+def test_settings_from_options() -> None:
+    s = RangedSettings.from_options(
+        {"storage.block.size": "1048576", "storage.block.cache.count": "8", "storage.readahead.blocks": "0"}
+    )
+    assert (s.block_size, s.cache_blocks, s.readahead_blocks) == (1 << 20, 8, 0)
+    assert RangedSettings.from_options(None) == RangedSettings()
+    with pytest.raises(InvalidConfigurationError, match=r"storage\.block\.size"):
+        RangedSettings.from_options({"storage.block.size": "0"})
+    with pytest.raises(InvalidConfigurationError, match=r"storage\.block\.cache\.count"):
+        RangedSettings(cache_blocks=0)
+
+
+def test_partition_source_lists_once_and_opens_without_head() -> None:
+    store = _store()
+    src = StorePartitionSource(store, "p/t-0", settings=RangedSettings(block_size=4096))
+    assert isinstance(src, PartitionSource)
+    assert src.name == "memory://p/t-0/"
+    files = src.list_files()
+    assert src.open("leader-epoch-checkpoint").name == "memory://p/t-0/leader-epoch-checkpoint"
+    assert files == {
+        "00000000000000000000.log": len(DATA),
+        "00000000000000000000.index": 24,
+        "leader-epoch-checkpoint": 8,
+    }
+    assert store.stats.list_requests == 1
+    f = src.open("00000000000000000000.log")
+    assert f.size == len(DATA) and f.pread(5, 4094) == DATA[4094:4099]
+    assert store.stats.head_requests == 0
+    assert src.read("leader-epoch-checkpoint") == b"0\n1\n0 0\n"
+    with pytest.raises(FileNotFoundError):
+        src.read("00000000000000000000.timeindex")
+    with pytest.raises(FileNotFoundError):
+        src.open("00000000000000000099.log")  # not listed: one HEAD, which finds nothing
+    with pytest.raises(ValueError):
+        src.open("../t-12/00000000000000000000.log")
+
+
+def test_absent_partition_is_an_error_not_empty() -> None:
+    store = _store()
+    with pytest.raises(RemoteResourceNotFoundError, match="no such partition directory"):
+        StorePartitionSource(store, "p/t-99").list_files()
+    assert StorePartitionSource(store, "p/t-12/").list_files() == {"00000000000000000000.log": 0}
+
+
+def test_partition_prefixes() -> None:
+    assert partition_prefixes(_store(), "p") == {"t-0": "p/t-0/", "t-12": "p/t-12/"}
+
+
+def test_ranged_scan_on_the_real_server(s3_server: S3Server) -> None:
+    pytest.importorskip("obstore")
+    bucket = s3_server.make_bucket("ranged")
+    data = random.Random(3).randbytes(3 * 1024 * 1024 + 17)
+    s3_server.open(f"s3://{bucket}").put("logs/t-0/00000000000000000000.log", data)
+    store = s3_server.open(f"s3://{bucket}/logs")
+    src = StorePartitionSource(store, "t-0", settings=RangedSettings(block_size=1 << 20, readahead_blocks=1))
+    sizes = src.list_files()
+    f = src.open("00000000000000000000.log")
+    out = bytearray()
+    while chunk := f.pread(256 * 1024, len(out)):
+        out += chunk
+    assert bytes(out) == data and sizes["00000000000000000000.log"] == len(data)
+    assert store.stats.head_requests == 0
+    assert store.stats.get_requests == 4  # one GET per 1 MiB block, each once
+    assert store.stats.bytes_read == len(data)
