@@ -40,6 +40,8 @@ LogCleaningAbortedError                 kafka.common.LogCleaningAbortedException
 RecordDecompressionError                (kafkalog) a compressed payload that cannot be decompressed
 RemoteStorageError                      server.log.remote.storage.RemoteStorageException
 RemoteResourceNotFoundError             server.log.remote.storage.RemoteResourceNotFoundException
+UnsupportedRemoteSegmentError           (kafkalog) an archived segment that is not Kafka bytes (Aiven Iceberg mode)
+UnknownArchiveLayoutError               (kafkalog) keys under a prefix match no layout kafkalog reads
 DecompressionBombError                  (kafkalog) a payload that expands past the configured bound
 UnknownTopicOrPartitionError            UnknownTopicOrPartitionException
 TopicExistsError                        TopicExistsException
@@ -93,9 +95,11 @@ __all__ = [
     "TopicExistsError",
     "TransactionCoordinatorFencedError",
     "UnexpectedAppendOffsetError",
+    "UnknownArchiveLayoutError",
     "UnknownTopicOrPartitionError",
     "UnsupportedCompressionTypeError",
     "UnsupportedForMessageFormatError",
+    "UnsupportedRemoteSegmentError",
     "is_resource_exhaustion",
 ]
 
@@ -333,3 +337,15 @@ class RemoteStorageError(KafkaError):
 
 class RemoteResourceNotFoundError(RemoteStorageError, FileNotFoundError):
     """An object, prefix or bucket that a read needs does not exist in object storage."""
+
+
+class UnsupportedRemoteSegmentError(RemoteStorageError):
+    """An archived segment kafkalog refuses to read because its objects are not Kafka's segment bytes: the
+    Aiven plugin's Iceberg mode (``segment.format=iceberg``: Parquet rows in an Iceberg table, a Puffin
+    segment manifest). The message names the object and the mode."""
+
+
+class UnknownArchiveLayoutError(RemoteStorageError, ValueError):
+    """The keys under a prefix match none of the layouts kafkalog reads (a copy of a log directory, the Aiven
+    tiered-storage plugin's, Kafka's ``LocalTieredStorage``). The message names what was seen and the option
+    that forces a layout."""

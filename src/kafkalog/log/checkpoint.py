@@ -114,9 +114,13 @@ class CheckpointFile(Generic[T]):
 
     def write(self, entries: Iterable[T], sync: bool = True) -> None:
         """Replace the file's entries atomically."""
+        atomic_write(self.path, self.format(entries), sync)
+
+    def format(self, entries: Iterable[T]) -> bytes:
+        """The file content for ``entries`` (what :meth:`write` writes)."""
         items = list(entries)
         text = f"{self.version}\n{len(items)}\n" + "".join(self._to_line(e) + "\n" for e in items)
-        atomic_write(self.path, text.encode("utf-8"), sync)
+        return text.encode("utf-8")
 
     def read(self) -> list[T]:
         """The entries (empty if the file is missing or empty)."""
@@ -127,7 +131,10 @@ class CheckpointFile(Generic[T]):
         return self.parse(data)
 
     def parse(self, data: bytes) -> list[T]:
-        """The entries of the file's bytes (``self.path`` names it in errors: a path or an object URL)."""
+        """The entries of checkpoint-file content (the same checks as :meth:`read`; errors name ``path``).
+
+        Used where the content comes from elsewhere than this file, e.g. the leader-epoch blob of a
+        tiered-storage archive."""
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:

@@ -1,0 +1,417 @@
+"""Archives of the Aiven tiered-storage plugin (``Aiven-Open/tiered-storage-for-apache-kafka``), read from
+listings and manifests.
+
+Layout owned here (``ObjectKeyFactory``)::
+
+    <prefix><topic>-<topicId>/<partition>/<20-digit start offset>-<segmentUuid>.log
+                                                                     .indexes
+                                                                     .rsm-manifest
+
+``topicId`` and ``segmentUuid`` are Kafka ``Uuid``\\ s in URL-safe base64 without padding (22 characters).
+The plugin uploads ``.log``, then ``.indexes``, then the manifest, so a segment with a manifest is complete;
+a ``.log`` or ``.indexes`` without a manifest is an orphan (a failed upload, a partial delete), skipped with a
+warning or refused with ``strict=True``. The ``.indexes`` object concatenates the offset index, time index,
+producer snapshot, leader-epoch checkpoint and transaction index, each encrypted on its own (never
+compressed); the manifest's ``segmentIndexes`` slices it.
+
+Planning costs one LIST per level and one GET per manifest (run ``manifest_concurrency`` at a time), plus one
+small ranged GET of the newest segment's leader-epoch blob (the lineage). Manifests older than plugin commit
+f9439410 (September 2023) carry no ``remoteLogSegmentMetadata``; for those the end offset, max timestamp and
+epochs come from the segment's own indexes and the tail of its ``.log`` (offset index's last entry, then a
+scan of the last batches), which costs a few ranged GETs per such segment.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Final
+
+from kafkalog.errors import RemoteResourceNotFoundError, RemoteStorageError
+from kafkalog.objstore.files import RandomAccessFile
+from kafkalog.objstore.store import ObjectMeta, ObjectStore
+from kafkalog.tiered.crypto import GCM_TAG_SIZE, IV_SIZE, KEY_RING_OPTION, KeyRing, decrypt_chunk
+from kafkalog.tiered.files import DEFAULT_CHUNK_CACHE_BYTES, ChunkedFile, StoreRangeFile, object_url
+from kafkalog.tiered.manifest import SegmentIndex, SegmentManifest, parse_manifest
+from kafkalog.tiered.scan import scan_end
+from kafkalog.tiered.view import (
+    ArchivedSegment,
+    ArchivePartitionSource,
+    PartKind,
+    filtered_epochs,
+    parse_epoch_blob,
+    select_segments,
+)
+
+__all__ = [
+    "DEFAULT_MANIFEST_CONCURRENCY",
+    "AivenArchive",
+    "AivenSegment",
+    "aiven_segment_key",
+    "epochs_in_range",
+]
+
+log = logging.getLogger(__name__)
+
+#: Manifests fetched at once while planning a partition.
+DEFAULT_MANIFEST_CONCURRENCY: Final = 16
+_UUID = r"[A-Za-z0-9_-]{22}"
+_TOPIC_DIR = re.compile(rf"^(?P<topic>.+)-(?P<id>{_UUID})/$")
+_PARTITION_DIR = re.compile(r"^(?P<p>\d{1,10})/$")
+_SEGMENT_OBJECT = re.compile(rf"^(?P<offset>\d{{20}})-(?P<id>{_UUID})\.(?P<suffix>log|indexes|rsm-manifest)$")
+TOPIC_IDS_OPTION: Final = "topic_ids"
+
+
+def aiven_segment_key(
+    prefix: str, topic: str, topic_id: str, partition: int, start_offset: int, segment_id: str
+) -> str:
+    """``ObjectKeyFactory.mainPath`` with the prefix (add ``.log`` / ``.indexes`` / ``.rsm-manifest``)."""
+    return f"{prefix}{topic}-{topic_id}/{partition}/{start_offset:020d}-{segment_id}"
+
+
+def epochs_in_range(entries: list[tuple[int, int]], start: int, end: int) -> dict[int, int]:
+    """Kafka's ``getLeaderEpochEntries(log, start, end + 1)``: the epochs with offsets in ``[start, end]``,
+    the first one moved up to ``start``."""
+    out: dict[int, int] = {}
+    for i, (epoch, offset) in enumerate(entries):
+        nxt = entries[i + 1][1] if i + 1 < len(entries) else None
+        if offset > end or (nxt is not None and nxt <= start):
+            continue
+        out[epoch] = max(offset, start)
+    return out
+
+
+def _url(store: ObjectStore, key: str) -> str:
+    return object_url(store, key)
+
+
+class AivenSegment(ArchivedSegment):
+    """A segment of an Aiven archive (its manifest parsed; its objects read on demand)."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        stem: str,
+        manifest: SegmentManifest,
+        log_meta: ObjectMeta,
+        indexes_meta: ObjectMeta,
+        *,
+        key_ring: KeyRing | None,
+        cache_bytes: int,
+        base_offset: int,
+        segment_id: str,
+    ) -> None:
+        self.store = store
+        self.stem = stem
+        self.manifest = manifest
+        self.log_meta = log_meta
+        self.indexes_meta = indexes_meta
+        self._key_ring = key_ring
+        self._cache_bytes = cache_bytes
+        self._lock = threading.Lock()
+        self._indexes: bytes | None = None
+        self._dek: tuple[bytes, bytes] | None = None
+        enc = manifest.encryption is not None
+        si = manifest.segment_indexes
+
+        def size(part: SegmentIndex | None) -> int | None:
+            if part is None:
+                return None
+            return max(0, part.size - IV_SIZE - GCM_TAG_SIZE) if enc and part.size else part.size
+
+        md = manifest.remote_log_segment_metadata
+        super().__init__(
+            base_offset=base_offset,
+            end_offset=md.end_offset if md is not None else -1,
+            max_timestamp_ms=md.max_timestamp_ms if md is not None else -1,
+            size=manifest.chunk_index.original_file_size,
+            segment_id=segment_id,
+            name=_url(store, stem + ".rsm-manifest"),
+            leader_epochs=md.segment_leader_epochs if md is not None else {},
+            event_timestamp_ms=md.event_timestamp_ms if md is not None else None,
+            part_sizes={
+                "offset": size(si.offset),
+                "timestamp": size(si.timestamp),
+                "producer_snapshot": size(si.producer_snapshot),
+                "leader_epoch": size(si.leader_epoch),
+                "transaction": size(si.transaction),
+            },
+        )
+
+    def _data_key(self) -> tuple[bytes, bytes]:
+        enc = self.manifest.encryption
+        assert enc is not None
+        with self._lock:
+            if self._dek is None:
+                if self._key_ring is None:
+                    raise RemoteStorageError(
+                        f"{self.name}: the segment is encrypted with key {enc.key_id!r}; pass the RSA private "
+                        f"key through the {KEY_RING_OPTION} option ({{key id: PEM}})"
+                    )
+                self._dek = (self._key_ring.unwrap(enc.data_key, self.name), enc.aad)
+            return self._dek
+
+    def open_log(self) -> RandomAccessFile:
+        key = self.stem + ".log"
+        m = self.manifest
+        if not m.compression and m.encryption is None:
+            return StoreRangeFile(self.store, key, m.chunk_index.original_file_size)
+        return ChunkedFile(
+            self.store,
+            key,
+            m.chunk_index,
+            compressed=m.compression,
+            data_key=self._data_key if m.encryption is not None else None,
+            cache_bytes=self._cache_bytes,
+        )
+
+    def _indexes_object(self) -> bytes:
+        with self._lock:
+            if self._indexes is None:
+                end = self.manifest.segment_indexes.end()
+                self._indexes = self.store.get_range(self.stem + ".indexes", 0, end) if end else b""
+            return self._indexes
+
+    def read_part(self, kind: PartKind) -> bytes:
+        si = self.manifest.segment_indexes
+        part = {
+            "offset": si.offset,
+            "timestamp": si.timestamp,
+            "producer_snapshot": si.producer_snapshot,
+            "leader_epoch": si.leader_epoch,
+            "transaction": si.transaction,
+        }[kind]
+        if part is None or part.size == 0:
+            return b""
+        if kind == "leader_epoch" and self._indexes is None:
+            data = self.store.get_range(self.stem + ".indexes", part.position, part.position + part.size)
+        else:
+            data = self._indexes_object()[part.position : part.position + part.size]
+        if self.manifest.encryption is not None:
+            key, aad = self._data_key()
+            data = decrypt_chunk(key, aad, data, f"{_url(self.store, self.stem + '.indexes')} ({kind} index)")
+        return data
+
+
+@dataclass
+class _Group:
+    offset: int
+    segment_id: str
+    objects: dict[str, ObjectMeta]
+
+
+class AivenArchive:
+    """The topics and partitions of an Aiven-layout archive under ``prefix`` (``""`` or ending with ``/``;
+    the plugin's ``key.prefix`` is free-form, so a prefix not ending with ``/`` is used as is).
+
+    Options: ``key_ring`` (``{kekId: PEM text | bytes | path}`` or a :class:`KeyRing`) for encrypted
+    segments; ``strict`` (orphans, overlaps, gaps and segments outside the lineage are errors, not warnings);
+    ``topic_ids`` (``{topic: topicId}``: which incarnation of a recreated topic to read; by default the one
+    whose newest manifest has the newest ``eventTimestampMs``); ``chunk_cache_bytes`` (decoded chunks kept per
+    open ``.log``); ``manifest_concurrency`` (manifest GETs at once)."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        prefix: str = "",
+        *,
+        key_ring: KeyRing | Mapping[str, str] | None = None,
+        strict: bool = False,
+        topic_ids: Mapping[str, str] | None = None,
+        chunk_cache_bytes: int = DEFAULT_CHUNK_CACHE_BYTES,
+        manifest_concurrency: int = DEFAULT_MANIFEST_CONCURRENCY,
+    ) -> None:
+        self.store = store
+        self.prefix = prefix
+        self.key_ring = key_ring if key_ring is None or isinstance(key_ring, KeyRing) else KeyRing(key_ring)
+        self.strict = strict
+        self.topic_id_option = dict(topic_ids or {})
+        self.chunk_cache_bytes = chunk_cache_bytes
+        self.manifest_concurrency = max(1, manifest_concurrency)
+        self._topics: dict[str, list[str]] | None = None
+        self._chosen_ids: dict[str, str] = {}
+
+    def __repr__(self) -> str:
+        return f"AivenArchive({_url(self.store, self.prefix)!r})"
+
+    def topics(self) -> dict[str, list[str]]:
+        """Topic name -> the topic ids found for it (more than one: the topic was recreated)."""
+        if self._topics is None:
+            found: dict[str, list[str]] = {}
+            for p in self.store.list(self.prefix).prefixes:
+                m = _TOPIC_DIR.match(p[len(self.prefix) :])
+                if m is not None:
+                    found.setdefault(m.group("topic"), []).append(m.group("id"))
+            self._topics = {t: sorted(ids) for t, ids in sorted(found.items())}
+        return self._topics
+
+    def topic_id(self, topic: str) -> str:
+        """The topic id read for ``topic`` (see the class docstring)."""
+        ids = self.topics().get(topic)
+        if not ids:
+            raise RemoteResourceNotFoundError(
+                f"{_url(self.store, self.prefix)}: no topic {topic!r} in the archive (found {sorted(self.topics())})"
+            )
+        wanted = self.topic_id_option.get(topic)
+        if wanted is not None:
+            if wanted not in ids:
+                raise RemoteResourceNotFoundError(
+                    f"{_url(self.store, self.prefix)}: topic {topic!r} has no id {wanted!r} "
+                    f"(the {TOPIC_IDS_OPTION} option); found {ids}"
+                )
+            return wanted
+        if len(ids) == 1:
+            return ids[0]
+        if topic not in self._chosen_ids:
+            self._chosen_ids[topic] = self._newest_incarnation(topic, ids)
+        return self._chosen_ids[topic]
+
+    def _newest_incarnation(self, topic: str, ids: list[str]) -> str:
+        stamps: dict[str, int] = {}
+        for topic_id in ids:
+            base = f"{self.prefix}{topic}-{topic_id}/"
+            best = -1
+            for p in self.store.list(base).prefixes:
+                objects = [o for o in self.store.list(p).objects if o.key.endswith(".rsm-manifest")]
+                if not objects:
+                    continue
+                newest = max(objects, key=lambda o: o.key)
+                manifest = parse_manifest(self.store.get(newest.key), _url(self.store, newest.key))
+                md = manifest.remote_log_segment_metadata
+                stamp = md.event_timestamp_ms if md is not None else newest.last_modified_ms
+                if stamp is None:
+                    raise RemoteStorageError(
+                        f"{_url(self.store, self.prefix)}: topic {topic!r} was recreated (ids {ids}) and its "
+                        f"manifests carry no eventTimestampMs; choose one with the {TOPIC_IDS_OPTION} option"
+                    )
+                best = max(best, stamp)
+            stamps[topic_id] = best
+        chosen = max(ids, key=lambda i: (stamps[i], i))
+        log.warning(
+            "%s: topic %r was recreated (ids %s); reading the newest, %s (set %s to choose)",
+            _url(self.store, self.prefix),
+            topic,
+            ids,
+            chosen,
+            TOPIC_IDS_OPTION,
+        )
+        return chosen
+
+    def partitions(self, topic: str) -> list[int]:
+        """The partitions archived for ``topic``."""
+        base = f"{self.prefix}{topic}-{self.topic_id(topic)}/"
+        out = []
+        for p in self.store.list(base).prefixes:
+            m = _PARTITION_DIR.match(p[len(base) :])
+            if m is not None:
+                out.append(int(m.group("p")))
+        return sorted(out)
+
+    def partition(self, topic: str, partition: int) -> ArchivePartitionSource:
+        """Plan one partition: its segments chosen, as a partition directory's files."""
+        base = f"{self.prefix}{topic}-{self.topic_id(topic)}/{partition}/"
+        name = _url(self.store, base).rstrip("/")
+        groups: dict[str, _Group] = {}
+        strays: list[str] = []
+        for obj in self.store.list(base).objects:
+            m = _SEGMENT_OBJECT.match(obj.key[len(base) :])
+            if m is None:
+                strays.append(obj.key)
+                continue
+            stem = obj.key[: -len(m.group("suffix")) - 1]
+            group = groups.setdefault(stem, _Group(int(m.group("offset")), m.group("id"), {}))
+            group.objects[m.group("suffix")] = obj
+        if not groups and not strays:
+            raise RemoteResourceNotFoundError(
+                f"{name}: no archived segments (is the partition or prefix right?)"
+            )
+        orphans: list[str] = list(strays)
+        complete: list[tuple[str, _Group]] = []
+        for stem, group in sorted(groups.items(), key=lambda kv: (kv[1].offset, kv[0])):
+            if set(group.objects) == {"log", "indexes", "rsm-manifest"}:
+                complete.append((stem, group))
+            else:
+                orphans.extend(o.key for o in group.objects.values())
+        for key in orphans:
+            log.warning(
+                "%s: orphan object %s (no complete segment: no manifest, or a file missing)", name, key
+            )
+        if orphans and self.strict:
+            raise RemoteStorageError(
+                f"{name}: orphan objects {orphans[:5]}{' ...' if len(orphans) > 5 else ''} (strict=True)"
+            )
+
+        def load(item: tuple[str, _Group]) -> AivenSegment:
+            stem, group = item
+            manifest_key = group.objects["rsm-manifest"].key
+            manifest = parse_manifest(self.store.get(manifest_key), _url(self.store, manifest_key))
+            return self._segment(stem, group, manifest)
+
+        with ThreadPoolExecutor(max_workers=self.manifest_concurrency) as pool:
+            segments = list(pool.map(load, complete))
+        lineage: dict[int, int] | None = None
+        if segments:
+            newest = max(segments, key=lambda s: (s.end_offset, s.event_timestamp_ms or -1, s.base_offset))
+            entries = parse_epoch_blob(
+                newest.read_part("leader_epoch"), f"{newest.name} (leader-epoch index)"
+            )
+            lineage = filtered_epochs(dict(entries)) if entries else None
+        selection = select_segments(segments, lineage, name, strict=self.strict)
+        return ArchivePartitionSource(name, selection, orphans)
+
+    def _segment(self, stem: str, group: _Group, manifest: SegmentManifest) -> AivenSegment:
+        log_meta = group.objects["log"]
+        indexes_meta = group.objects["indexes"]
+        manifest_url = _url(self.store, group.objects["rsm-manifest"].key)
+        md = manifest.remote_log_segment_metadata
+        if md is not None and (md.start_offset != group.offset or md.segment_id != group.segment_id):
+            raise RemoteStorageError(
+                f"{manifest_url}: corrupt segment manifest: it describes segment {md.segment_id} at offset "
+                f"{md.start_offset}, its key segment {group.segment_id} at offset {group.offset}"
+            )
+        expected = manifest.chunk_index.transformed_file_size
+        if log_meta.size != expected:
+            raise RemoteStorageError(
+                f"{_url(self.store, log_meta.key)}: {log_meta.size} bytes, but its manifest ({manifest_url}) "
+                f"says {expected}: the object is {'shorter' if log_meta.size < expected else 'longer'} than "
+                "its manifest says (a damaged or replaced upload)"
+            )
+        need = manifest.segment_indexes.end()
+        if indexes_meta.size < need:
+            raise RemoteStorageError(
+                f"{_url(self.store, indexes_meta.key)}: {indexes_meta.size} bytes, but its manifest "
+                f"({manifest_url}) slices it to {need}: the object is shorter than its manifest says"
+            )
+        if manifest.encryption is not None and self.key_ring is None:
+            raise RemoteStorageError(
+                f"{manifest_url}: the segment is encrypted with key {manifest.encryption.key_id!r}; pass the "
+                f"RSA private key through the {KEY_RING_OPTION} option ({{key id: PEM}})"
+            )
+        seg = AivenSegment(
+            self.store,
+            stem,
+            manifest,
+            log_meta,
+            indexes_meta,
+            key_ring=self.key_ring,
+            cache_bytes=self.chunk_cache_bytes,
+            base_offset=group.offset,
+            segment_id=group.segment_id,
+        )
+        if md is None:
+            log_file = seg.open_log()
+            try:
+                offset_index = seg.read_part("offset")
+                time_index = seg.read_part("timestamp")
+                seg.end_offset, seg.max_timestamp_ms = scan_end(
+                    log_file, seg.base_offset, offset_index, time_index
+                )
+            finally:
+                log_file.close()
+            entries = parse_epoch_blob(seg.read_part("leader_epoch"), f"{seg.name} (leader-epoch index)")
+            seg.leader_epochs = epochs_in_range(list(entries), seg.base_offset, seg.end_offset)
+        return seg

@@ -1,0 +1,303 @@
+"""A tiered-storage archive's partition as a Kafka partition directory, and the choice of its segments.
+
+Invariants owned here:
+
+* **The file view.** Each chosen archived segment appears as ``<20-digit base>.log``, ``.index``,
+  ``.timeindex`` and (when it has one) ``.txnindex``; its producer snapshot as ``<20-digit end + 1>.snapshot``
+  (Kafka names a segment's snapshot by the *next* segment's base offset: ``RemoteLogManager.copyLogSegment``
+  uploads ``fetchSnapshot(nextSegmentBaseOffset)`` and ``TierStateMachine`` restores it as
+  ``producerSnapshotFile(dir, endOffset + 1)``); and ``leader-epoch-checkpoint`` is the newest chosen
+  segment's leader-epoch blob (the leader's epoch cache up to that segment's end, in checkpoint format).
+  File names sort as Kafka's do; the bytes are the original files' bytes.
+* **The choice of segments** (a leader change can re-upload a range, KAFKA-15168): the leader-epoch lineage
+  is the newest segment's epoch blob (the one ending highest; ties: the newest ``eventTimestampMs``); a
+  segment is kept only if Kafka's ``RemoteLogManager.isRemoteSegmentWithinLeaderEpochs`` accepts it against
+  that lineage (its epochs, with empty epochs filtered as ``buildFilteredLeaderEpochMap`` does, are
+  the lineage's and end where the lineage says). Of the segments kept, a chain is taken from the lowest
+  offset: at each step the segment starting exactly where the chain ends and reaching furthest (ties: newest
+  upload); segments it makes redundant are reported as overlaps. Where no segment continues the chain
+  exactly, the one covering its end and reaching furthest is taken and the overlap (offsets present twice)
+  is reported; a gap is reported too. ``strict`` makes each report an error.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, Literal
+
+from kafkalog.errors import RemoteStorageError
+from kafkalog.log.checkpoint import EpochEntry, leader_epoch_checkpoint
+from kafkalog.objstore.files import RandomAccessFile
+from kafkalog.tiered.files import BytesFile
+
+__all__ = [
+    "ArchivePartitionSource",
+    "ArchivedSegment",
+    "PartKind",
+    "Selection",
+    "filtered_epochs",
+    "is_within_lineage",
+    "parse_epoch_blob",
+    "select_segments",
+]
+
+log = logging.getLogger(__name__)
+
+PartKind = Literal["offset", "timestamp", "producer_snapshot", "leader_epoch", "transaction"]
+LEADER_EPOCH_CHECKPOINT: Final = "leader-epoch-checkpoint"
+_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex|snapshot)$")
+_SUFFIX_PART: Final[dict[str, PartKind]] = {
+    "index": "offset",
+    "timeindex": "timestamp",
+    "txnindex": "transaction",
+    "snapshot": "producer_snapshot",
+}
+
+
+class ArchivedSegment(ABC):
+    """One archived segment: what planning knows of it, and how to read its files."""
+
+    def __init__(
+        self,
+        *,
+        base_offset: int,
+        end_offset: int,
+        max_timestamp_ms: int,
+        size: int,
+        segment_id: str,
+        name: str,
+        leader_epochs: Mapping[int, int],
+        event_timestamp_ms: int | None,
+        part_sizes: Mapping[PartKind, int | None],
+    ) -> None:
+        self.base_offset = base_offset
+        #: Last offset of the segment (inclusive), as Kafka's ``RemoteLogSegmentMetadata.endOffset``.
+        self.end_offset = end_offset
+        self.max_timestamp_ms = max_timestamp_ms
+        #: Size of the original ``.log`` file.
+        self.size = size
+        self.segment_id = segment_id
+        #: The object (or object stem) errors name.
+        self.name = name
+        #: ``{epoch: start offset}`` of the epochs with records in this segment.
+        self.leader_epochs = dict(sorted(leader_epochs.items()))
+        self.event_timestamp_ms = event_timestamp_ms
+        #: Original size of each part (None: the part is absent).
+        self.part_sizes = dict(part_sizes)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.base_offset}-{self.end_offset}, {self.segment_id})"
+
+    @abstractmethod
+    def open_log(self) -> RandomAccessFile:
+        """The segment's ``.log`` file."""
+
+    @abstractmethod
+    def read_part(self, kind: PartKind) -> bytes:
+        """One of its small files, whole (decrypted)."""
+
+
+def parse_epoch_blob(data: bytes, name: str) -> list[EpochEntry]:
+    """The entries of a leader-epoch blob (checkpoint-file content); corrupt content names ``name``."""
+    try:
+        return leader_epoch_checkpoint(Path(name)).parse(data)
+    except Exception as exc:  # CheckpointError: a KafkaError and an OSError
+        raise RemoteStorageError(f"{name}: corrupt leader-epoch checkpoint: {exc}") from None
+
+
+def filtered_epochs(epochs: Mapping[int, int]) -> dict[int, int]:
+    """Kafka's ``buildFilteredLeaderEpochMap``: drop an epoch whose next epoch starts at the same offset."""
+    items = sorted(epochs.items())
+    return {e: o for i, (e, o) in enumerate(items) if i + 1 == len(items) or items[i + 1][1] != o}
+
+
+def is_within_lineage(
+    segment_epochs: Mapping[int, int], end_offset: int, log_end_offset: int, lineage: Mapping[int, int]
+) -> bool:
+    """Kafka's ``RemoteLogManager.isRemoteSegmentWithinLeaderEpochs`` (``lineage``: epoch -> start offset)."""
+    seg = filtered_epochs(segment_epochs)
+    if not seg or not lineage:
+        return not seg  # a segment without epochs cannot be judged; one with epochs needs a lineage
+    lineage_keys = sorted(lineage)
+    seg_keys = sorted(seg)
+    last = seg_keys[-1]
+    if last < lineage_keys[0] or last > lineage_keys[-1]:
+        return False
+    first_candidates = [e for e in seg_keys if e >= lineage_keys[0]]
+    if not first_candidates:
+        return False
+    first = first_candidates[0]
+
+    def higher(keys: Sequence[int], mapping: Mapping[int, int], epoch: int) -> tuple[int, int] | None:
+        for k in keys:
+            if k > epoch:
+                return (k, mapping[k])
+        return None
+
+    for epoch in seg_keys:
+        offset = seg[epoch]
+        if epoch < first:
+            continue
+        if epoch not in lineage:
+            return False
+        has_lower = any(k < epoch for k in lineage_keys)
+        if epoch == first and has_lower and offset < lineage[epoch]:
+            return False
+        if epoch == last:
+            nxt = higher(lineage_keys, lineage, epoch)
+            if nxt is not None and end_offset > nxt[1] - 1:
+                return False
+        if epoch != last and higher(lineage_keys, lineage, epoch) != higher(seg_keys, seg, epoch):
+            return False
+    return end_offset < log_end_offset
+
+
+@dataclass
+class Selection:
+    """The segments chosen for a partition and what was left out, with why."""
+
+    chosen: list[ArchivedSegment]
+    #: ``(segment, reason)`` for each segment left out (outside the lineage, redundant).
+    skipped: list[tuple[ArchivedSegment, str]] = field(default_factory=list)
+    #: Offsets present in two chosen segments: ``(first offset, last offset)``.
+    overlaps: list[tuple[int, int]] = field(default_factory=list)
+    #: Offsets no chosen segment holds between the first and the last: ``(first offset, last offset)``.
+    gaps: list[tuple[int, int]] = field(default_factory=list)
+
+
+def _newest_key(seg: ArchivedSegment) -> tuple[int, int, int]:
+    return (seg.end_offset, seg.event_timestamp_ms or -1, max(seg.leader_epochs, default=-1))
+
+
+def select_segments(
+    segments: Sequence[ArchivedSegment], lineage: Mapping[int, int] | None, name: str, *, strict: bool = False
+) -> Selection:
+    """Choose the segments to read (see the module docstring); ``lineage`` None: no lineage filter."""
+    sel = Selection([])
+    if not segments:
+        return sel
+    log_end_offset = max(s.end_offset for s in segments) + 1
+    valid: list[ArchivedSegment] = []
+    for seg in segments:
+        if lineage is not None and not is_within_lineage(
+            seg.leader_epochs, seg.end_offset, log_end_offset, lineage
+        ):
+            sel.skipped.append((seg, "outside the leader-epoch lineage of the newest segment"))
+        else:
+            valid.append(seg)
+    remaining = sorted(valid, key=lambda s: (s.base_offset, -s.end_offset, -(s.event_timestamp_ms or -1)))
+    nxt = remaining[0].base_offset if remaining else 0
+    while remaining:
+        exact = [s for s in remaining if s.base_offset == nxt]
+        covering = [s for s in remaining if s.base_offset < nxt <= s.end_offset]
+        if exact:
+            pick = max(exact, key=lambda s: (s.end_offset, s.event_timestamp_ms or -1))
+        elif covering:
+            pick = max(covering, key=lambda s: (s.end_offset, s.event_timestamp_ms or -1))
+            sel.overlaps.append((pick.base_offset, nxt - 1))
+        else:
+            later = [s for s in remaining if s.base_offset > nxt]
+            if not later:
+                break
+            start = min(s.base_offset for s in later)
+            if sel.chosen:
+                sel.gaps.append((nxt, start - 1))
+            nxt = start
+            continue
+        sel.chosen.append(pick)
+        nxt = pick.end_offset + 1
+        keep: list[ArchivedSegment] = []
+        for s in remaining:
+            if s is pick:
+                continue
+            if s.end_offset < nxt:
+                sel.skipped.append((s, f"its offsets are held by segment {pick.segment_id}"))
+            else:
+                keep.append(s)
+        remaining = keep
+    problems = [f"{seg!r}: {why}" for seg, why in sel.skipped]
+    problems += [f"offsets {a}-{b} are in two segments" for a, b in sel.overlaps]
+    problems += [f"offsets {a}-{b} are in no segment" for a, b in sel.gaps]
+    for problem in problems:
+        log.warning("%s: %s", name, problem)
+    if strict and problems:
+        raise RemoteStorageError(f"{name}: {'; '.join(problems)} (strict=True)")
+    return sel
+
+
+class ArchivePartitionSource:
+    """A :class:`~kafkalog.objstore.files.PartitionSource` over the chosen segments of an archive."""
+
+    def __init__(self, name: str, selection: Selection, orphans: Sequence[str] = ()) -> None:
+        self._name = name
+        self.selection = selection
+        #: Keys of objects left out because their segment is incomplete (no manifest, missing files).
+        self.orphans = list(orphans)
+        self._by_base = {s.base_offset: s for s in selection.chosen}
+        self._by_snapshot = {s.end_offset + 1: s for s in selection.chosen}
+        self._checkpoint: bytes | None = None
+
+    def __repr__(self) -> str:
+        return f"ArchivePartitionSource({self._name!r}, {len(self._by_base)} segments)"
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def segments(self) -> list[ArchivedSegment]:
+        """The chosen segments in offset order (base/end offset and max timestamp for pruning)."""
+        return list(self.selection.chosen)
+
+    def _leader_epoch_checkpoint(self) -> bytes:
+        if self._checkpoint is None:
+            chosen = self.selection.chosen
+            self._checkpoint = chosen[-1].read_part("leader_epoch") if chosen else b""
+        return self._checkpoint
+
+    def list_files(self) -> dict[str, int]:
+        files: dict[str, int] = {}
+        for seg in self.selection.chosen:
+            stem = f"{seg.base_offset:020d}"
+            files[f"{stem}.log"] = seg.size
+            files[f"{stem}.index"] = seg.part_sizes.get("offset") or 0
+            files[f"{stem}.timeindex"] = seg.part_sizes.get("timestamp") or 0
+            txn = seg.part_sizes.get("transaction")
+            if txn:
+                files[f"{stem}.txnindex"] = txn
+            snapshot = seg.part_sizes.get("producer_snapshot")
+            if snapshot is not None:
+                files[f"{seg.end_offset + 1:020d}.snapshot"] = snapshot
+        if self.selection.chosen:
+            files[LEADER_EPOCH_CHECKPOINT] = len(self._leader_epoch_checkpoint())
+        return files
+
+    def open(self, name: str) -> RandomAccessFile:
+        label = f"{self._name}/{name}"
+        if name == LEADER_EPOCH_CHECKPOINT and self.selection.chosen:
+            return BytesFile(label, self._leader_epoch_checkpoint())
+        match = _FILE.match(name)
+        if match is None:
+            raise FileNotFoundError(f"{label}: no such file in the archive")
+        offset, suffix = int(match.group(1)), match.group(2)
+        seg = (self._by_snapshot if suffix == "snapshot" else self._by_base).get(offset)
+        if seg is None:
+            raise FileNotFoundError(f"{label}: no such file in the archive")
+        if suffix == "log":
+            return seg.open_log()
+        kind = _SUFFIX_PART[suffix]
+        if seg.part_sizes.get(kind) is None:
+            raise FileNotFoundError(f"{label}: no such file in the archive")
+        return BytesFile(label, seg.read_part(kind))
+
+    def read(self, name: str) -> bytes:
+        f = self.open(name)
+        try:
+            return f.pread(f.size, 0)
+        finally:
+            f.close()

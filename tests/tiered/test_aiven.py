@@ -1,0 +1,293 @@
+"""Aiven-layout archives written as the plugin writes them (plain, zstd-chunked, encrypted, old-style
+manifests, re-uploads, orphans) read back through ``AivenArchive``'s PartitionSource: byte-identical files, the
+reader's rows, what planning reads, and every error path typed."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from kafkalog.errors import RemoteResourceNotFoundError, RemoteStorageError, UnsupportedRemoteSegmentError
+from kafkalog.objstore.store import MemoryStore
+from kafkalog.tiered import AivenArchive
+from kafkalog.tiered.files import ChunkedFile, StoreRangeFile
+from kafkalog.tiered.writer import SegmentFiles, kafka_uuid, segments_from_log_dir, write_aiven_segment
+
+from .conftest import RecordingStore, build_log, materialize, rows
+
+TOPIC_ID = "MWJ6FHTfRYy67jzwZdeqSQ"
+PREFIX = "tiered/"
+
+
+@pytest.fixture(scope="module")
+def kek() -> tuple[rsa.RSAPrivateKey, bytes]:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    return key, pem
+
+
+@pytest.fixture(scope="module")
+def source_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_log(tmp_path_factory.mktemp("src") / "orders-3", 60, epochs=((0, 0), (2, 40)))
+
+
+def upload(
+    store: MemoryStore, segments: list[SegmentFiles], kek: tuple[Any, bytes] | None = None, **options: Any
+) -> list[str]:
+    encryption = ("kek-1", kek[0].public_key()) if kek else None
+    return [
+        write_aiven_segment(
+            store,
+            seg,
+            topic="orders",
+            topic_id=TOPIC_ID,
+            partition=3,
+            prefix=PREFIX,
+            encryption=encryption,
+            event_timestamp_ms=10_000 + i,
+            **options,
+        )
+        for i, seg in enumerate(segments)
+    ]
+
+
+MODES = {
+    "plain": {},
+    "zstd": {"compression": True, "chunk_size": 300},
+    "encrypted": {"encrypt": True, "chunk_size": 500},
+    "zstd+encrypted": {"compression": True, "encrypt": True, "chunk_size": 256},
+    "old-style": {"old_style_manifest": True, "chunk_size": 700},
+    "old-style+zstd+encrypted": {"old_style_manifest": True, "compression": True, "encrypt": True},
+}
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_archive_reads_back_byte_identical(
+    mode: str, source_log: Path, kek: tuple[Any, bytes], tmp_path: Path
+) -> None:
+    options = dict(MODES[mode])
+    encrypt = options.pop("encrypt", False)
+    segments = segments_from_log_dir(source_log)
+    assert len(segments) >= 2
+    store = MemoryStore(url="memory://bucket")
+    upload(store, segments, kek if encrypt else None, **options)
+    archive = AivenArchive(store, PREFIX, key_ring={"kek-1": kek[1].decode()} if encrypt else None)
+    assert archive.topics() == {"orders": [TOPIC_ID]}
+    assert archive.partitions("orders") == [3]
+    source = archive.partition("orders", 3)
+    assert source.name == f"memory://bucket/{PREFIX}orders-{TOPIC_ID}/3"
+    files = source.list_files()
+    expected = {"leader-epoch-checkpoint"}
+    for seg in segments:
+        expected |= {f"{seg.base_offset:020d}.{s}" for s in ("log", "index", "timeindex")}
+        expected.add(f"{seg.end_offset + 1:020d}.snapshot")
+    assert set(files) == expected
+    for seg, chosen in zip(segments, source.segments, strict=True):
+        stem = f"{seg.base_offset:020d}"
+        assert (chosen.base_offset, chosen.end_offset, chosen.max_timestamp_ms) == (
+            seg.base_offset,
+            seg.end_offset,
+            seg.max_timestamp_ms,
+        )
+        assert chosen.leader_epochs == seg.leader_epochs
+        assert source.read(f"{stem}.log") == seg.log == (source_log / f"{stem}.log").read_bytes()
+        assert source.read(f"{stem}.index") == seg.offset_index
+        assert source.read(f"{stem}.timeindex") == seg.time_index
+        assert source.read(f"{seg.end_offset + 1:020d}.snapshot") == seg.producer_snapshot
+        log_file = source.open(f"{stem}.log")
+        assert isinstance(log_file, StoreRangeFile if mode in ("plain", "old-style") else ChunkedFile)
+        for start, n in ((0, 1), (13, 700), (299, 2), (len(seg.log) - 5, 100), (len(seg.log), 10)):
+            assert log_file.pread(n, start) == seg.log[start : start + n]
+    assert source.read("leader-epoch-checkpoint") == segments[-1].leader_epoch == b"0\n2\n0 0\n2 40\n"
+    archived = [r for r in rows(source_log) if r[0] <= segments[-1].end_offset]
+    assert rows(materialize(source, tmp_path / "orders-3")) == archived
+
+
+def test_planning_reads_manifests_and_one_epoch_blob_never_a_log(source_log: Path) -> None:
+    store = RecordingStore()
+    upload(store, segments_from_log_dir(source_log), compression=True, chunk_size=300)
+    store.reads.clear()
+    source = AivenArchive(store, PREFIX).partition("orders", 3)
+    assert not [k for k in store.reads if k.endswith(".log")]
+    assert sum(k.endswith(".rsm-manifest") for k in store.reads) == len(source.segments)
+    newest_indexes = (
+        source.segments[-1].name.removeprefix("memory://bucket/").replace(".rsm-manifest", ".indexes")
+    )
+    assert [k for k in store.reads if k.endswith(".indexes")] == [newest_indexes]
+    assert store.stats.list_requests == 2  # the topics (prefix) and the partition
+    store.reads.clear()
+    log_file = source.open(f"{source.segments[0].base_offset:020d}.log")
+    assert isinstance(log_file, ChunkedFile)
+    data = log_file.pread(1500, 100)  # six chunks of 300 bytes: one get_ranges request
+    assert len(data) == 1500 and store.reads == [store.reads[0]] and store.reads[0].endswith(".log")
+
+
+def test_chunk_cache_is_bounded(source_log: Path) -> None:
+    store = MemoryStore()
+    upload(store, segments_from_log_dir(source_log)[:1], compression=True, chunk_size=200)
+    archive = AivenArchive(store, PREFIX, chunk_cache_bytes=400)
+    seg = archive.partition("orders", 3).segments[0]
+    log_file = seg.open_log()
+    assert isinstance(log_file, ChunkedFile)
+    whole = b"".join(log_file.pread(150, p) for p in range(0, log_file.size, 150))
+    assert whole == (source_log / "00000000000000000000.log").read_bytes()
+    assert log_file.cached_chunks == 2
+
+
+def test_damaged_objects_are_typed_errors_naming_the_object(source_log: Path, kek: tuple[Any, bytes]) -> None:
+    segments = segments_from_log_dir(source_log)
+    store = MemoryStore(url="memory://bucket")
+    stems = upload(store, segments, kek, compression=True, chunk_size=256)
+    ring = {"kek-1": kek[1]}
+    # an object shorter than its manifest says
+    log_key = stems[0] + ".log"
+    good = store.get(log_key)
+    store.put(log_key, good[:-10])
+    with pytest.raises(RemoteStorageError, match=rf"{log_key}: .* shorter than its manifest says"):
+        AivenArchive(store, PREFIX, key_ring=ring).partition("orders", 3)
+    # a chunk failing GCM authentication (the size is right, one byte flipped in chunk 1)
+    flipped = bytearray(good)
+    flipped[300] ^= 0x40
+    store.put(log_key, bytes(flipped))
+    source = AivenArchive(store, PREFIX, key_ring=ring).partition("orders", 3)
+    with pytest.raises(RemoteStorageError, match=rf"{log_key} chunk \d+: chunk fails AES-GCM authentication"):
+        source.read("00000000000000000000.log")
+    store.put(log_key, good)
+    # missing and wrong keys
+    with pytest.raises(
+        RemoteStorageError, match=r"encrypted with key 'kek-1'; pass the RSA private key .*key_ring"
+    ):
+        AivenArchive(store, PREFIX).partition("orders", 3)
+    other = rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    # (planning decrypts the newest segment's leader-epoch blob, so a wrong key fails there)
+    with pytest.raises(RemoteStorageError, match="does not decrypt with key 'kek-1' of the key_ring option"):
+        AivenArchive(store, PREFIX, key_ring={"kek-1": other}).partition("orders", 3)
+    with pytest.raises(RemoteStorageError, match="which the key_ring option does not hold"):
+        AivenArchive(store, PREFIX, key_ring={"kek-2": other}).partition("orders", 3)
+    # a corrupt manifest; an .indexes object shorter than the manifest slices it
+    manifest_key = stems[1] + ".rsm-manifest"
+    good_manifest = store.get(manifest_key)
+    store.put(manifest_key, good_manifest[:40])
+    with pytest.raises(RemoteStorageError, match=rf"{manifest_key}: corrupt segment manifest"):
+        AivenArchive(store, PREFIX, key_ring=ring).partition("orders", 3)
+    store.put(manifest_key, good_manifest)
+    store.put(stems[1] + ".indexes", store.get(stems[1] + ".indexes")[:5])
+    with pytest.raises(RemoteStorageError, match=r"\.indexes: 5 bytes, but its manifest .* shorter"):
+        AivenArchive(store, PREFIX, key_ring=ring).partition("orders", 3)
+
+
+def test_orphans_are_skipped_with_a_warning_or_refused_when_strict(
+    source_log: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    segments = segments_from_log_dir(source_log)
+    store = MemoryStore()
+    upload(store, segments)
+    orphan = write_aiven_segment(
+        store,
+        segments[0],
+        topic="orders",
+        topic_id=TOPIC_ID,
+        partition=3,
+        prefix=PREFIX,
+        upload_manifest=False,
+    )
+    with caplog.at_level(logging.WARNING, logger="kafkalog.tiered.aiven"):
+        source = AivenArchive(store, PREFIX).partition("orders", 3)
+    assert sorted(source.orphans) == [orphan + ".indexes", orphan + ".log"]
+    assert f"orphan object {orphan}.log" in caplog.text
+    assert [s.base_offset for s in source.segments] == [s.base_offset for s in segments]
+    with pytest.raises(RemoteStorageError, match=r"orphan objects .* \(strict=True\)"):
+        AivenArchive(store, PREFIX, strict=True).partition("orders", 3)
+
+
+def test_reuploads_are_chosen_by_leader_epoch_lineage(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The old leader wrote 0..59 in epoch 0; the new one kept 0..29 and wrote 30.. in epoch 3 (KAFKA-15168).
+    old = segments_from_log_dir(build_log(tmp_path / "a" / "orders-3", 60, tag=b"-A"))
+    new = segments_from_log_dir(
+        build_log(tmp_path / "b" / "orders-3", 60, epochs=((0, 0), (3, 30)), tag=b"-B")
+    )
+    assert [(s.base_offset, s.end_offset) for s in old] == [(s.base_offset, s.end_offset) for s in new]
+    store = MemoryStore()
+    for i, seg in enumerate(old):
+        write_aiven_segment(
+            store,
+            seg,
+            topic="orders",
+            topic_id=TOPIC_ID,
+            partition=3,
+            prefix=PREFIX,
+            event_timestamp_ms=100 + i,
+        )
+    new_ids = [kafka_uuid() for _ in new]
+    for i, seg in enumerate(new):
+        write_aiven_segment(
+            store,
+            seg,
+            topic="orders",
+            topic_id=TOPIC_ID,
+            partition=3,
+            prefix=PREFIX,
+            segment_id=new_ids[i],
+            event_timestamp_ms=200 + i,
+        )
+    with caplog.at_level(logging.WARNING):
+        source = AivenArchive(store, PREFIX).partition("orders", 3)
+    assert [s.segment_id for s in source.segments] == new_ids
+    skipped = {s.base_offset: why for s, why in source.selection.skipped}
+    assert (
+        "outside the leader-epoch lineage" in skipped[old[1].base_offset]
+    )  # the old leader's 30..51 were truncated away
+    assert "held by segment" in skipped[0]
+    got = rows(materialize(source, tmp_path / "view" / "orders-3"))
+    assert [r[3] for r in got] == [b"value-%d-B" % i for i in range(new[-1].end_offset + 1)]
+    with pytest.raises(RemoteStorageError, match="strict=True"):
+        AivenArchive(store, PREFIX, strict=True).partition("orders", 3)
+
+
+def test_recreated_topic_takes_the_newest_incarnation_or_the_option(source_log: Path) -> None:
+    segments = segments_from_log_dir(source_log)
+    store = MemoryStore()
+    older, newer = "AAAAAAAAAAAAAAAAAAAAAA", "BBBBBBBBBBBBBBBBBBBBBw"
+    for topic_id, stamp, segs in ((newer, 5_000, segments[:1]), (older, 1_000, segments)):
+        for seg in segs:
+            write_aiven_segment(
+                store,
+                seg,
+                topic="orders",
+                topic_id=topic_id,
+                partition=3,
+                prefix=PREFIX,
+                event_timestamp_ms=stamp,
+            )
+    archive = AivenArchive(store, PREFIX)
+    assert archive.topics() == {"orders": [older, newer]}
+    assert archive.topic_id("orders") == newer
+    assert len(archive.partition("orders", 3).segments) == 1
+    assert len(
+        AivenArchive(store, PREFIX, topic_ids={"orders": older}).partition("orders", 3).segments
+    ) == len(segments)
+    with pytest.raises(RemoteResourceNotFoundError, match=r"has no id 'CCCCCCCCCCCCCCCCCCCCCC' .*topic_ids"):
+        AivenArchive(store, PREFIX, topic_ids={"orders": "C" * 22}).partition("orders", 3)
+    with pytest.raises(RemoteResourceNotFoundError, match="no topic 'payments'"):
+        archive.partition("payments", 0)
+    with pytest.raises(RemoteResourceNotFoundError, match="no archived segments"):
+        archive.partition("orders", 4)
+
+
+def test_iceberg_mode_segment_is_refused_by_name(source_log: Path) -> None:
+    store = MemoryStore()
+    stems = upload(store, segments_from_log_dir(source_log))
+    store.put(stems[0] + ".rsm-manifest", b"PFA1" + b"\0" * 40)
+    with pytest.raises(UnsupportedRemoteSegmentError, match=r"\.rsm-manifest: a Puffin file.*Iceberg mode"):
+        AivenArchive(store, PREFIX).partition("orders", 3)
