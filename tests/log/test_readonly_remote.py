@@ -16,7 +16,8 @@ from kafkalog.log import Log
 from kafkalog.log.checkpoint import offset_checkpoint
 from kafkalog.log.names import TopicPartition
 from kafkalog.log.readonly import ReadOnlyDataDir, ReadOnlyLog
-from kafkalog.objstore import MemoryStore
+from kafkalog.objstore import MemoryStore, open_store
+from kafkalog.objstore.open import forget_memory_store
 from kafkalog.readonly.copies import LogDirCopy
 from kafkalog.readonly.local import LocalPartitionSource
 from kafkalog.records import ControlRecordType
@@ -70,7 +71,7 @@ def transactional_log(make_log: LogFactory, mock_time: Any) -> Log:
     append_end_txn_marker(log, 8, 0, ControlRecordType.ABORT, mock_time.milliseconds())
     open_txn = append_transactional(log, 9, 0, mock_time)
     open_txn(2)
-    fill(log, 30, ts=1_040)
+    fill(log, 60, ts=1_040)
     log.update_high_watermark(log.log_end_offset - 5)
     return log
 
@@ -181,3 +182,108 @@ def test_kafka_written_segment_from_a_store(kafka_java: Any, tmp_path: Path) -> 
     local = ReadOnlyLog.open(directory)
     assert (ours.log_start_offset, ours.log_end_offset, ours.last_stable_offset) == (0, 28, 28)
     assert summary(ours) == summary(local)
+
+
+# --- tiered-storage archives ----------------------------------------------------------------------------------
+
+TOPIC_ID = "MWJ6FHTfRYy67jzwZdeqSQ"
+
+
+def archive(log_dir: Path, store: MemoryStore, layout: str, *, kek: Any = None, **options: Any) -> int:
+    """Archive every rolled segment of ``log_dir``; returns the archive's end (last offset + 1)."""
+    from kafkalog.tiered.writer import segments_from_log_dir, write_aiven_segment, write_local_tiered_segment
+
+    segments = segments_from_log_dir(log_dir)
+    assert len(segments) > 3
+    for i, seg in enumerate(segments):
+        if layout == "aiven":
+            write_aiven_segment(
+                store,
+                seg,
+                topic="test_topic",
+                topic_id=TOPIC_ID,
+                partition=1,
+                encryption=None if kek is None else ("kek-1", kek.public_key()),
+                event_timestamp_ms=10_000 + i,
+                **options,
+            )
+        else:
+            write_local_tiered_segment(store, seg, topic="test_topic", topic_id=TOPIC_ID, partition=1)
+    return segments[-1].end_offset + 1
+
+
+@pytest.fixture(scope="module")
+def kek() -> tuple[Any, str]:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    return key, pem.decode()
+
+
+@pytest.mark.parametrize(
+    "layout,options",
+    [
+        ("aiven", {}),
+        ("aiven", {"compression": True, "encrypt": True, "chunk_size": 500}),
+        ("aiven", {"old_style_manifest": True, "chunk_size": 700}),
+        ("local-tiered", {}),
+    ],
+)
+def test_an_archive_reads_as_the_segments_it_holds(
+    make_log: LogFactory,
+    log_dir: Path,
+    mock_time: Any,
+    kek: tuple[Any, str],
+    layout: str,
+    options: dict[str, Any],
+) -> None:
+    """Offsets, rows, read_committed's aborted transactions and timestamp lookups of an archive are those of
+    the local log up to the archive's end (its HW: an archive has no checkpoints)."""
+    log = transactional_log(make_log, mock_time)
+    log.flush()
+    store = MemoryStore(url=f"memory://archive-{layout}")
+    encrypt = options.pop("encrypt", False)
+    end = archive(log_dir, store, layout, kek=kek[0] if encrypt else None, **options)
+    remote = ReadOnlyDataDir(store.url, store=store, key_ring={"kek-1": kek[1]} if encrypt else None)
+    assert remote.topics() == ["test_topic"] and remote.partitions("test_topic") == [1]
+    ours = remote.log("test_topic", 1)
+    local = ReadOnlyLog.open(log_dir, log_start_offset=0)
+    assert (ours.log_start_offset, ours.log_end_offset, ours.high_watermark) == (0, end, end)
+    assert ours.last_stable_offset <= end
+    assert rows(ours, 0, end) == rows(local, 0, end)
+    assert rows(ours, 9, end - 3) == rows(local, 9, end - 3)
+    assert ours.aborted_transactions(0, end) == local.aborted_transactions(0, end)
+    for t in (0, 1_000, 1_020, 1_041):
+        assert ours.offset_for_timestamp(t) == local.offset_for_timestamp(t, upper_offset=end)
+    assert [s.base_offset for s in ours.segments] == [
+        s.base_offset for s in local.segments if s.base_offset < end
+    ]
+    log.close()
+
+
+def test_whole_history_a_local_dir_and_its_archive(
+    make_log: LogFactory, log_dir: Path, mock_time: Any
+) -> None:
+    """``tiered_path``: the older segments only in the archive, the recent ones local, read as one log."""
+    log = transactional_log(make_log, mock_time)
+    log.close()
+    tp = TopicPartition("test_topic", 1)
+    offset_checkpoint(log_dir.parent / "replication-offset-checkpoint").write([(tp, 60)])
+    full = summary(ReadOnlyLog.open(log_dir))
+    store = open_store("memory://history")
+    archive(log_dir, store, "aiven")  # type: ignore[arg-type]
+    bases = sorted(log_dir.glob("*.log"))
+    for old in bases[:3]:  # local retention deleted the oldest segments: they are only archived now
+        for path in log_dir.glob(old.stem + ".*"):
+            path.unlink()
+    try:
+        history = ReadOnlyDataDir(log_dir.parent, tiered_path="memory://history")
+        assert history.partitions("test_topic") == [1]
+        assert summary(history.log("test_topic", 1)) == full
+        assert ReadOnlyLog.open(log_dir).log_start_offset > 0  # the local log alone has lost them
+    finally:
+        forget_memory_store("history")

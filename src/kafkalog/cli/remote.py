@@ -26,6 +26,7 @@ from kafkalog.log.names import TopicPartition
 from kafkalog.log.producer_state import ProducerStateEntry, parse_snapshot
 from kafkalog.log.readonly import ReadOnlyDataDir, ReadOnlyLog, is_url
 from kafkalog.records import _kernels as K
+from kafkalog.tiered import ArchivePartitionSource
 
 __all__ = [
     "is_url",
@@ -70,8 +71,9 @@ def parse_storage_options(items: Sequence[str]) -> dict[str, str]:
 
 def open_remote(url: str, items: Sequence[str], *, topic: str | None = None) -> ReadOnlyDataDir:
     """The data directory at ``url``, checked to exist (exit 66 if nothing is stored under it)."""
-    data_dir = ReadOnlyDataDir(url, parse_storage_options(items))
+    options = parse_storage_options(items)
     try:
+        data_dir = ReadOnlyDataDir(url, options)
         names = data_dir.partition_names()
     except RemoteResourceNotFoundError as exc:
         fail(str(exc), EXIT_NOINPUT)
@@ -144,7 +146,9 @@ def remote_partition_info(data_dir: ReadOnlyDataDir, tp: TopicPartition, name: s
 def verify_remote(data_dir: ReadOnlyDataDir, topic: str | None) -> VerifyReport:
     """Check every partition at a URL: every batch's CRC and framing, offsets increasing, no segment missing
     or emptied between the log start and end (a hole is a warning: a compacted log has them), a torn last
-    segment reported as a warning (the copy was taken while a broker appended; recovery would cut it)."""
+    segment reported as a warning (the copy was taken while a broker appended; recovery would cut it). An
+    archive also reports orphans, overlapping re-uploads and segments outside the leader-epoch lineage
+    (warnings), offsets in no segment and manifests that disagree with their data (faults)."""
     report = VerifyReport()
     for tp, name in _selected(data_dir, topic):
         part = PartitionReport(name, tp)
@@ -174,6 +178,7 @@ def _verify_partition(rl: ReadOnlyLog, part: PartitionReport) -> None:
         part.fault("", f"offsets [{lo}, {hi}) are missing: their segment was listed but cannot be read")
 
     last_offset = -1
+    last_in: dict[int, int] = {}
     for chunk in rl.iter_batch_chunks(start, end, on_damage=damaged, on_gap=gap, on_missing=missing):
         table = chunk.table
         n = table.shape[1]
@@ -190,8 +195,12 @@ def _verify_partition(rl: ReadOnlyLog, part: PartitionReport) -> None:
             part.fault(file, "batch offsets do not increase")
         if n:
             last_offset = int(bases[-1] + table[K.F_LAST_OFFSET_DELTA, -1])
+            last_in[chunk.segment_base_offset] = last_offset
         part.batches += n
         part.bytes += int(table[K.F_SIZE].sum())
+    if isinstance(rl.source, ArchivePartitionSource):
+        _verify_archive(rl.source, last_in, part)
+        return
     if segments:
         last = segments[-1]
         tail = rl.tail_position
@@ -200,4 +209,31 @@ def _verify_partition(rl: ReadOnlyLog, part: PartitionReport) -> None:
                 last.path.name,
                 f"the last segment's data ends at byte {tail[1]} of {last.size_bytes}: a torn tail (a copy taken "
                 "while a broker appended); readers stop there, as Kafka's recovery would",
+            )
+
+
+def _verify_archive(source: ArchivePartitionSource, last_in: dict[int, int], part: PartitionReport) -> None:
+    """What only an archive can get wrong: orphans, overlaps and segments left out by the lineage rule
+    (warnings: the reader resolves them as Kafka does), offsets in no segment and a manifest that disagrees
+    with its data (faults)."""
+    selection = source.selection
+    for key in source.orphans:
+        part.warn(
+            key, "orphan object: its segment has no manifest or lacks a file (an upload that failed); skipped"
+        )
+    for seg, why in selection.skipped:
+        part.warn(seg.name, f"segment {seg.base_offset}-{seg.end_offset} ({seg.segment_id}) not read: {why}")
+    for lo, hi in selection.overlaps:
+        part.warn(
+            "",
+            f"offsets {lo}-{hi} are in two archived segments (a re-upload); read from one chosen by lineage",
+        )
+    for lo, hi in selection.gaps:
+        part.fault("", f"offsets {lo}-{hi} are in no archived segment")
+    for seg in selection.chosen:
+        seen = last_in.get(seg.base_offset)
+        if seen is not None and seen != seg.end_offset:
+            part.fault(
+                seg.name,
+                f"the manifest says the segment ends at offset {seg.end_offset}, its data at {seen}",
             )

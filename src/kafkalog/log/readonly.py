@@ -58,7 +58,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Final, NamedTuple, Protocol, TypeVar
+from typing import Any, Final, NamedTuple, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -72,6 +72,7 @@ from kafkalog.datadir import (
 from kafkalog.errors import (
     CorruptRecordError,
     CorruptSnapshotError,
+    InvalidConfigurationError,
     KafkaError,
     LogDirNotFoundError,
     OffsetOutOfRangeError,
@@ -1071,16 +1072,29 @@ class ReadOnlyDataDir:
         storage_options: Mapping[str, str] | None = None,
         *,
         layout: str | RemoteLayout | None = None,
+        tiered_path: str | RemoteLayout | None = None,
+        key_ring: Mapping[str, Any] | None = None,
+        strict: bool = False,
         store: ObjectStore | None = None,
     ) -> None:
         self.url = os.fspath(path)
         self.storage_options = dict(storage_options or {})
+        self._archive: RemoteLayout | None = None
         if layout is not None and not isinstance(layout, str):
             self._layout: RemoteLayout | None = layout
         elif store is not None or is_url(self.url):
-            self._layout = _open_layout(self.url, self.storage_options, layout, store)
+            self._layout = _open_layout(self.url, self.storage_options, layout, store, key_ring, strict)
         else:
             self._layout = None
+        if tiered_path is not None:
+            if self._layout is not None:
+                raise InvalidConfigurationError(
+                    f"tieredPath is read beside a local data directory, and {self.url} is not one"
+                )
+            if isinstance(tiered_path, str):
+                self._archive = _open_layout(tiered_path, self.storage_options, None, None, key_ring, strict)
+            else:
+                self._archive = tiered_path
         self.path = local_path(path) if self._layout is None else Path(self.url)
         self._checked = False
 
@@ -1132,11 +1146,16 @@ class ReadOnlyDataDir:
         return found
 
     def partition_names(self) -> dict[TopicPartition, str]:
-        """Every partition -> its directory path or URL."""
+        """Every partition -> its directory path or URL (with a ``tiered_path``: the local directory's path,
+        also for a partition that is only in the archive)."""
         if self._layout is not None:
             self._check_exists()
             return self._layout.partitions()
-        return {tp: str(path) for tp, path in self.partition_dirs().items()}
+        names = {tp: str(path) for tp, path in self.partition_dirs().items()}
+        if self._archive is not None:
+            for tp in self._archive.partitions():
+                names.setdefault(tp, str(self.path / f"{tp.topic}-{tp.partition}"))
+        return names
 
     def topics(self) -> list[str]:
         """Topics with at least one partition, sorted."""
@@ -1149,6 +1168,18 @@ class ReadOnlyDataDir:
             raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist in {self.url}")
         return parts
 
+    def _tiered_log(self, tp: TopicPartition, directory: Path, check: bool) -> ReadOnlyLog:
+        """A partition's local directory and its archive as one log (:class:`~kafkalog.readonly.remote.TieredUnionSource`)."""
+        from kafkalog.readonly.remote import TieredUnionSource, archive_source
+
+        assert self._archive is not None
+        archived = archive_source(self._archive, tp)
+        if check and archived is None and not directory.is_dir():
+            self._check_exists()
+            raise UnknownTopicOrPartitionError(f"partition {tp} does not exist in {self.path} or its archive")
+        source = TieredUnionSource(LocalPartitionSource(directory), archived)
+        return ReadOnlyLog(source, topic_partition=tp, log_dir=LocalLogDirState(self.path))
+
     def log(self, topic: str, partition: int, *, check: bool = True) -> ReadOnlyLog:
         """The read-only view of one partition (:class:`UnknownTopicOrPartitionError` if absent; with
         ``check=False`` an object-storage partition is not looked up first: a Spark executor's view of a
@@ -1160,6 +1191,8 @@ class ReadOnlyDataDir:
                 raise UnknownTopicOrPartitionError(f"partition {tp} does not exist in {self.url}")
             return ReadOnlyLog(layout.source(tp), topic_partition=tp, log_dir=layout.log_dir_state())
         directory = self.path / f"{topic}-{partition}"
+        if self._archive is not None:
+            return self._tiered_log(tp, directory, check)
         if not directory.is_dir():
             self._check_exists()
             raise UnknownTopicOrPartitionError(f"partition {topic}-{partition} does not exist in {self.path}")
@@ -1167,9 +1200,14 @@ class ReadOnlyDataDir:
 
 
 def _open_layout(
-    url: str, storage_options: Mapping[str, str], layout: str | None, store: ObjectStore | None
+    url: str,
+    storage_options: Mapping[str, str],
+    layout: str | None,
+    store: ObjectStore | None,
+    key_ring: Mapping[str, Any] | None,
+    strict: bool,
 ) -> RemoteLayout:
-    """The layout of the data at ``url`` (a log-dir copy; tiered-storage archives are detected by their keys)."""
+    """The layout of the data at ``url`` (a log-dir copy or a tiered-storage archive, detected by its keys)."""
     from kafkalog.readonly.remote import open_layout  # the object-storage layer, imported when used
 
-    return open_layout(url, storage_options, layout=layout, store=store)
+    return open_layout(url, storage_options, layout=layout, store=store, key_ring=key_ring, strict=strict)

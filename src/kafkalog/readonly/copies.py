@@ -9,8 +9,8 @@ Layout read (the local layout, keys instead of paths)::
 
 Invariants owned here:
 
-* **Nothing is written**, and nothing but the store's own requests is made: one LIST per listing, one ranged
-  GET per :meth:`StoreFile.pread`, one GET per small file. A copy does not change while it is read, so each
+* **Nothing is written**, and nothing but the store's own requests is made: one LIST per listing, ranged
+  GETs of aligned blocks per ``.log`` (:class:`~kafkalog.objstore.ranged.RangedFile`), one GET per small file. A copy does not change while it is read, so each
   log dir's checkpoints are read once per :class:`StoreLogDirState`.
 * A partition directory's names are exactly those of a local one, so the reader treats a copy as a local
   directory: a torn last segment (the copy was taken while a broker appended) ends the data as recovery
@@ -30,12 +30,12 @@ from kafkalog.errors import KafkaError, RemoteResourceNotFoundError
 from kafkalog.log.checkpoint import offset_checkpoint
 from kafkalog.log.names import TopicPartition, parse_topic_partition_name
 from kafkalog.objstore import ObjectStore
+from kafkalog.objstore.ranged import RangedFile, RangedSettings
 from kafkalog.storage.files import LOG_FILE_SUFFIX, offset_from_file_name
 
 __all__ = [
     "CopiedPartitionSource",
     "LogDirCopy",
-    "StoreFile",
     "StoreLogDirState",
     "join_key",
     "object_url",
@@ -61,49 +61,17 @@ def join_key(prefix: str, name: str) -> str:
     return f"{prefix.rstrip('/')}/{name}" if prefix.strip("/") else name
 
 
-class StoreFile:
-    """One object read by ranged GETs (a :class:`~kafkalog.objstore.RandomAccessFile`)."""
-
-    __slots__ = ("_key", "_name", "_size", "_store")
-
-    def __init__(self, store: ObjectStore, key: str, size: int) -> None:
-        self._store = store
-        self._key = key
-        self._size = size
-        self._name = object_url(store, key)
-
-    def __repr__(self) -> str:
-        return f"StoreFile({self._name!r})"
-
-    @property
-    def name(self) -> str:
-        """The object's URL (no credential)."""
-        return self._name
-
-    @property
-    def size(self) -> int:
-        """The object's size as listed."""
-        return self._size
-
-    def pread(self, n: int, position: int) -> bytes:
-        """Up to ``n`` bytes from ``position`` (one ranged GET; fewer only at the end of the object)."""
-        end = min(self._size, position + n)
-        if end <= position:
-            return b""
-        return self._store.get_range(self._key, position, end)
-
-    def close(self) -> None:
-        """Nothing to release."""
-
-
 class CopiedPartitionSource:
-    """One partition directory of a log-dir copy, ``<prefix>/<topic>-<n>/``, in an object store."""
+    """One partition directory of a log-dir copy, ``<prefix>/<topic>-<n>/``, in an object store; its files
+    are read as :class:`~kafkalog.objstore.ranged.RangedFile` s (aligned blocks, a bounded cache, read-ahead
+    on a sequential scan)."""
 
-    __slots__ = ("_listing", "prefix", "store")
+    __slots__ = ("_listing", "prefix", "settings", "store")
 
-    def __init__(self, store: ObjectStore, prefix: str) -> None:
+    def __init__(self, store: ObjectStore, prefix: str, *, settings: RangedSettings | None = None) -> None:
         self.store = store
         self.prefix = prefix.rstrip("/") + "/"
+        self.settings = settings
         self._listing: dict[str, int] | None = None
 
     def __repr__(self) -> str:
@@ -132,16 +100,15 @@ class CopiedPartitionSource:
         self._listing = files
         return files
 
-    def open(self, name: str) -> StoreFile:
+    def open(self, name: str) -> RangedFile:
         """The object ``name`` (its size from the last listing, else one HEAD)."""
         size = None if self._listing is None else self._listing.get(name)
         key = self.prefix + name
         if size is None:
-            try:
-                size = self.store.head(key).size
-            except RemoteResourceNotFoundError as exc:
-                raise FileNotFoundError(str(exc)) from None
-        return StoreFile(self.store, key, size)
+            size = self.store.head(key).size  # RemoteResourceNotFoundError is a FileNotFoundError
+        return RangedFile(
+            self.store, key, size=size, settings=self.settings, name=object_url(self.store, key)
+        )
 
     def read(self, name: str) -> bytes:
         """The whole object ``name`` (``FileNotFoundError`` if it does not exist)."""
@@ -216,18 +183,21 @@ class StoreLogDirState:
 class LogDirCopy:
     """A log-dir copy under ``prefix`` of ``store``: its partitions, their sources, its checkpoints."""
 
-    __slots__ = ("_state", "prefix", "store")
+    __slots__ = ("_state", "prefix", "settings", "store")
 
-    def __init__(self, store: ObjectStore, prefix: str = "") -> None:
+    def __init__(
+        self, store: ObjectStore, prefix: str = "", *, settings: RangedSettings | None = None
+    ) -> None:
         self.store = store
         self.prefix = prefix.strip("/")
+        self.settings = settings
         self._state = StoreLogDirState(store, self.prefix)
 
     def __repr__(self) -> str:
         return f"LogDirCopy({self.store.url!r}, {self.prefix!r})"
 
     def __reduce__(self) -> tuple[type[LogDirCopy], tuple[ObjectStore, str]]:
-        return type(self), (self.store, self.prefix)
+        return type(self), (self.store, self.prefix)  # settings: the defaults on executors
 
     @property
     def name(self) -> str:
@@ -253,7 +223,9 @@ class LogDirCopy:
 
     def source(self, tp: TopicPartition) -> CopiedPartitionSource:
         """The partition's files (no request until they are listed)."""
-        return CopiedPartitionSource(self.store, join_key(self.prefix, f"{tp.topic}-{tp.partition}"))
+        return CopiedPartitionSource(
+            self.store, join_key(self.prefix, f"{tp.topic}-{tp.partition}"), settings=self.settings
+        )
 
     def log_dir_state(self) -> StoreLogDirState:
         """The copy's checkpoints (read on first use)."""

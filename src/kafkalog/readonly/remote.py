@@ -1,26 +1,41 @@
-"""Opening a data directory in object storage: the store for a URL, and the layout its keys show.
+"""Opening a data directory in object storage: the store for a URL, the layout its keys show, and the union of
+a local data directory with its tiered-storage archive.
 
-Invariant owned here: a URL becomes exactly one :class:`~kafkalog.objstore.ObjectStore` (rooted at the URL's
-bucket and prefix, opened with the caller's storage options) and one layout, detected from the keys under
-the root (or forced by the caller): ``logdir`` (a copy of a log dir: ``<topic>-<n>/<offset>.log``). The
-storage options travel with the reader (Spark pickles them to executors) and are never part of a ``repr``
-or a message.
+Invariants owned here:
+
+* A URL becomes exactly one :class:`~kafkalog.objstore.ObjectStore` (rooted at the URL's bucket and prefix,
+  opened with the caller's storage options) and one layout, detected from the keys under the root
+  (:func:`kafkalog.tiered.detect_layout`: one or two LISTs) or forced by name: ``logdir`` (a copy of a log
+  dir), ``aiven`` (the Aiven plugin's archive) or ``local-tiered`` (Kafka's ``LocalTieredStorage``). A
+  prefix with nothing under it is :class:`~kafkalog.errors.RemoteResourceNotFoundError`.
+* An archive has no checkpoints: its log start is its first chosen segment's base offset and its high
+  watermark (and, without open transactions, its LSO) the end of its last chosen segment.
+* **Whole history** (:class:`TieredUnionSource`): a partition's local directory (recent segments) and its
+  archive (older ones) read as one partition: every local segment, and the archived segments whose base
+  offset is below the first local segment's (the same offsets archived and still local are read from the
+  local copy: Kafka archives whole segments under their local base offsets, so the two never split a
+  segment). Offsets and checkpoints are the local log dir's.
+* Storage options travel with the reader (Spark pickles them to executors) and are never part of a ``repr``
+  or a message.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final
+from typing import Any
 
-from kafkalog.errors import InvalidConfigurationError
-from kafkalog.log.readonly import RemoteLayout
-from kafkalog.objstore import ObjectStore, open_store
-from kafkalog.readonly.copies import LogDirCopy
+from kafkalog.errors import InvalidConfigurationError, RemoteResourceNotFoundError
+from kafkalog.log.names import TopicPartition
+from kafkalog.log.readonly import LogDirState, NoLogDirState, RemoteLayout
+from kafkalog.objstore import ObjectStore, PartitionSource, RandomAccessFile, open_store
+from kafkalog.objstore.ranged import RangedSettings
+from kafkalog.readonly.copies import LogDirCopy, object_url
+from kafkalog.readonly.local import LocalPartitionSource
+from kafkalog.storage.files import LOG_FILE_SUFFIX, offset_from_file_name
+from kafkalog.tiered import AivenArchive, KeyRing, LocalTieredArchive, detect_layout
+from kafkalog.tiered.detect import LAYOUTS
 
-__all__ = ["LAYOUTS", "open_layout"]
-
-#: Layout names a caller may force (``layout=`` / the ``layout`` option).
-LAYOUTS: Final = ("logdir",)
+__all__ = ["LAYOUTS", "ArchiveLayout", "TieredUnionSource", "open_layout"]
 
 
 def open_layout(
@@ -29,10 +44,145 @@ def open_layout(
     *,
     layout: str | None = None,
     store: ObjectStore | None = None,
+    key_ring: KeyRing | Mapping[str, Any] | None = None,
+    strict: bool = False,
 ) -> RemoteLayout:
-    """The layout of the data at ``url`` (``store``: one already open at that root)."""
+    """The layout of the data at ``url`` (``store``: one already open at that root; ``layout`` forces one of
+    :data:`LAYOUTS`; ``key_ring`` decrypts an encrypted Aiven archive; ``strict`` makes orphans, overlaps
+    and gaps of an archive errors instead of warnings)."""
     if layout is not None and layout not in LAYOUTS:
         raise InvalidConfigurationError(f"unknown layout {layout!r}: expected one of {', '.join(LAYOUTS)}")
     if store is None:
         store = open_store(url, storage_options)
-    return LogDirCopy(store, "")
+    kind = detect_layout(store, "", layout=layout)
+    if kind == "logdir":
+        return LogDirCopy(store, "", settings=RangedSettings.from_options(storage_options))
+    if kind == "aiven":
+        return ArchiveLayout("aiven", AivenArchive(store, "", key_ring=key_ring, strict=strict), store)
+    return ArchiveLayout("local-tiered", LocalTieredArchive(store, "", strict=strict), store)
+
+
+class ArchiveLayout:
+    """A tiered-storage archive (Aiven or LocalTieredStorage) as a :class:`~kafkalog.log.readonly.RemoteLayout`:
+    each partition is planned (listing and manifests, no ``.log`` read) when its source is first asked for."""
+
+    def __init__(self, kind: str, archive: AivenArchive | LocalTieredArchive, store: ObjectStore) -> None:
+        self.kind = kind
+        self.archive = archive
+        self.store = store
+        self._sources: dict[TopicPartition, PartitionSource] = {}
+        self._names: dict[TopicPartition, str] | None = None
+
+    def __repr__(self) -> str:
+        return f"ArchiveLayout({self.kind!r}, {self.name!r})"
+
+    @property
+    def name(self) -> str:
+        """The archive's root URL."""
+        return self.store.url
+
+    def partitions(self) -> dict[TopicPartition, str]:
+        """Every archived partition -> its URL (one LIST per topic for Aiven, one in all for LocalTiered)."""
+        if self._names is None:
+            archive = self.archive
+            names: dict[TopicPartition, str] = {}
+            if isinstance(archive, AivenArchive):
+                for topic in archive.topics():
+                    topic_dir = f"{topic}-{archive.topic_id(topic)}"
+                    for p in archive.partitions(topic):
+                        names[TopicPartition(topic, p)] = object_url(self.store, f"{topic_dir}/{p}")
+            else:
+                for (topic, p), ids in archive.directories().items():
+                    names[TopicPartition(topic, p)] = object_url(self.store, f"{topic}-{p}-{ids[-1]}")
+            self._names = names
+        return self._names
+
+    def is_empty(self) -> bool:
+        """Whether the archive holds no partition."""
+        return not self.partitions()
+
+    def source(self, tp: TopicPartition) -> PartitionSource:
+        """The partition's chosen segments as a partition directory (planned once, then cached)."""
+        source = self._sources.get(tp)
+        if source is None:
+            source = self._sources[tp] = self.archive.partition(tp.topic, tp.partition)
+        return source
+
+    def log_dir_state(self) -> LogDirState:
+        """No checkpoints: log start at the first segment, HW at the end of the last."""
+        return NoLogDirState()
+
+
+class TieredUnionSource:
+    """One partition's local directory and its archive, read as one (see the module doc)."""
+
+    def __init__(self, local: LocalPartitionSource, archive: PartitionSource | None) -> None:
+        self.local = local
+        self.archive = archive
+
+    def __repr__(self) -> str:
+        return (
+            f"TieredUnionSource({self.local.name!r}, {None if self.archive is None else self.archive.name!r})"
+        )
+
+    @property
+    def name(self) -> str:
+        """The local partition directory's path."""
+        return self.local.name
+
+    def _split(self) -> tuple[Mapping[str, int], dict[str, int], int | None]:
+        local = self.local.list_files()
+        bases = []
+        for name in local:
+            if name.endswith(LOG_FILE_SUFFIX):
+                try:
+                    bases.append(offset_from_file_name(name))
+                except ValueError:
+                    continue
+        first_local = min(bases) if bases else None
+        archived: dict[str, int] = {}
+        if self.archive is not None:
+            for name, size in self.archive.list_files().items():
+                try:
+                    offset = offset_from_file_name(name)
+                except ValueError:
+                    continue  # leader-epoch-checkpoint: the local one is newer
+                if first_local is None or offset < first_local:
+                    archived[name] = size
+        return local, archived, first_local
+
+    def list_files(self) -> Mapping[str, int]:
+        """The local files, and the archived ones of segments older than the first local segment."""
+        local, archived, _ = self._split()
+        files = dict(archived)
+        for name in local:
+            files[name] = local[name]
+        return files
+
+    def open(self, name: str) -> RandomAccessFile:
+        """A local file if there is one, else the archived one."""
+        try:
+            return self.local.open(name)
+        except FileNotFoundError:
+            if self.archive is None:
+                raise
+            return self.archive.open(name)
+
+    def read(self, name: str) -> bytes:
+        """A local file whole if there is one, else the archived one."""
+        try:
+            return self.local.read(name)
+        except FileNotFoundError:
+            if self.archive is None:
+                raise
+            return self.archive.read(name)
+
+
+def archive_source(archive: RemoteLayout, tp: TopicPartition) -> PartitionSource | None:
+    """The archived partition's source, None if the archive does not hold it."""
+    if tp not in archive.partitions():
+        return None
+    try:
+        return archive.source(tp)
+    except RemoteResourceNotFoundError:
+        return None
