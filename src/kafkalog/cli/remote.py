@@ -25,6 +25,7 @@ from kafkalog.log.checkpoint import CheckpointError, leader_epoch_checkpoint
 from kafkalog.log.names import TopicPartition
 from kafkalog.log.producer_state import ProducerStateEntry, parse_snapshot
 from kafkalog.log.readonly import ReadOnlyDataDir, ReadOnlyLog, is_url
+from kafkalog.readonly.remote import PlannedArchive
 from kafkalog.records import _kernels as K
 from kafkalog.tiered import ArchivePartitionSource
 
@@ -198,8 +199,8 @@ def _verify_partition(rl: ReadOnlyLog, part: PartitionReport) -> None:
             last_in[chunk.segment_base_offset] = last_offset
         part.batches += n
         part.bytes += int(table[K.F_SIZE].sum())
-    if isinstance(rl.source, ArchivePartitionSource):
-        _verify_archive(rl.source, last_in, part)
+    if isinstance(rl.source, PlannedArchive):
+        _verify_archive(rl.source.archive, last_in, part)
         return
     if segments:
         last = segments[-1]

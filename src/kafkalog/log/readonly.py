@@ -108,6 +108,7 @@ __all__ = [
     "ReadOnlyLog",
     "RemoteLayout",
     "SegmentInfo",
+    "SegmentMetadata",
     "is_url",
     "local_path",
 ]
@@ -500,6 +501,11 @@ class ReadOnlyLog:
             self._tail = None
             return self._given_log_start or 0
         seg = self._segments[-1]
+        known = getattr(self.source, "segment_end_offset", None)
+        end = None if known is None else known(seg.base_offset)
+        if end is not None:  # a complete, archived segment: its end is in its metadata
+            self._tail = (seg.base_offset, seg.size_bytes, end + 1)
+            return int(end) + 1
         try:
             file = self.source.open(seg.path.name)
         except FileNotFoundError:
@@ -780,12 +786,16 @@ class ReadOnlyLog:
         never below the log start offset. Rolled segments whose largest timestamp (their last time-index
         entry) is below ``timestamp`` are passed over; the walk ends at ``upper``."""
         segments = self._segments
+        max_timestamp = getattr(self.source, "segment_max_timestamp", None)
         for k, seg in enumerate(segments):
             nxt = segments[k + 1].base_offset if k + 1 < len(segments) else None
             if nxt is not None and nxt <= self._log_start:
                 continue
             if seg.base_offset >= upper:
                 return
+            known = None if max_timestamp is None else max_timestamp(seg.base_offset)
+            if nxt is not None and known is not None and known < timestamp:
+                continue  # its metadata says every record is older (no index read)
             ts, offsets, trimmed = _time_index_hints(
                 _read_small(self.source, _sibling(seg, TIME_INDEX_FILE_SUFFIX)), seg.base_offset
             )
@@ -1019,6 +1029,19 @@ def _valid_end_legacy(file: RandomAccessFile, size: int, pos: int, next_offset: 
 # --- a data directory ---------------------------------------------------------------------------------------
 
 
+class SegmentMetadata(Protocol):
+    """What a source may know of its segments without reading them (an archive's manifests): a reader uses it
+    instead of scanning the last segment's tail and reading time indexes, so planning reads no data."""
+
+    def segment_end_offset(self, base_offset: int) -> int | None:
+        """The last offset (inclusive) of the complete segment at ``base_offset``; None if not known."""
+        ...
+
+    def segment_max_timestamp(self, base_offset: int) -> int | None:
+        """The largest timestamp of the segment at ``base_offset``; None if not known."""
+        ...
+
+
 class RemoteLayout(Protocol):
     """A data directory in object storage as the reader sees it: partitions, their sources, checkpoints."""
 
@@ -1100,6 +1123,11 @@ class ReadOnlyDataDir:
 
     def __repr__(self) -> str:
         return f"ReadOnlyDataDir({self.url!r})"
+
+    @property
+    def layout(self) -> RemoteLayout | None:
+        """The object-storage layout read (None for a local directory)."""
+        return self._layout
 
     @property
     def is_remote(self) -> bool:

@@ -185,6 +185,9 @@ class LogDirCopy:
 
     __slots__ = ("_state", "prefix", "settings", "store")
 
+    #: The layout's name (:data:`kafkalog.tiered.LAYOUTS`).
+    kind = "logdir"
+
     def __init__(
         self, store: ObjectStore, prefix: str = "", *, settings: RangedSettings | None = None
     ) -> None:

@@ -32,7 +32,7 @@ from kafkalog.objstore.ranged import RangedSettings
 from kafkalog.readonly.copies import LogDirCopy, object_url
 from kafkalog.readonly.local import LocalPartitionSource
 from kafkalog.storage.files import LOG_FILE_SUFFIX, offset_from_file_name
-from kafkalog.tiered import AivenArchive, KeyRing, LocalTieredArchive, detect_layout
+from kafkalog.tiered import AivenArchive, ArchivePartitionSource, KeyRing, LocalTieredArchive, detect_layout
 from kafkalog.tiered.detect import LAYOUTS
 
 __all__ = ["LAYOUTS", "ArchiveLayout", "TieredUnionSource", "open_layout"]
@@ -70,7 +70,7 @@ class ArchiveLayout:
         self.kind = kind
         self.archive = archive
         self.store = store
-        self._sources: dict[TopicPartition, PartitionSource] = {}
+        self._sources: dict[TopicPartition, PlannedArchive] = {}
         self._names: dict[TopicPartition, str] | None = None
 
     def __repr__(self) -> str:
@@ -101,16 +101,56 @@ class ArchiveLayout:
         """Whether the archive holds no partition."""
         return not self.partitions()
 
-    def source(self, tp: TopicPartition) -> PartitionSource:
+    def source(self, tp: TopicPartition) -> PlannedArchive:
         """The partition's chosen segments as a partition directory (planned once, then cached)."""
         source = self._sources.get(tp)
         if source is None:
-            source = self._sources[tp] = self.archive.partition(tp.topic, tp.partition)
+            source = self._sources[tp] = PlannedArchive(self.archive.partition(tp.topic, tp.partition))
         return source
 
     def log_dir_state(self) -> LogDirState:
         """No checkpoints: log start at the first segment, HW at the end of the last."""
         return NoLogDirState()
+
+
+class PlannedArchive:
+    """An archived partition's source with what its manifests say of each segment (its end offset and largest
+    timestamp: :class:`~kafkalog.log.readonly.SegmentMetadata`), so offsets and timestamp pruning come from
+    listings and manifests alone."""
+
+    def __init__(self, archive: ArchivePartitionSource) -> None:
+        self.archive = archive
+        self._by_base = {s.base_offset: s for s in archive.segments}
+
+    def __repr__(self) -> str:
+        return f"PlannedArchive({self.archive.name!r})"
+
+    @property
+    def name(self) -> str:
+        """The archived partition's URL."""
+        return self.archive.name
+
+    def list_files(self) -> Mapping[str, int]:
+        """The chosen segments' files."""
+        return self.archive.list_files()
+
+    def open(self, name: str) -> RandomAccessFile:
+        """One file (a ``.log`` read by ranged GETs of its chunks)."""
+        return self.archive.open(name)
+
+    def read(self, name: str) -> bytes:
+        """One small file whole."""
+        return self.archive.read(name)
+
+    def segment_end_offset(self, base_offset: int) -> int | None:
+        """The manifest's end offset (None for a manifest without segment metadata: the data tells)."""
+        seg = self._by_base.get(base_offset)
+        return None if seg is None or seg.end_offset < 0 else seg.end_offset
+
+    def segment_max_timestamp(self, base_offset: int) -> int | None:
+        """The manifest's largest timestamp (None when not known)."""
+        seg = self._by_base.get(base_offset)
+        return None if seg is None or seg.max_timestamp_ms < 0 else seg.max_timestamp_ms
 
 
 class TieredUnionSource:

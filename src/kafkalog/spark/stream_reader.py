@@ -87,7 +87,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, _AvailableNowBase):  # type: 
     def dirs(self) -> LogDirs:
         """The cached partition views of this query (driver side)."""
         if self._dirs is None:
-            self._dirs = LogDirs(self.options.paths)
+            self._dirs = LogDirs(self.options.paths, self.options)
         return self._dirs
 
     def _bounds(self, tp: TP) -> PartitionBounds:
