@@ -118,6 +118,17 @@ DEFAULT_CHUNK_BYTES: Final = 16 << 20
 _TAIL_CHUNK_BYTES: Final = 1 << 20
 _MAX_TABLE_COLUMNS: Final = 65536
 _PARTITION_DIR = re.compile(r"^.+-\d+$")
+#: Files only a log dir holds (Kafka's, and kafkalog's own).
+_DATA_DIR_FILES: Final = (
+    ".lock",
+    "kafkalog-topics.json",
+    "meta.properties",
+    "recovery-point-offset-checkpoint",
+    "log-start-offset-checkpoint",
+    "replication-offset-checkpoint",
+    "cleaner-offset-checkpoint",
+    ".kafkalog-spark",
+)
 
 U8Array = npt.NDArray[np.uint8]
 I64Array = npt.NDArray[np.int64]
@@ -1172,6 +1183,17 @@ class ReadOnlyDataDir:
                 continue
             found[tp] = Path(entry.path)
         return found
+
+    def is_data_dir(self) -> bool:
+        """Whether the local directory looks like a Kafka log dir: a partition directory in it, or one of a log
+        dir's own files (``.lock``, ``kafkalog-topics.json``, ``meta.properties``, a checkpoint). A directory
+        that is neither (empty, a partition directory itself, a parent of the log dir) is the wrong path.
+        Always true for object storage (its prefix was checked when opened)."""
+        if self._layout is not None:
+            return True
+        if self.partition_dirs():
+            return True
+        return any((self.path / name).exists() for name in _DATA_DIR_FILES)
 
     def partition_names(self) -> dict[TopicPartition, str]:
         """Every partition -> its directory path or URL (with a ``tiered_path``: the local directory's path,

@@ -128,6 +128,19 @@ class LogDirs:
             self._data_dirs = found
         return self._data_dirs
 
+    def check_data_dirs(self) -> None:
+        """:class:`LogDirNotFoundError` for a local path that is not a Kafka log dir at all (a mistyped or
+        wrong-level path: no partition directory and none of a log dir's files), so a read that finds no
+        partition there is an error, not zero rows."""
+        for data_dir, _ in self.data_dirs():
+            if not data_dir.is_data_dir():
+                raise LogDirNotFoundError(
+                    f"{data_dir.path} is not a kafkalog data directory: it holds no partition directory "
+                    "(<topic>-<partition>) and none of a log dir's files (kafkalog-topics.json, checkpoints, "
+                    "meta.properties); give the log dir itself (Kafka's log.dirs entry), not a partition "
+                    "directory or a parent"
+                )
+
     def partition_names(self) -> dict[TP, str]:
         """Every partition -> its directory or URL (the first data directory wins on a duplicate)."""
         found: dict[TP, str] = {}
@@ -280,6 +293,8 @@ def plan_batch(
     filters, split (driver side)."""
     dirs = dirs or LogDirs(opts.paths, opts)
     partitions = dirs.select(opts.strategy)
+    if not partitions:
+        dirs.check_data_dirs()
 
     def bounds(tp: TP) -> PartitionBounds:
         return dirs.bounds(tp, opts.read_committed)
