@@ -20,7 +20,7 @@ from kafkalog.objstore import open_store
 from kafkalog.objstore.open import forget_memory_store
 from kafkalog.spark.options import parse_source_options
 from kafkalog.spark.reader import KafkaLogInputPartition, plan_batch
-from kafkalog.spark.remote import RemoteSpec, storage_options
+from kafkalog.spark.remote import RemoteSpec, open_spec, storage_options
 
 from .conftest import SRC_DIR
 from .test_read import TS, append_txn, end_txn, write_topic
@@ -241,3 +241,48 @@ def test_local_cluster_reads_an_archive_only_in_the_bucket(
     assert len(expected) > 500  # every archived record (the active segments are not archived)
     assert sorted(lines[1:]) == expected
     assert s3_server.secret_key.encode() not in proc.stderr
+
+
+def test_new_archived_segments_appear_to_a_stream(tmp_path: Path) -> None:
+    """A stream over an archive: segments uploaded after the query started are planned at the next trigger
+    (one LIST per partition tells), and an executor whose cached plan ends before its task re-plans."""
+    from kafkalog.spark.planning import OffsetRange
+    from kafkalog.spark.reader import LogDirs, make_tasks, read_task
+    from kafkalog.tiered.writer import segments_from_log_dir, write_aiven_segment
+
+    data = tmp_path / "data"
+    write_topic(data, "events", 1, 80, segment_bytes=2048)
+    segments = segments_from_log_dir(data / "events-0")
+    name = f"stream-{tmp_path.name}"
+    store = open_store(f"memory://{name}")
+
+    def upload(segs: list[Any]) -> None:
+        for seg in segs:
+            write_aiven_segment(store, seg, topic="events", topic_id=TOPIC_ID, partition=0)
+
+    try:
+        upload(segments[:2])
+        opts = parse_source_options({"path": f"memory://{name}", "subscribe": "events"}, streaming=True)
+        dirs = LogDirs(opts.paths, opts)
+        tp = ("events", 0)
+        assert dirs.select(opts.strategy) == [tp]
+        first = dirs.bounds(tp, False).latest
+        assert first == segments[1].end_offset + 1
+        (early,) = make_tasks(dirs, [OffsetRange("events", 0, 0, first)], opts)
+        assert early.remote is not None
+        assert sum(b.num_rows for b in read_task(early, include_headers=False)) == first
+        stale = open_spec(early.remote)  # a worker's cached view, planned before the next uploads
+        dirs.refresh()
+        dirs.log(tp, refresh=True)
+        assert dirs.bounds(tp, False).latest == first  # nothing new: one LIST, no re-plan
+        upload(segments[2:])
+        dirs.refresh()
+        dirs.log(tp, refresh=True)
+        latest = dirs.bounds(tp, False).latest
+        assert latest == segments[-1].end_offset + 1 > first
+        (task,) = make_tasks(dirs, [OffsetRange("events", 0, first, latest)], opts)
+        assert task.remote == early.remote and open_spec(task.remote) is stale
+        rows_read = sum(b.num_rows for b in read_task(task, include_headers=False))
+        assert rows_read == latest - first
+    finally:
+        forget_memory_store(name)

@@ -1184,6 +1184,19 @@ class ReadOnlyDataDir:
             found[tp] = Path(entry.path)
         return found
 
+    def refresh(self) -> None:
+        """Look for new partitions at the next listing (an archive caches its listing; a local directory and a
+        log-dir copy are listed afresh every time)."""
+        refresh = getattr(self._layout, "refresh", None) or getattr(self._archive, "refresh", None)
+        if refresh is not None:
+            refresh()
+
+    def refresh_partition(self, topic: str, partition: int) -> bool:
+        """Whether an archived partition changed since it was planned (then :meth:`log` plans it again)."""
+        layout = self._layout if self._layout is not None else self._archive
+        refresh = getattr(layout, "refresh_partition", None)
+        return bool(refresh(TopicPartition(topic, partition))) if refresh is not None else False
+
     def is_data_dir(self) -> bool:
         """Whether the local directory looks like a Kafka log dir: a partition directory in it, or one of a log
         dir's own files (``.lock``, ``kafkalog-topics.json``, ``meta.properties``, a checkpoint). A directory

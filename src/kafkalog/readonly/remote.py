@@ -72,6 +72,8 @@ class ArchiveLayout:
         self.store = store
         self._sources: dict[TopicPartition, PlannedArchive] = {}
         self._names: dict[TopicPartition, str] | None = None
+        self._keys: dict[TopicPartition, str] = {}
+        self._listed: dict[TopicPartition, tuple[tuple[str, int], ...]] = {}
 
     def __repr__(self) -> str:
         return f"ArchiveLayout({self.kind!r}, {self.name!r})"
@@ -90,10 +92,12 @@ class ArchiveLayout:
                 for topic in archive.topics():
                     topic_dir = f"{topic}-{archive.topic_id(topic)}"
                     for p in archive.partitions(topic):
-                        names[TopicPartition(topic, p)] = object_url(self.store, f"{topic_dir}/{p}")
+                        self._keys[TopicPartition(topic, p)] = f"{archive.prefix}{topic_dir}/{p}/"
             else:
                 for (topic, p), ids in archive.directories().items():
-                    names[TopicPartition(topic, p)] = object_url(self.store, f"{topic}-{p}-{ids[-1]}")
+                    self._keys[TopicPartition(topic, p)] = f"{archive.prefix}{topic}-{p}-{ids[-1]}/"
+            for tp, key in self._keys.items():
+                names[tp] = object_url(self.store, key)
             self._names = names
         return self._names
 
@@ -105,8 +109,43 @@ class ArchiveLayout:
         """The partition's chosen segments as a partition directory (planned once, then cached)."""
         source = self._sources.get(tp)
         if source is None:
+            if tp in self.partitions():
+                self._listed[tp] = self._listing(tp)
             source = self._sources[tp] = PlannedArchive(self.archive.partition(tp.topic, tp.partition))
         return source
+
+    def _listing(self, tp: TopicPartition) -> tuple[tuple[str, int], ...]:
+        return tuple((o.key, o.size) for o in self.store.list(self._keys[tp]).objects)
+
+    def refresh(self) -> None:
+        """Forget the partition list (new topics and partitions of the archive show at the next call)."""
+        self._names = None
+        a = self.archive  # an archive object caches its listing of topics: a new one lists again
+        if isinstance(a, AivenArchive):
+            self.archive = AivenArchive(
+                a.store,
+                a.prefix,
+                key_ring=a.key_ring,
+                strict=a.strict,
+                topic_ids=a.topic_id_option,
+                chunk_cache_bytes=a.chunk_cache_bytes,
+                manifest_concurrency=a.manifest_concurrency,
+            )
+        else:
+            self.archive = LocalTieredArchive(
+                a.store, a.prefix, strict=a.strict, topic_ids=a.topic_id_option, concurrency=a.concurrency
+            )
+
+    def refresh_partition(self, tp: TopicPartition) -> bool:
+        """Whether ``tp``'s objects changed since it was planned (one LIST); if so, it is planned again at its
+        next :meth:`source` (segments uploaded since appear: a stream over an archive)."""
+        if tp not in self._sources or tp not in self.partitions():
+            return False
+        listed = self._listing(tp)
+        if listed == self._listed.get(tp):
+            return False
+        del self._sources[tp]
+        return True
 
     def log_dir_state(self) -> LogDirState:
         """No checkpoints: log start at the first segment, HW at the end of the last."""

@@ -162,6 +162,12 @@ class LogDirs:
             self.partition_names()
         return self.data_dirs()[self._owner[tp]][1]
 
+    def refresh(self) -> None:
+        """Look for new partitions of archives at the next :meth:`select` (a stream's trigger)."""
+        for data_dir, spec in self.data_dirs():
+            if spec is not None:
+                data_dir.refresh()
+
     def select(self, strategy: Strategy, *, strict: bool = True) -> list[TP]:
         """The partitions a strategy reads, sorted; ``assign`` of a missing partition is an error when
         ``strict`` (a streaming query reports partitions that disappear as data loss instead)."""
@@ -189,7 +195,11 @@ class LogDirs:
             data_dir = self.data_dirs()[self._owner[tp]][0]
             log = self._logs[tp] = data_dir.log(tp[0], tp[1], check=False)
         elif refresh:
-            log.refresh()
+            data_dir, spec = self.data_dirs()[self._owner[tp]]
+            if spec is not None and data_dir.refresh_partition(tp[0], tp[1]):  # new archived segments
+                log = self._logs[tp] = data_dir.log(tp[0], tp[1], check=False)
+            else:
+                log.refresh()
         return log
 
     def bounds(self, tp: TP, read_committed: bool) -> PartitionBounds:
@@ -431,7 +441,10 @@ def read_task(
         _check_visible(task.directory)
         log = ReadOnlyLog.open(task.directory)
     else:
-        log = open_spec(task.remote).log(task.topic, task.partition, check=False)
+        data_dir = open_spec(task.remote)
+        log = data_dir.log(task.topic, task.partition, check=False)
+        if log.high_watermark < task.end and data_dir.refresh_partition(task.topic, task.partition):
+            log = data_dir.log(task.topic, task.partition, check=False)  # segments uploaded since planned
     schema = arrow_schema(include_headers)
     constants = _Constants(task.topic, task.partition)
     tp = TopicPartition(task.topic, task.partition)

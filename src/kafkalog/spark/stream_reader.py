@@ -96,6 +96,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, _AvailableNowBase):  # type: 
     def _fetch_latest(self) -> dict[TP, int]:
         """Latest offsets of every selected partition, after re-reading each partition's tail."""
         out: dict[TP, int] = {}
+        self.dirs.refresh()
         for tp in self.dirs.select(self.options.strategy, strict=False):
             self.dirs.log(tp, refresh=True)
             out[tp] = self._bounds(tp).latest
