@@ -32,6 +32,14 @@ This module is how they do it. Invariants it owns:
   it is opened (also looked for under its ``.deleted`` name) means its offsets are lost: an
   :class:`~kafkalog.errors.OffsetOutOfRangeError` or ``on_missing`` callback; never a crash.
 * Legacy v0/v1 entries are read (CRC-checked) and handed out up-converted to v2 batches.
+* **One reader, several byte sources.** Every file is reached through a
+  :class:`~kafkalog.objstore.PartitionSource` (a local directory:
+  :class:`~kafkalog.readonly.local.LocalPartitionSource`, which keeps the rules above; a copy in object
+  storage; a tiered-storage archive; a local directory with its archive) and the log dir's checkpoints
+  through a :class:`LogDirState`. A copy is read as the directory it was copied from (a torn last segment ends
+  the data, as recovery would); an archive's segments are complete, so its log end is its last segment's end
+  as its metadata says (:class:`SegmentMetadata`) and it has no checkpoint (log start: its first segment;
+  high watermark: its log end).
 
 Offsets, as Kafka defines them for a log directory:
 
@@ -420,6 +428,11 @@ class ReadOnlyLog:
     def list_segments(self) -> list[SegmentInfo]:
         """The ``.log`` files now in the partition, by base offset (cheap: one listing)."""
         found: list[SegmentInfo] = []
+        fast = getattr(self.source, "list_segment_files", None)
+        if fast is not None:  # a local directory: only the .log entries are looked at
+            found = [SegmentInfo(base, size, Path(path)) for base, size, path in fast()]
+            found.sort()
+            return found
         files = self.source.list_files()
         base_path = self.dir
         for name in files:

@@ -120,10 +120,11 @@ class _Listing(Mapping[str, int]):
 class LocalPartitionSource:
     """One partition directory on a local (or shared POSIX) filesystem, read without writes or locks."""
 
-    __slots__ = ("directory",)
+    __slots__ = ("_prefix", "directory")
 
     def __init__(self, directory: Path | str) -> None:
         self.directory = Path(directory)
+        self._prefix = os.path.join(self.directory, "")  # names are joined as strings (the hot path)
 
     def __repr__(self) -> str:
         return f"LocalPartitionSource({str(self.directory)!r})"
@@ -136,50 +137,71 @@ class LocalPartitionSource:
         """The directory's path."""
         return str(self.directory)
 
-    def list_files(self) -> Mapping[str, int]:
-        """The directory's files (see the module doc for what is refused); empty if it does not exist."""
+    def _scan(self) -> list[os.DirEntry[str]]:
         try:
             mode = os.lstat(self.directory).st_mode
             scanned = list(os.scandir(self.directory))
         except FileNotFoundError:
-            return {}
+            return []
         if stat.S_ISLNK(mode):
             raise NotRegularFileError(
                 f"refusing partition directory {self.directory}: it is a {file_kind(mode)}, not a directory"
             )
+        return scanned
+
+    @staticmethod
+    def _segment(entry: os.DirEntry[str]) -> tuple[int, int] | None:
+        """(base offset, size) of a ``.log`` entry named as a segment; None if it is not one or is gone."""
+        try:
+            base = offset_from_file_name(entry.name)  # KafkaStorageError above int64
+        except ValueError:
+            return None
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegularFileError(
+                f"refusing {entry.path}: it is a {file_kind(st.st_mode)}, not a regular file "
+                "(kafkalog only reads and writes regular files inside the data directory)"
+            )
+        return base, st.st_size
+
+    def list_files(self) -> Mapping[str, int]:
+        """The directory's files (see the module doc for what is refused); empty if it does not exist."""
         entries: dict[str, os.DirEntry[str]] = {}
         sizes: dict[str, int] = {}
-        for entry in scanned:
+        for entry in self._scan():
             name = entry.name
             if name.endswith(LOG_FILE_SUFFIX):
-                try:
-                    offset_from_file_name(name)  # KafkaStorageError above int64
-                except ValueError:
-                    pass
-                else:
-                    try:
-                        st = entry.stat(follow_symlinks=False)
-                    except FileNotFoundError:
-                        continue
-                    if not stat.S_ISREG(st.st_mode):
-                        raise NotRegularFileError(
-                            f"refusing {entry.path}: it is a {file_kind(st.st_mode)}, not a regular file "
-                            "(kafkalog only reads and writes regular files inside the data directory)"
-                        )
-                    sizes[name] = st.st_size
+                segment = self._segment(entry)
+                if segment is None:
+                    continue
+                sizes[name] = segment[1]
             entries[name] = entry
         return _Listing(entries, sizes)
 
+    def list_segment_files(self) -> list[tuple[int, int, str]]:
+        """(base offset, size, path) of every segment (``.log``) file: :meth:`list_files` restricted to the
+        segments, at the cost of one ``scandir`` and one ``lstat`` per segment (the reader's hot listing)."""
+        found: list[tuple[int, int, str]] = []
+        for entry in self._scan():
+            if entry.name.endswith(LOG_FILE_SUFFIX):
+                segment = self._segment(entry)
+                if segment is not None:
+                    found.append((segment[0], segment[1], entry.path))
+        return found
+
     def open(self, name: str) -> LocalFile:
         """Open ``name`` read-only (also under its ``.deleted`` name); ``FileNotFoundError`` if neither exists."""
-        path = self.directory / name
+        path = self._prefix + name
         try:
             fd = open_regular(path, os.O_RDONLY)
         except FileNotFoundError:
-            path = path.with_name(name + DELETED_FILE_SUFFIX)
+            path += DELETED_FILE_SUFFIX
             fd = open_regular(path, os.O_RDONLY)
-        return LocalFile(fd, str(path))
+        return LocalFile(fd, path)
 
     def read(self, name: str) -> bytes:
         """The whole file ``name`` (``FileNotFoundError`` if missing, ``NotRegularFileError`` if not regular)."""
-        return read_regular(self.directory / name)
+        return read_regular(self._prefix + name)
