@@ -32,6 +32,12 @@ OBJECT_STORAGE_DIRS: tuple[str, ...] = ("tests/objstore/",)
 REQUIRED_MARKERS = ("interop", "spark")
 
 
+# A storage client without credentials asks the cloud's instance-metadata service (169.254.169.254) for
+# some: in tests it must ask a closed loopback port instead, never the network.
+os.environ.setdefault("AWS_METADATA_ENDPOINT", "http://127.0.0.1:9")
+os.environ.setdefault("AZURE_MSI_ENDPOINT", "http://127.0.0.1:9/metadata/identity/oauth2/token")
+
+
 def require_all() -> bool:
     """Whether ``KAFKALOG_REQUIRE_ALL`` is set (CI)."""
     return os.environ.get(REQUIRE_ALL_ENV, "").strip().lower() in ("1", "true", "yes")

@@ -158,6 +158,11 @@ def _start(
         f"-admin.port={admin}",
         f"-admin.port.grpc={admin_grpc}",
     ]
+    # setpriv (util-linux) makes the kernel stop the server if pytest dies without running the finalizer
+    # (killed by a timeout, SIGKILL): an orphaned server would keep its ports and ~250 MB on a shared machine.
+    setpriv = shutil.which("setpriv")
+    if setpriv is not None:
+        args = [setpriv, "--pdeathsig", "TERM", *args]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3_"))}
     with open(log, "wb") as out:
         proc = subprocess.Popen(

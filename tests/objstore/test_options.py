@@ -226,3 +226,34 @@ def test_local_and_memory_urls() -> None:
     assert resolve("/data/kafka").kind == "file"
     assert resolve("file:///data/kafka").prefix == "/data/kafka"
     assert resolve("memory://t1").kind == "memory"
+
+
+def test_credentials_in_the_url_are_refused_without_echoing_them() -> None:
+    with pytest.raises(InvalidConfigurationError, match="credentials in the URL") as info:
+        resolve(f"s3://AKID:{SECRET}@bucket/prefix")
+    assert SECRET not in str(info.value) and "s3://bucket/prefix" in str(info.value)
+    assert resolve("abfss://container@acct.dfs.core.windows.net/p").bucket == "container"  # not credentials
+
+
+def test_keys_are_matched_whatever_their_case() -> None:
+    # Spark passes a Python data source its options with lower-cased keys; Hadoop's own spelling works too
+    options = {"FS.S3A.Endpoint": "http://h:1", "fs.s3a.bucket.legacybucket.endpoint.region": "eu-west-1"}
+    cfg = resolve("s3://LegacyBucket/p", options)  # a pre-2018 bucket name with capitals
+    assert cfg.config["endpoint"] == "http://h:1" and cfg.config["region"] == "eu-west-1"
+    cfg = resolve("abfss://c@acct.dfs.core.windows.net/p", {"fs.azure.account.oauth2.client.ID": "cid"})
+    assert cfg.config["client_id"] == "cid"
+
+
+def test_azure_account_specific_keys_win_and_other_accounts_are_not_used() -> None:
+    options = {
+        "fs.azure.account.oauth2.client.id": "generic-id",
+        "fs.azure.account.oauth2.client.id.acct.dfs.core.windows.net": "acct-id",
+        "fs.azure.account.oauth2.client.id.other.dfs.core.windows.net": "other-id",
+        "fs.azure.sas.fixed.token.other.dfs.core.windows.net": "other-sas",
+    }
+    cfg = resolve("abfss://c@acct.dfs.core.windows.net/p", options)
+    assert cfg.config["client_id"] == "acct-id" and "sas_key" not in cfg.config
+    cfg = resolve("abfss://c@third.dfs.core.windows.net/p", options)
+    assert cfg.config["client_id"] == "generic-id"
+    cfg = resolve("az://c/p", {"fs.azure.sas.fixed.token.acct.dfs.core.windows.net": "acct-sas"})
+    assert cfg.config["account_name"] == "acct" and cfg.config["sas_key"] == "acct-sas"

@@ -210,3 +210,37 @@ def test_ranged_scan_on_the_real_server(s3_server: S3Server) -> None:
     assert store.stats.head_requests == 0
     assert store.stats.get_requests == 4  # one GET per 1 MiB block, each once
     assert store.stats.bytes_read == len(data)
+
+
+def test_read_ahead_works_in_a_process_forked_after_it_started() -> None:
+    import os
+
+    store = _store()
+    key = "p/t-0/00000000000000000000.log"
+    settings = RangedSettings(block_size=8192, cache_blocks=2, readahead_blocks=2)
+
+    def scan() -> bytes:
+        f = RangedFile(store, key, size=len(DATA), settings=settings)
+        out = bytearray()
+        while chunk := f.pread(3000, len(out)):
+            out += chunk
+        return bytes(out)
+
+    assert scan() == DATA  # the read-ahead threads now run in this process
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's threads are gone; a scan must still finish
+        try:
+            code = 0 if scan() == DATA else 1
+        except BaseException:
+            code = 2
+        os._exit(code)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child's scan hung: its read-ahead was queued on the parent's threads")

@@ -5,6 +5,7 @@ none of which shows a secret or an obstore traceback."""
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 import time
@@ -15,6 +16,7 @@ import pytest
 
 from kafkalog.errors import RemoteResourceNotFoundError, RemoteStorageError
 from kafkalog.objstore import open_store
+from objstore.forks import in_forked_child
 from s3_server import S3Server
 
 pytest.importorskip("obstore")
@@ -119,7 +121,10 @@ def test_per_bucket_options_override_global(s3_server: S3Server, bucket: str) ->
     assert open_store(f"s3://{bucket}", other_bucket_only).list("").prefixes == ["logs/"]
 
 
-def test_wrong_secret_is_a_typed_error_without_the_secret(s3_server: S3Server, bucket: str) -> None:
+def test_wrong_secret_is_a_typed_error_without_the_secret(
+    s3_server: S3Server, bucket: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
     wrong = "Wr0ngSecretValue-" + "x" * 20
     store = s3_server.open(
         f"s3://{bucket}", **{"fs.s3a.secret.key": wrong, "fs.s3a.session.token": "TOKEN-abc123"}
@@ -137,6 +142,7 @@ def test_wrong_secret_is_a_typed_error_without_the_secret(s3_server: S3Server, b
         assert "fs.s3a.secret.key" in str(info.value) and bucket in str(info.value)
         _assert_clean(info.value, wrong, s3_server.secret_key, "TOKEN-abc123")
     assert wrong not in repr(store)
+    assert wrong not in caplog.text and s3_server.secret_key not in caplog.text
 
 
 def test_absent_bucket_is_not_found_naming_bucket_and_endpoint(s3_server: S3Server) -> None:
@@ -208,3 +214,17 @@ def test_silent_endpoint_times_out_within_the_bounds(s3_server: S3Server, silent
     assert 0.4 < elapsed < 10
     assert "unreachable" in str(info.value) and "fs.s3a.endpoint" in str(info.value)
     _assert_clean(info.value, s3_server.secret_key)
+
+
+def test_a_forked_child_gets_a_typed_error_instead_of_hanging(s3_server: S3Server, bucket: str) -> None:
+    store = s3_server.open(f"s3://{bucket}")
+    assert store.get("logs/t-1/00000000000000000000.log") == b"one"  # this process's runtime is running
+
+    def child() -> bool:
+        try:
+            store.get("logs/t-1/00000000000000000000.log")
+        except RemoteStorageError as exc:
+            return "forked" in str(exc)
+        return False
+
+    assert in_forked_child(child, timeout=20) == 0  # -1 would be the old hang

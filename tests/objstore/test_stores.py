@@ -17,6 +17,7 @@ from kafkalog.objstore.cloud import ObstoreStore, coalesced, open_cloud_store
 from kafkalog.objstore.local import LocalFileStore
 from kafkalog.objstore.open import forget_memory_store
 from kafkalog.objstore.options import StoreConfig
+from objstore.forks import in_forked_child
 
 LOG = bytes(range(256)) * 40  # 10,240 bytes
 
@@ -121,9 +122,9 @@ def test_local_store_keys_never_leave_the_root(tmp_path: Path) -> None:
     root.mkdir()
     s = LocalFileStore(str(root))
     for bad in ("../escape", "a/../../escape", "/abs", "a//b", "", "a/./b"):
-        with pytest.raises(RemoteStorageError, match="not a valid key"):
+        with pytest.raises(RemoteStorageError, match="not a valid object key"):
             s.put(bad, b"x")
-        with pytest.raises(RemoteStorageError, match="not a valid key"):
+        with pytest.raises(RemoteStorageError, match="not a valid object key"):
             s.get(bad)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["root"]
     assert list(root.iterdir()) == []
@@ -189,3 +190,90 @@ def test_gcs_and_azure_open_offline_and_refuse_bad_credentials_without_echoing_t
         open_store("az://c/d", {"fs.azure.account.key.acct.dfs.core.windows.net": bad_key})
     assert bad_key not in str(info.value) and "fs.azure.account.key" in str(info.value)
     assert info.value.__cause__ is None and info.value.__suppress_context__
+
+
+def test_local_puts_of_one_key_from_many_threads_leave_one_whole_object(tmp_path: Path) -> None:
+    import threading
+
+    s = LocalFileStore(str(tmp_path))
+    payloads = [bytes([i]) * 200_000 for i in range(8)]
+    errors: list[BaseException] = []
+
+    def put(data: bytes) -> None:
+        try:
+            for _ in range(20):
+                s.put("d/k", data)
+        except BaseException as exc:  # a shared temporary name: one thread renames another's file away
+            errors.append(exc)
+
+    threads = [threading.Thread(target=put, args=(p,)) for p in payloads]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert s.get("d/k") in payloads
+    assert [p.name for p in (tmp_path / "d").iterdir()] == ["k"]  # no temporary file left behind
+
+
+def test_local_store_never_follows_links_out_of_its_root(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_bytes(b"not yours")
+    root = tmp_path / "root"
+    (root / "p").mkdir(parents=True)
+    (root / "p" / "real.log").write_bytes(b"mine")
+    (root / "p" / "link.log").symlink_to(outside / "secret")
+    (root / "escape").symlink_to(outside, target_is_directory=True)
+    s = LocalFileStore(str(root))
+    assert [m.key for m in s.list("p/").objects] == ["p/real.log"]  # the link is not an object
+    assert [m.key for m in s.list("", delimiter=False).objects] == ["p/real.log"]
+    with pytest.raises(RemoteStorageError, match="outside the store"):
+        s.get("p/link.log")
+    (root / "p" / "inner.log").symlink_to(root / "p" / "real.log")  # a link, even inside: not an object
+    with pytest.raises(RemoteResourceNotFoundError, match="not a regular file"):
+        s.get("p/inner.log")
+    for key in ("escape/secret", "escape/new"):
+        with pytest.raises(RemoteStorageError, match="outside the store"):
+            s.get(key)
+        with pytest.raises(RemoteStorageError, match="outside the store"):
+            s.put(key, b"x")
+        with pytest.raises(RemoteStorageError, match="outside the store"):
+            s.delete(key)
+    assert sorted(p.name for p in outside.iterdir()) == ["secret"]
+    assert (outside / "secret").read_bytes() == b"not yours"
+
+
+@pytest.mark.parametrize("kind", ["local", "obstore-memory"])
+@pytest.mark.parametrize("bad", ["", "../x", "a/../../x", "/abs", "a//b", "a/./b", "a/", "."])
+def test_invalid_keys_are_refused_before_any_request(kind: str, bad: str, tmp_path: Path) -> None:
+    s: ObjectStore = LocalFileStore(str(tmp_path)) if kind == "local" else _obstore_memory()
+    for call in (
+        lambda: s.put(bad, b"x"),
+        lambda: s.get(bad),
+        lambda: s.head(bad),
+        lambda: s.get_range(bad, 0, 1),
+        lambda: s.get_ranges(bad, [(0, 1)]),
+        lambda: s.delete(bad),
+    ):
+        with pytest.raises(RemoteStorageError, match="not a valid object key"):
+            call()
+    assert s.list("", delimiter=False) == ([], [])  # nothing was written (an empty key was the prefix object)
+    assert (s.stats.get_requests, s.stats.head_requests) == (0, 0)
+    with pytest.raises(RemoteStorageError, match="not a valid object key"):
+        s.list("../")
+
+
+def test_obstore_in_a_forked_child_is_a_typed_error_not_a_hang() -> None:
+    s = _obstore_memory()
+    s.put("k", b"v")
+    assert s.get("k") == b"v"  # obstore's runtime now runs in this process
+
+    def child() -> bool:
+        try:
+            s.get("k")
+        except RemoteStorageError as exc:
+            return "forked" in str(exc) and "spawn" in str(exc)
+        return False
+
+    assert in_forked_child(child) == 0  # a clear error, where the request used to wait forever

@@ -18,11 +18,15 @@ from __future__ import annotations
 import builtins
 import importlib
 import math
+import os
+import re
+import threading
 from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
 from kafkalog.errors import InvalidConfigurationError, RemoteResourceNotFoundError, RemoteStorageError
+from kafkalog.objstore.keys import check_key, check_prefix
 from kafkalog.objstore.options import StoreConfig, resolve
 from kafkalog.objstore.store import ListResult, ObjectMeta, StoreStats
 
@@ -35,7 +39,7 @@ LIST_PAGE = 1000
 
 INSTALL_HINT = "pip install 'kafkalog[cloud]'"
 
-_CREDENTIAL_MARKERS = (
+_CREDENTIAL_CODES = (
     "SignatureDoesNotMatch",
     "InvalidAccessKeyId",
     "AccessDenied",
@@ -44,23 +48,64 @@ _CREDENTIAL_MARKERS = (
     "AuthenticationFailed",
     "AuthorizationFailure",
     "InvalidSecurity",
-    "403 Forbidden",
-    "401 Unauthorized",
+)
+_REGION_MARKERS = (
+    "AuthorizationHeaderMalformed",
+    "PermanentRedirect",
+    "redirect",
+    "IllegalLocationConstraint",
 )
 _UNREACHABLE_MARKERS = (
     "error sending request",
-    "Connection refused",
-    "connection refused",
+    "onnection refused",
     "tcp connect error",
     "dns error",
     "timed out",
-    "Timeout",
-    "timeout",
+    "operation timed out",
     "connection closed",
-    "Connection reset",
+    "onnection reset",
     "certificate",
 )
+#: A credential provider's own requests (instance metadata of EC2 / ECS, GCE, Azure MSI): failing there
+#: means no credential was found, whatever the data endpoint would have said.
+_METADATA_MARKERS = (
+    "/latest/api/token",
+    "/latest/meta-data",
+    "169.254.169.254",
+    "169.254.170.2",
+    "metadata.google.internal",
+    "computeMetadata",
+    "/metadata/identity/oauth2/token",
+    "sts.amazonaws.com",
+    "AssumeRoleWithWebIdentity",
+)
 _BUCKET_MARKERS = ("NoSuchBucket", "ContainerNotFound", "The specified bucket does not exist")
+_STATUS = re.compile(r"status code: (\d{3})")
+#: obstore's summary of its retries ("after 2 retries, max_retries: 2, retry_timeout: 20s"): not a cause.
+_RETRY_SUMMARY = re.compile(r"(?:, )?after \d+ retries, max_retries: \d+, retry_timeout: \S+")
+
+
+_runtime_pid = 0  # the process whose requests started obstore's runtime (its threads do not survive fork)
+_runtime_lock = threading.Lock()
+
+
+def _check_fork(url: str) -> None:
+    """Refuse a request in a process forked after this one's parent made obstore requests: obstore's
+    runtime threads do not exist in the child, so the request would wait for them forever (a store opened
+    in the parent but first used in the child is fine)."""
+    global _runtime_pid
+    pid = os.getpid()
+    if _runtime_pid == pid:
+        return
+    with _runtime_lock:
+        if _runtime_pid in (0, pid):
+            _runtime_pid = pid
+            return
+    raise RemoteStorageError(
+        f"{url}: this process was forked from one that had already made object-storage requests, and "
+        f"obstore's runtime does not survive fork: start such processes with the 'spawn' or 'forkserver' "
+        f"method, or make the first request only in the children"
+    )
 
 
 def load_obstore() -> ModuleType:
@@ -79,35 +124,61 @@ def _first_line(text: str) -> str:
 
 
 def translate_error(exc: BaseException, cfg: StoreConfig, op: str, key: str | None) -> RemoteStorageError:
-    """A kafkalog error for obstore's ``exc`` during ``op`` on ``key`` (see the module docstring)."""
+    """A kafkalog error for obstore's ``exc`` during ``op`` on ``key`` (see the module docstring).
+
+    Classified by the HTTP status obstore reports, else by the transport error: 404 with a bucket code ->
+    bucket absent; a failed instance-metadata request -> no credentials; ``FileNotFoundError`` or 404 ->
+    object absent; 416 -> past the end; 401/403 or a credential error code -> credentials refused; a
+    wrong-region answer -> the region option; 5xx -> a server error after the retries; no status and a
+    connection, DNS, TLS or timeout error -> unreachable."""
     text = cfg.scrub(str(exc)).split("Debug source:", 1)[0]  # obstore's debug dump repeats its own config
+    text = _RETRY_SUMMARY.sub("", text)
     what = f"{cfg.url}: {op}" + (f" {key!r}" if key is not None else "")
     endpoint = cfg.config.get("endpoint") or cfg.config.get("base_url") or "the default endpoint"
+    found = _STATUS.search(text)
+    status = int(found.group(1)) if found else None
+    retries = cfg.retry_config.get("max_retries", "?")
+    detail = _first_line(text)
     if any(m in text for m in _BUCKET_MARKERS):
         return RemoteResourceNotFoundError(
             f"{what}: bucket {cfg.bucket!r} does not exist at {endpoint} "
             f"(check the URL's bucket and {cfg.endpoint_option})"
         )
-    if isinstance(exc, FileNotFoundError):
+    if any(m in text for m in _METADATA_MARKERS):
+        return RemoteStorageError(
+            f"{what}: no credentials: none in the storage options or the environment, and the instance "
+            f"credential service did not provide any ({detail}); set {cfg.credential_options}"
+        )
+    if isinstance(exc, FileNotFoundError) or status == 404:
         return RemoteResourceNotFoundError(f"{what}: no such object")
-    if "416 Range Not Satisfiable" in text:
+    if status == 416:
         return RemoteStorageError(f"{what}: the range starts past the object's end")
     name = type(exc).__name__
-    if name in ("PermissionDeniedError", "UnauthenticatedError") or any(
-        m in text for m in _CREDENTIAL_MARKERS
+    if (
+        name in ("PermissionDeniedError", "UnauthenticatedError")
+        or status in (401, 403)
+        or any(c in text for c in _CREDENTIAL_CODES)
     ):
         return RemoteStorageError(
-            f"{what}: the credentials were refused by {endpoint} ({_first_line(text)}); "
-            f"check {cfg.credential_options}"
+            f"{what}: the credentials were refused by {endpoint} ({detail}); check {cfg.credential_options}"
         )
-    if any(m in text for m in _UNREACHABLE_MARKERS):
-        retries = cfg.retry_config.get("max_retries", "?")
+    if any(m in text for m in _REGION_MARKERS):
+        hint = "fs.s3a.endpoint.region (or AWS_REGION) and " if cfg.kind == "s3" else ""
         return RemoteStorageError(
-            f"{what}: endpoint {endpoint} unreachable after {retries} retries ({_first_line(text)}); "
-            f"check {cfg.endpoint_option}, and storage.connection.establish.timeout / "
-            f"storage.attempts.maximum for the bounds"
+            f"{what}: {endpoint} answers for another region ({detail}); check {hint}{cfg.endpoint_option}"
         )
-    return RemoteStorageError(f"{what} failed: {_first_line(text)}")
+    if status is not None and status >= 500:
+        return RemoteStorageError(
+            f"{what}: {endpoint} answered with a server error ({status}) after {retries} retries ({detail}); "
+            f"retry later, or raise storage.attempts.maximum / storage.retry.timeout"
+        )
+    if status is None and any(m in text for m in _UNREACHABLE_MARKERS):
+        return RemoteStorageError(
+            f"{what}: endpoint {endpoint} unreachable after {retries} retries ({detail}); "
+            f"check {cfg.endpoint_option}, and storage.connection.establish.timeout / "
+            f"storage.connection.timeout / storage.attempts.maximum for the bounds"
+        )
+    return RemoteStorageError(f"{what} failed: {detail}")
 
 
 def coalesced(ranges: Sequence[tuple[int, int]], gap: int = COALESCE_BYTES) -> list[tuple[int, int]]:
@@ -168,15 +239,21 @@ class ObstoreStore:
         """The resolved configuration (its ``repr`` hides credentials)."""
         return self._cfg
 
+    def _runtime(self) -> ModuleType:
+        """obstore, after checking this process may use it (see :func:`_check_fork`)."""
+        _check_fork(self._url)
+        return self._ob
+
     def _fail(self, exc: BaseException, op: str, key: str | None) -> RemoteStorageError:
         return translate_error(exc, self._cfg, op, key)
 
     def list(self, prefix: str = "", *, delimiter: bool = True) -> ListResult:
-        base = prefix.rstrip("/") or None
+        base = check_prefix(self._url, prefix).rstrip("/") or None
         if delimiter:
             try:
-                raw = self._ob.list_with_delimiter(self._inner, base)
+                raw = self._runtime().list_with_delimiter(self._inner, base)
             except Exception as exc:
+                self._stats.count_list()  # a refused LIST was still a request
                 raise self._fail(exc, "LIST", prefix) from None
             prefixes = sorted(p.rstrip("/") + "/" for p in raw["common_prefixes"])
             objects = sorted((_meta(o["path"], o) for o in raw["objects"]), key=lambda m: m.key)
@@ -186,12 +263,14 @@ class ObstoreStore:
             return ListResult(prefixes, objects)
         found: list[ObjectMeta] = []
         try:
-            stream = self._ob.list(self._inner, base, chunk_size=LIST_PAGE)
+            stream = self._runtime().list(self._inner, base, chunk_size=LIST_PAGE)
             pages = 0
             for chunk in stream:
                 pages += 1
                 found.extend(_meta(o["path"], o) for o in chunk)
         except Exception as exc:
+            for _ in range(pages + 1):
+                self._stats.count_list()
             raise self._fail(exc, "LIST", prefix) from None
         for _ in range(max(1, pages)):
             self._stats.count_list()
@@ -199,16 +278,18 @@ class ObstoreStore:
         return ListResult([], found)
 
     def head(self, key: str) -> ObjectMeta:
+        check_key(self._url, key)
         self._stats.count_head()
         try:
-            raw = self._ob.head(self._inner, key)
+            raw = self._runtime().head(self._inner, key)
         except Exception as exc:
             raise self._fail(exc, "HEAD", key) from None
         return _meta(key, raw)
 
     def get(self, key: str) -> bytes:
+        check_key(self._url, key)
         try:
-            data = bytes(self._ob.get(self._inner, key).bytes())
+            data = bytes(self._runtime().get(self._inner, key).bytes())
         except Exception as exc:
             self._stats.count_get(0)
             raise self._fail(exc, "GET", key) from None
@@ -216,12 +297,13 @@ class ObstoreStore:
         return data
 
     def get_range(self, key: str, start: int, end: int) -> bytes:
+        check_key(self._url, key)
         if not 0 <= start <= end:
             raise RemoteStorageError(f"{self._url}: GET {key!r}: invalid range [{start}, {end})")
         if start == end:
             return b""
         try:
-            data = bytes(self._ob.get_range(self._inner, key, start=start, end=end))
+            data = bytes(self._runtime().get_range(self._inner, key, start=start, end=end))
         except Exception as exc:
             self._stats.count_get(0)
             raise self._fail(exc, f"GET [{start}, {end}) of", key) from None
@@ -234,6 +316,7 @@ class ObstoreStore:
         return data
 
     def get_ranges(self, key: str, ranges: Sequence[tuple[int, int]]) -> builtins.list[bytes]:
+        check_key(self._url, key)
         for start, end in ranges:
             if not 0 <= start <= end:
                 raise RemoteStorageError(f"{self._url}: GET {key!r}: invalid range [{start}, {end})")
@@ -241,7 +324,7 @@ class ObstoreStore:
         if not wanted:
             return [b"" for _ in ranges]
         try:
-            got = self._ob.get_ranges(
+            got = self._runtime().get_ranges(
                 self._inner,
                 key,
                 starts=[s for s, _ in wanted],
@@ -269,14 +352,16 @@ class ObstoreStore:
         return out
 
     def put(self, key: str, data: bytes) -> None:
+        check_key(self._url, key)
         try:
-            self._ob.put(self._inner, key, bytes(data))
+            self._runtime().put(self._inner, key, bytes(data))
         except Exception as exc:
             raise self._fail(exc, "PUT", key) from None
 
     def delete(self, key: str) -> None:
+        check_key(self._url, key)
         try:
-            self._ob.delete(self._inner, key)
+            self._runtime().delete(self._inner, key)
         except FileNotFoundError:
             return
         except Exception as exc:

@@ -1,8 +1,9 @@
 """:class:`LocalFileStore`: the :class:`~kafkalog.objstore.store.ObjectStore` over a local directory tree.
 
 Invariant owned here: a key is a ``/``-separated path below the store's root and never leaves it (an empty,
-absolute, ``.`` or ``..`` segment is refused before any file is touched), so reading or writing through
-this store never touches a file outside its root. ``put`` writes a temporary file beside the target and
+absolute, ``.`` or ``..`` segment, or a symbolic link leading out of the root, is refused before any file is
+touched), so reading or writing through this store never touches a file outside its root. Only regular
+files are objects: a symbolic link is neither listed nor opened. ``put`` writes a temporary file beside the target and
 renames it into place (a reader sees the old object or the new one). It needs no extra package: plain
 paths keep kafkalog's native readers, and this store exists so that code written against the seam also
 runs on ``file://`` URLs and paths.
@@ -11,11 +12,15 @@ runs on ``file://`` URLs and paths.
 from __future__ import annotations
 
 import builtins
+import contextlib
+import errno
 import os
 import stat
+import tempfile
 from collections.abc import Sequence
 
 from kafkalog.errors import RemoteResourceNotFoundError, RemoteStorageError
+from kafkalog.objstore.keys import check_key, check_prefix
 from kafkalog.objstore.store import ListResult, ObjectMeta, StoreStats
 
 
@@ -44,14 +49,15 @@ class LocalFileStore:
         return self._root
 
     def _path(self, key: str, *, prefix: bool = False) -> str:
-        parts = key.split("/")
-        if prefix and parts and parts[-1] == "":
-            parts = parts[:-1]
-        if key == "" and prefix:
-            return self._root
-        if not parts or any(p in ("", ".", "..") for p in parts) or "\x00" in key:
-            raise RemoteStorageError(f"{self._url}: {key!r} is not a valid key (empty, '.' or '..' segment)")
-        return os.path.join(self._root, *parts)
+        if prefix:
+            if key == "":
+                return self._root
+            key = check_prefix(self._url, key).rstrip("/")
+        path = os.path.join(self._root, *check_key(self._url, key).split("/"))
+        real, root = os.path.realpath(path), os.path.realpath(self._root)
+        if real != root and not real.startswith(root + os.sep):
+            raise RemoteStorageError(f"{self._url}: {key!r} leads outside the store through a symbolic link")
+        return path
 
     def _check_root(self) -> None:
         if not os.path.isdir(self._root):
@@ -73,7 +79,7 @@ class LocalFileStore:
                 raise RemoteStorageError(f"{self._url}: LIST {prefix!r}: {exc.strerror}") from None
             for e in entries:
                 try:
-                    st = e.stat()
+                    st = e.stat(follow_symlinks=False)
                 except OSError:
                     continue  # gone since the scan
                 if stat.S_ISDIR(st.st_mode):
@@ -87,7 +93,7 @@ class LocalFileStore:
             key_dir = "" if rel == "." else rel.replace(os.sep, "/") + "/"
             for name in files:
                 try:
-                    st = os.stat(os.path.join(dirpath, name))
+                    st = os.lstat(os.path.join(dirpath, name))
                 except OSError:
                     continue
                 if stat.S_ISREG(st.st_mode):
@@ -97,10 +103,12 @@ class LocalFileStore:
     def _open(self, key: str, op: str) -> int:
         path = self._path(key)
         try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             raise RemoteResourceNotFoundError(f"{self._url}: {op} {key!r}: no such object") from None
         except OSError as exc:
+            if exc.errno == errno.ELOOP:  # a symbolic link: not an object of this store (as a listing shows)
+                raise RemoteResourceNotFoundError(f"{self._url}: {op} {key!r}: not a regular file") from None
             raise RemoteStorageError(f"{self._url}: {op} {key!r}: {exc.strerror}") from None
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)
@@ -108,8 +116,8 @@ class LocalFileStore:
         return fd
 
     def head(self, key: str) -> ObjectMeta:
-        self._stats.count_head()
         fd = self._open(key, "HEAD")
+        self._stats.count_head()
         try:
             st = os.fstat(fd)
         finally:
@@ -148,10 +156,17 @@ class LocalFileStore:
     def put(self, key: str, data: bytes) -> None:
         path = self._path(key)
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
+        fd, tmp = tempfile.mkstemp(
+            prefix=os.path.basename(path) + ".", suffix=".tmp", dir=os.path.dirname(path)
+        )
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
 
     def delete(self, key: str) -> None:
         try:

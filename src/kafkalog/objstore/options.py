@@ -98,9 +98,6 @@ S3A_KEYS = frozenset(
         "retry.interval",
     }
 )
-#: Hadoop keys that only matter to Hadoop's own connectors (class names, write-side tuning): logged once as
-#: having no effect here, as any other unknown ``fs.`` key is.
-_S3A_SECRET_KEYS = frozenset({"secret.key", "session.token"})
 
 #: Hadoop's GCS connector keys understood here -> obstore's GCS config key.
 GCS_KEYS: dict[str, str] = {
@@ -229,12 +226,15 @@ def parse_int(key: str, value: str, *, minimum: int = 0) -> int:
 
 
 def strip_spark_prefix(options: Mapping[str, str]) -> dict[str, str]:
-    """Options with ``spark.hadoop.`` removed from keys; a key given both ways keeps its unprefixed value."""
+    """Options with keys lower-cased (Spark hands a Python data source its options with lower-cased keys,
+    and every key read here is lower case) and ``spark.hadoop.`` removed; a key given both ways keeps its
+    unprefixed value."""
+    lowered = {str(k).lower(): v for k, v in options.items()}
     out: dict[str, str] = {}
-    for k, v in options.items():
+    for k, v in lowered.items():
         if k.startswith(SPARK_HADOOP_PREFIX):
             out.setdefault(k[len(SPARK_HADOOP_PREFIX) :], str(v))
-    for k, v in options.items():
+    for k, v in lowered.items():
         if not k.startswith(SPARK_HADOOP_PREFIX):
             out[k] = str(v)
     return out
@@ -251,6 +251,11 @@ def split_url(url: str) -> tuple[str, str, str, str]:
         raise InvalidConfigurationError(
             f"unsupported storage URL scheme {scheme!r} in {safe_url(url)!r}: "
             f"use one of {', '.join(s + '://' for s in SCHEMES)} or a local path"
+        )
+    if "@" in parts.netloc and ":" in parts.netloc.rsplit("@", 1)[0]:
+        raise InvalidConfigurationError(
+            f"storage URL {safe_url(url)!r}: credentials in the URL are not accepted (they would show in "
+            f"logs and Spark plans); pass them as storage options (fs.s3a.access.key / fs.s3a.secret.key, ...)"
         )
     if kind == "file":
         return kind, scheme, "", parts.path
@@ -354,7 +359,7 @@ def _resolve_s3(
     url: str, bucket: str, prefix: str, opts: Mapping[str, str], client: dict[str, Any], retry: dict[str, Any]
 ) -> StoreConfig:
     s3: dict[str, str] = {}
-    bucket_prefix = f"{S3A_BUCKET_PREFIX}{bucket}."
+    bucket_prefix = f"{S3A_BUCKET_PREFIX}{bucket.lower()}."
     for k, v in opts.items():
         if k.startswith(S3A_BUCKET_PREFIX):
             continue
@@ -509,51 +514,46 @@ def _resolve_azure(
 ) -> StoreConfig:
     container, _, host = netloc.partition("@")
     account = host.split(".", 1)[0] if host else ""
-    keys: dict[str, str] = {}
-    generic: dict[str, str] = {}
+    # (kind, account or None for the account-less form) -> value; kind: key, sas, id, secret, endpoint
+    found: dict[tuple[str, str | None], str] = {}
     secrets: set[str] = set()
     for k, v in opts.items():
         if not k.startswith("fs."):
             continue
         if m := _AZURE_ACCOUNT_KEY.match(k):
-            keys.setdefault(m.group(1), "")
-            if not account or m.group(1) == account:
-                keys[m.group(1)] = v
+            found["key", m.group(1)] = v
             secrets.add(v)
         elif m := _AZURE_SAS.match(k):
+            found["sas", m.group(1)] = v
             secrets.add(v)
-            if m.group(1) in (None, account) or not account:
-                generic["sas_key" if m.group(1) is None else "sas_key!"] = v
         elif m := _AZURE_OAUTH.match(k):
-            what, acct = m.group(1), m.group(2)
-            if what == "secret":
+            found[m.group(1), m.group(2)] = v
+            if m.group(1) == "secret":
                 secrets.add(v)
-            if acct is None or acct == account or not account:
-                generic[f"oauth.{what}" + ("!" if acct else "")] = v
         elif _AZURE_AUTH_TYPE.match(k):
             continue
         elif not (k.startswith("fs.s3a.") or k in GCS_KEYS):
             _warn_once(k, "is not understood by kafkalog's Azure store (ignored)")
-    if not account:
-        named = [a for a, key in keys.items() if key]
+    if not account:  # az://container/path: the one account the account-specific keys name
+        named = {acct for (_, acct) in found if acct is not None}
         if len(named) == 1:
-            account = named[0]
+            account = named.pop()
+
+    def pick(kind: str) -> str | None:  # the account's own key, else the account-less one
+        return found.get((kind, account), found.get((kind, None))) if account else found.get((kind, None))
+
     config: dict[str, Any] = {}
     if account:
         config["account_name"] = account
-    if account and keys.get(account):
-        config["account_key"] = keys[account]
-
-    def best(name: str) -> str | None:
-        return generic.get(name + "!", generic.get(name))
-
-    if (sas := best("sas_key")) is not None:
+    if account and (key := found.get(("key", account))) is not None:
+        config["account_key"] = key
+    if (sas := pick("sas")) is not None:
         config["sas_key"] = sas
-    if (cid := best("oauth.id")) is not None:
+    if (cid := pick("id")) is not None:
         config["client_id"] = cid
-    if (csecret := best("oauth.secret")) is not None:
+    if (csecret := pick("secret")) is not None:
         config["client_secret"] = csecret
-    if (endpoint := best("oauth.endpoint")) is not None:
+    if (endpoint := pick("endpoint")) is not None:
         # https://login.microsoftonline.com/<tenant>/oauth2/token -> tenant and authority host
         parts = urlsplit(endpoint)
         tenant = parts.path.strip("/").split("/", 1)[0]

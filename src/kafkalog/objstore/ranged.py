@@ -20,6 +20,7 @@ Invariants owned here:
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -42,14 +43,19 @@ READAHEAD_THREADS = 8
 
 
 _pool: ThreadPoolExecutor | None = None
+_pool_pid = 0
 _pool_lock = threading.Lock()
 
 
 def _readahead_pool() -> ThreadPoolExecutor:
-    global _pool
+    """The process's read-ahead threads; a process forked after they started (a Spark Python worker, a
+    multiprocessing child) gets its own: the parent's threads do not exist there, and a task given to
+    their pool would never run."""
+    global _pool, _pool_pid
     with _pool_lock:
-        if _pool is None:
+        if _pool is None or _pool_pid != os.getpid():
             _pool = ThreadPoolExecutor(READAHEAD_THREADS, thread_name_prefix="kafkalog-readahead")
+            _pool_pid = os.getpid()
         return _pool
 
 
