@@ -13,9 +13,10 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from kafkalog.errors import RemoteResourceNotFoundError, RemoteStorageError, UnsupportedRemoteSegmentError
+from kafkalog.objstore.ranged import RangedFile
 from kafkalog.objstore.store import MemoryStore
 from kafkalog.tiered import AivenArchive
-from kafkalog.tiered.files import ChunkedFile, StoreRangeFile
+from kafkalog.tiered.files import ChunkedFile
 from kafkalog.tiered.writer import SegmentFiles, kafka_uuid, segments_from_log_dir, write_aiven_segment
 
 from .conftest import RecordingStore, build_log, materialize, rows
@@ -102,7 +103,7 @@ def test_archive_reads_back_byte_identical(
         assert source.read(f"{stem}.timeindex") == seg.time_index
         assert source.read(f"{seg.end_offset + 1:020d}.snapshot") == seg.producer_snapshot
         log_file = source.open(f"{stem}.log")
-        assert isinstance(log_file, StoreRangeFile if mode in ("plain", "old-style") else ChunkedFile)
+        assert isinstance(log_file, RangedFile if mode in ("plain", "old-style") else ChunkedFile)
         for start, n in ((0, 1), (13, 700), (299, 2), (len(seg.log) - 5, 100), (len(seg.log), 10)):
             assert log_file.pread(n, start) == seg.log[start : start + n]
     assert source.read("leader-epoch-checkpoint") == segments[-1].leader_epoch == b"0\n2\n0 0\n2 40\n"
@@ -291,3 +292,17 @@ def test_iceberg_mode_segment_is_refused_by_name(source_log: Path) -> None:
     store.put(stems[0] + ".rsm-manifest", b"PFA1" + b"\0" * 40)
     with pytest.raises(UnsupportedRemoteSegmentError, match=r"\.rsm-manifest: a Puffin file.*Iceberg mode"):
         AivenArchive(store, PREFIX).partition("orders", 3)
+
+
+def test_an_oversized_manifest_is_refused_unread(source_log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import kafkalog.tiered.aiven as aiven
+
+    store = RecordingStore()
+    stems = upload(store, segments_from_log_dir(source_log)[:1])
+    monkeypatch.setattr(aiven, "MAX_MANIFEST_BYTES", 100)
+    store.reads.clear()
+    with pytest.raises(
+        RemoteStorageError, match=r"\.rsm-manifest: corrupt segment manifest: \d+ bytes, more than"
+    ):
+        AivenArchive(store, PREFIX).partition("orders", 3)
+    assert stems[0] + ".rsm-manifest" not in store.reads

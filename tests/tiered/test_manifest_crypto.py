@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import base64
 import json
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -193,6 +195,23 @@ def test_rsa_oaep_sha3_512_unwraps_a_key_java_wrapped() -> None:
     assert "PRIVATE" not in repr(ring) and repr(ring) == "KeyRing(['kek1'])"
 
 
+def test_the_key_ring_keeps_no_printable_key_material_and_needs_pycryptodome(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from cryptography.hazmat.primitives import serialization
+
+    ring = KeyRing({"kek1": JAVA_PRIVATE_KEY_PEM})
+    key = serialization.load_pem_private_key(JAVA_PRIVATE_KEY_PEM.encode(), password=None)
+    d = str(key.private_numbers().d)
+    assert d not in repr(vars(ring)) and d not in repr(ring)
+    # without pycryptodome: the typed error naming the extra, not an ImportError
+    monkeypatch.setitem(sys.modules, "Crypto.Cipher.PKCS1_OAEP", None)
+    with pytest.raises(RemoteStorageError, match=r"needs the 'pycryptodome' package .*kafkalog\[tiered\]"):
+        KeyRing({"kek1": JAVA_PRIVATE_KEY_PEM})
+    with pytest.raises(RemoteStorageError, match="pycryptodome"):
+        oaep_sha3_512_decrypt(key, base64.b64decode(JAVA_WRAPPED_DEK))
+
+
 def test_aes_gcm_chunk_java_encrypted_decrypts_and_tampering_is_caught() -> None:
     chunk = base64.b64decode(JAVA_GCM_CHUNK)
     aad = base64.b64decode(JAVA_GCM_AAD)
@@ -204,7 +223,7 @@ def test_aes_gcm_chunk_java_encrypted_decrypts_and_tampering_is_caught() -> None
         decrypt_chunk(bytes(range(32)), aad, bad, "obj")
 
 
-def test_our_wrapping_round_trips_and_wrong_keys_are_typed_errors(tmp_path: object) -> None:
+def test_our_wrapping_round_trips_and_wrong_keys_are_typed_errors(tmp_path: Path) -> None:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import rsa
 
@@ -217,6 +236,9 @@ def test_our_wrapping_round_trips_and_wrong_keys_are_typed_errors(tmp_path: obje
     )
     wrapped = wrap_data_key(b"k" * 32, "kek1", other.public_key())
     assert KeyRing({"kek1": pem}).unwrap(wrapped, "m") == b"k" * 32
+    (tmp_path / "kek1.pem").write_bytes(pem)  # a PKCS#1 PEM file, by path
+    assert KeyRing({"kek1": tmp_path / "kek1.pem"}).unwrap(wrapped, "m") == b"k" * 32
+    assert KeyRing({"kek1": str(tmp_path / "kek1.pem")}).unwrap(wrapped, "m") == b"k" * 32
     assert oaep_sha3_512_decrypt(other, base64.b64decode(wrapped.split(":")[1])) == b"k" * 32
     with pytest.raises(RemoteStorageError, match="does not decrypt with key 'kek1' of the key_ring option"):
         java_ring.unwrap(wrapped, "m")

@@ -33,9 +33,10 @@ from typing import Final
 
 from kafkalog.errors import RemoteResourceNotFoundError, RemoteStorageError
 from kafkalog.objstore.files import RandomAccessFile
+from kafkalog.objstore.ranged import RangedFile
 from kafkalog.objstore.store import ObjectMeta, ObjectStore
 from kafkalog.tiered.crypto import GCM_TAG_SIZE, IV_SIZE, KEY_RING_OPTION, KeyRing, decrypt_chunk
-from kafkalog.tiered.files import DEFAULT_CHUNK_CACHE_BYTES, ChunkedFile, StoreRangeFile, object_url
+from kafkalog.tiered.files import DEFAULT_CHUNK_CACHE_BYTES, ChunkedFile, object_url
 from kafkalog.tiered.manifest import SegmentIndex, SegmentManifest, parse_manifest
 from kafkalog.tiered.scan import scan_end
 from kafkalog.tiered.view import (
@@ -49,6 +50,7 @@ from kafkalog.tiered.view import (
 
 __all__ = [
     "DEFAULT_MANIFEST_CONCURRENCY",
+    "MAX_MANIFEST_BYTES",
     "AivenArchive",
     "AivenSegment",
     "aiven_segment_key",
@@ -59,6 +61,9 @@ log = logging.getLogger(__name__)
 
 #: Manifests fetched at once while planning a partition.
 DEFAULT_MANIFEST_CONCURRENCY: Final = 16
+#: A manifest larger than this is refused unread (real ones are about 1 KiB; a variable chunk index of a
+#: 2 GiB segment in 4 MiB chunks adds well under 1 KiB).
+MAX_MANIFEST_BYTES: Final = 16 * 1024 * 1024
 _UUID = r"[A-Za-z0-9_-]{22}"
 _TOPIC_DIR = re.compile(rf"^(?P<topic>.+)-(?P<id>{_UUID})/$")
 _PARTITION_DIR = re.compile(r"^(?P<p>\d{1,10})/$")
@@ -159,7 +164,7 @@ class AivenSegment(ArchivedSegment):
         key = self.stem + ".log"
         m = self.manifest
         if not m.compression and m.encryption is None:
-            return StoreRangeFile(self.store, key, m.chunk_index.original_file_size)
+            return RangedFile(self.store, key, size=m.chunk_index.original_file_size)
         return ChunkedFile(
             self.store,
             key,
@@ -347,7 +352,13 @@ class AivenArchive:
 
         def load(item: tuple[str, _Group]) -> AivenSegment:
             stem, group = item
-            manifest_key = group.objects["rsm-manifest"].key
+            manifest_meta = group.objects["rsm-manifest"]
+            manifest_key = manifest_meta.key
+            if manifest_meta.size > MAX_MANIFEST_BYTES:
+                raise RemoteStorageError(
+                    f"{_url(self.store, manifest_key)}: corrupt segment manifest: {manifest_meta.size} bytes, "
+                    f"more than the {MAX_MANIFEST_BYTES} a manifest can need"
+                )
             manifest = parse_manifest(self.store.get(manifest_key), _url(self.store, manifest_key))
             return self._segment(stem, group, manifest)
 
@@ -357,7 +368,8 @@ class AivenArchive:
         if segments:
             newest = max(segments, key=lambda s: (s.end_offset, s.event_timestamp_ms or -1, s.base_offset))
             entries = parse_epoch_blob(
-                newest.read_part("leader_epoch"), f"{newest.name} (leader-epoch index)"
+                newest.read_part("leader_epoch"),
+                _url(self.store, newest.stem + ".indexes") + " (leader-epoch part)",
             )
             lineage = filtered_epochs(dict(entries)) if entries else None
         selection = select_segments(segments, lineage, name, strict=self.strict)
@@ -412,6 +424,8 @@ class AivenArchive:
                 )
             finally:
                 log_file.close()
-            entries = parse_epoch_blob(seg.read_part("leader_epoch"), f"{seg.name} (leader-epoch index)")
+            entries = parse_epoch_blob(
+                seg.read_part("leader_epoch"), _url(self.store, stem + ".indexes") + " (leader-epoch part)"
+            )
             seg.leader_epochs = epochs_in_range(list(entries), seg.base_offset, seg.end_offset)
         return seg

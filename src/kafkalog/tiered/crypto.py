@@ -12,10 +12,12 @@ Format owned here (the plugin's ``security/*`` and ``EncryptionChunkEnumeration`
   ``IV (12 bytes) || AES-GCM ciphertext || tag (16 bytes)``, with the manifest's ``aad`` as additional data.
 
 ``cryptography`` loads the PEM keys and does AES-GCM. It does not offer OAEP with SHA3 digests
-(``rsa_padding_supported`` allows SHA-1/SHA-2 only), so the OAEP encoding of RFC 8017 §7.1 is done here over
-the RSA primitive (``pow`` with the key's numbers, CRT for the private key), with ``hashlib``'s SHA3-512.
-A decoding failure is one undifferentiated error (no padding oracle). The test vector in
-``tests/tiered/test_crypto.py`` was made by Java 17 (SunJCE, with the explicit parameter spec above).
+(``rsa_padding_supported`` allows SHA-1/SHA-2 only), so the data key is wrapped and unwrapped by pycryptodome's
+``Crypto.Cipher.PKCS1_OAEP`` with ``hashAlgo=SHA3_512`` and ``mgfunc=MGF1(..., SHA3_512)``, on the key converted
+to a pycryptodome ``RsaKey`` from its numbers: its RSA decryption is blinded and its OAEP decoding checks are
+constant-time; any failure is one undifferentiated ``ValueError`` (no padding oracle). The test vector in
+``tests/tiered/vectors.py`` (checked by ``tests/tiered/test_manifest_crypto.py``) was made by Java 17 (SunJCE,
+with the explicit parameter spec above).
 
 A :class:`KeyRing` holds private keys only in memory; its ``repr`` names the key ids, never key material.
 """
@@ -24,8 +26,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
-import hmac
 import os
 import secrets
 from collections.abc import Mapping
@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING, Any, Final
 from kafkalog.errors import RemoteStorageError
 
 if TYPE_CHECKING:
+    from Crypto.Cipher.PKCS1_OAEP import PKCS1OAEP_Cipher
+    from Crypto.PublicKey.RSA import RsaKey
     from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey, RSAPublicKey
 
 __all__ = [
@@ -51,7 +53,6 @@ __all__ = [
 IV_SIZE: Final = 12
 GCM_TAG_SIZE: Final = 16
 _H_LEN: Final = 64  # SHA3-512
-_EMPTY_LABEL_HASH: Final = hashlib.sha3_512(b"").digest()
 #: The option that supplies the keys (named in errors).
 KEY_RING_OPTION: Final = "key_ring"
 
@@ -67,61 +68,69 @@ def _cryptography() -> Any:
     return serialization
 
 
-def _mgf1(seed: bytes, length: int) -> bytes:
-    out = bytearray()
-    counter = 0
-    while len(out) < length:
-        out += hashlib.sha3_512(seed + counter.to_bytes(4, "big")).digest()
-        counter += 1
-    return bytes(out[:length])
+def _require_pycryptodome() -> None:
+    try:
+        import Crypto.Cipher.PKCS1_OAEP
+        import Crypto.Hash.SHA3_512
+        import Crypto.PublicKey.RSA
+        import Crypto.Signature.pss  # noqa: F401
+    except ImportError:
+        raise RemoteStorageError(
+            "an encrypted tiered-storage archive needs the 'pycryptodome' package (RSA-OAEP with SHA3-512): "
+            "pip install 'kafkalog[tiered]'"
+        ) from None
 
 
-def _xor(a: bytes, b: bytes) -> bytes:
-    return bytes(x ^ y for x, y in zip(a, b, strict=True))
+def _rsa_key(key: RSAPrivateKey | RSAPublicKey) -> RsaKey:
+    """The pycryptodome ``RsaKey`` of a ``cryptography`` RSA key (with its private half if it has one)."""
+    from Crypto.PublicKey import RSA
+    from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
+
+    if isinstance(key, RSAPrivateKey):
+        priv = key.private_numbers()
+        pub = priv.public_numbers
+        return RSA.construct((pub.n, pub.e, priv.d, priv.p, priv.q))
+    numbers = key.public_numbers()
+    return RSA.construct((numbers.n, numbers.e))
+
+
+def _oaep_sha3_512(key: RsaKey, seed: bytes | None = None) -> PKCS1OAEP_Cipher:
+    """pycryptodome's OAEP cipher as BouncyCastle's ``OAEPWithSHA3-512AndMGF1Padding``: SHA3-512 as the OAEP
+    digest and as the MGF1 digest, empty label (``seed``: the OAEP seed of an encryption, only for tests)."""
+    from Crypto.Cipher import PKCS1_OAEP
+    from Crypto.Hash import SHA3_512
+    from Crypto.Signature.pss import MGF1
+
+    if seed is not None and len(seed) != _H_LEN:
+        raise ValueError(f"an OAEP-SHA3-512 seed is {_H_LEN} bytes, not {len(seed)}")
+    return PKCS1_OAEP.new(
+        key,
+        hashAlgo=SHA3_512,
+        mgfunc=lambda mgf_seed, length: MGF1(mgf_seed, length, SHA3_512),
+        label=b"",
+        randfunc=None if seed is None else lambda n: seed,
+    )
 
 
 def oaep_sha3_512_encrypt(public_key: RSAPublicKey, message: bytes, *, seed: bytes | None = None) -> bytes:
-    """RSAES-OAEP-ENCRYPT with SHA3-512 / MGF1(SHA3-512) and an empty label (``seed`` only for tests)."""
-    numbers = public_key.public_numbers()
-    k = (numbers.n.bit_length() + 7) // 8
-    if len(message) > k - 2 * _H_LEN - 2:
-        raise ValueError(f"message too long for OAEP-SHA3-512 with a {k * 8}-bit key")
-    db = _EMPTY_LABEL_HASH + b"\0" * (k - len(message) - 2 * _H_LEN - 2) + b"\x01" + message
-    seed = secrets.token_bytes(_H_LEN) if seed is None else seed
-    masked_db = _xor(db, _mgf1(seed, k - _H_LEN - 1))
-    masked_seed = _xor(seed, _mgf1(masked_db, _H_LEN))
-    em = int.from_bytes(b"\0" + masked_seed + masked_db, "big")
-    return pow(em, numbers.e, numbers.n).to_bytes(k, "big")
+    """RSAES-OAEP-ENCRYPT with SHA3-512 / MGF1(SHA3-512) and an empty label (``seed`` only for tests);
+    ``ValueError`` if the message is too long for the key."""
+    _require_pycryptodome()
+    return _oaep_sha3_512(_rsa_key(public_key), seed).encrypt(message)
 
 
 def oaep_sha3_512_decrypt(private_key: RSAPrivateKey, ciphertext: bytes) -> bytes:
     """RSAES-OAEP-DECRYPT with SHA3-512 / MGF1(SHA3-512), empty label; ``ValueError`` ("decryption error")
     on any failure, without saying which check failed."""
-    priv = private_key.private_numbers()
-    pub = priv.public_numbers
-    k = (pub.n.bit_length() + 7) // 8
-    c = int.from_bytes(ciphertext, "big")
-    if len(ciphertext) != k or k < 2 * _H_LEN + 2 or c >= pub.n:
-        raise ValueError("decryption error")
-    # CRT: m = c^d mod n
-    m1 = pow(c, priv.dmp1, priv.p)
-    m2 = pow(c, priv.dmq1, priv.q)
-    m = m2 + ((priv.iqmp * (m1 - m2)) % priv.p) * priv.q
-    em = m.to_bytes(k, "big")
-    masked_seed, masked_db = em[1 : 1 + _H_LEN], em[1 + _H_LEN :]
-    seed = _xor(masked_seed, _mgf1(masked_db, _H_LEN))
-    db = _xor(masked_db, _mgf1(seed, k - _H_LEN - 1))
-    ok = hmac.compare_digest(db[:_H_LEN], _EMPTY_LABEL_HASH) & (em[0] == 0)
-    rest = db[_H_LEN:]
-    separator = -1
-    for i, byte in enumerate(rest):
-        if byte == 1 and separator < 0:
-            separator = i
-        elif byte != 0 and separator < 0:
-            ok = False
-    if not ok or separator < 0:
-        raise ValueError("decryption error")
-    return rest[separator + 1 :]
+    _require_pycryptodome()
+    return _decrypt(_oaep_sha3_512(_rsa_key(private_key)), ciphertext)
+
+
+def _decrypt(cipher: PKCS1OAEP_Cipher, ciphertext: bytes) -> bytes:
+    try:
+        return cipher.decrypt(ciphertext)
+    except ValueError:
+        raise ValueError("decryption error") from None
 
 
 class KeyRing:
@@ -132,9 +141,11 @@ class KeyRing:
 
     def __init__(self, keys: Mapping[str, str | bytes | os.PathLike[str]]) -> None:
         serialization = _cryptography()
+        _require_pycryptodome()
         from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 
-        self._keys: dict[str, RSAPrivateKey] = {}
+        # pycryptodome's cipher objects, never its RsaKey (whose repr prints the private numbers)
+        self._keys: dict[str, PKCS1OAEP_Cipher] = {}
         for key_id, source in keys.items():
             if isinstance(source, bytes):
                 pem = source
@@ -155,7 +166,12 @@ class KeyRing:
                 ) from None
             if not isinstance(key, RSAPrivateKey):
                 raise RemoteStorageError(f"{KEY_RING_OPTION}: key {key_id!r} is not an RSA private key")
-            self._keys[key_id] = key
+            try:
+                self._keys[key_id] = _oaep_sha3_512(_rsa_key(key))
+            except ValueError:
+                raise RemoteStorageError(
+                    f"{KEY_RING_OPTION}: key {key_id!r} is not an RSA private key pycryptodome can use"
+                ) from None
 
     def __repr__(self) -> str:
         return f"KeyRing({sorted(self._keys)})"
@@ -168,15 +184,15 @@ class KeyRing:
     def unwrap(self, data_key: str, where: str) -> bytes:
         """The AES data key of ``"<kekId>:<base64>"`` (``where``: the manifest, for errors)."""
         kek_id, _, wrapped_text = data_key.partition(":")
-        key = self._keys.get(kek_id)
-        if key is None:
+        cipher = self._keys.get(kek_id)
+        if cipher is None:
             raise RemoteStorageError(
                 f"{where}: encrypted with key {kek_id!r}, which the {KEY_RING_OPTION} option does not hold "
                 f"(it holds {self.key_ids}); supply that RSA private key"
             )
         try:
             wrapped = base64.b64decode(wrapped_text, validate=True)
-            dek = oaep_sha3_512_decrypt(key, wrapped)
+            dek = _decrypt(cipher, wrapped)
         except (binascii.Error, ValueError):
             raise RemoteStorageError(
                 f"{where}: the data key does not decrypt with key {kek_id!r} of the {KEY_RING_OPTION} option "

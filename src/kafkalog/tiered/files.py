@@ -1,5 +1,6 @@
-"""Random-access files over archived objects: a pass-through range reader, a chunked (zstd / AES-GCM) reader
-with a bounded cache of decoded chunks, and an in-memory file.
+"""Random-access files over archived objects: a chunked (zstd / AES-GCM) reader with a bounded cache of
+decoded chunks, and an in-memory file (an untransformed ``.log`` is read through
+:class:`kafkalog.objstore.ranged.RangedFile`, its bytes passed through).
 
 Invariant owned here: ``pread(n, position)`` returns the bytes of the *original* Kafka file at
 ``[position, position + n)`` (shorter only at its end), whatever transformation the object went through; a
@@ -21,7 +22,7 @@ from kafkalog.objstore.store import ObjectStore
 from kafkalog.tiered.crypto import decrypt_chunk
 from kafkalog.tiered.manifest import ChunkIndex
 
-__all__ = ["DEFAULT_CHUNK_CACHE_BYTES", "BytesFile", "ChunkedFile", "StoreRangeFile", "object_url"]
+__all__ = ["DEFAULT_CHUNK_CACHE_BYTES", "BytesFile", "ChunkedFile", "object_url"]
 
 #: Default bound on the decoded chunks one :class:`ChunkedFile` keeps (at least one chunk is always kept).
 DEFAULT_CHUNK_CACHE_BYTES: Final = 32 * 1024 * 1024
@@ -50,32 +51,6 @@ class BytesFile:
 
     def pread(self, n: int, position: int) -> bytes:
         return self._data[position : position + max(n, 0)]
-
-    def close(self) -> None:
-        pass
-
-
-class StoreRangeFile:
-    """An object read by ranged GETs as it is (the ``.log`` of an untransformed archive *is* the segment)."""
-
-    def __init__(self, store: ObjectStore, key: str, size: int) -> None:
-        self._store = store
-        self._key = key
-        self._size = size
-
-    @property
-    def name(self) -> str:
-        return object_url(self._store, self._key)
-
-    @property
-    def size(self) -> int:
-        return self._size
-
-    def pread(self, n: int, position: int) -> bytes:
-        end = min(position + max(n, 0), self._size)
-        if position >= end:
-            return b""
-        return self._store.get_range(self._key, position, end)
 
     def close(self) -> None:
         pass

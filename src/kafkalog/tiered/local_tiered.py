@@ -24,9 +24,10 @@ from typing import Final
 
 from kafkalog.errors import RemoteResourceNotFoundError, RemoteStorageError
 from kafkalog.objstore.files import RandomAccessFile
+from kafkalog.objstore.ranged import RangedFile
 from kafkalog.objstore.store import ObjectMeta, ObjectStore
 from kafkalog.tiered.aiven import DEFAULT_MANIFEST_CONCURRENCY, TOPIC_IDS_OPTION, epochs_in_range
-from kafkalog.tiered.files import StoreRangeFile, object_url
+from kafkalog.tiered.files import object_url
 from kafkalog.tiered.scan import scan_end
 from kafkalog.tiered.view import (
     ArchivedSegment,
@@ -97,7 +98,7 @@ class LocalTieredSegment(ArchivedSegment):
         )
 
     def open_log(self) -> RandomAccessFile:
-        return StoreRangeFile(self.store, self.objects[".log"].key, self.size)
+        return RangedFile(self.store, self.objects[".log"].key, size=self.size)
 
     def read_part(self, kind: PartKind) -> bytes:
         for suffix, part in LOCAL_TIERED_SUFFIXES.items():
@@ -115,7 +116,9 @@ class LocalTieredSegment(ArchivedSegment):
             )
         finally:
             log_file.close()
-        entries = parse_epoch_blob(self.read_part("leader_epoch"), f"{self.name} (leader-epoch checkpoint)")
+        entries = parse_epoch_blob(
+            self.read_part("leader_epoch"), _url(self.store, self.objects[".leader_epoch_checkpoint"].key)
+        )
         self.leader_epochs = epochs_in_range(list(entries), self.base_offset, self.end_offset)
 
 
@@ -236,7 +239,8 @@ class LocalTieredArchive:
         if segments:
             newest = max(segments, key=lambda s: (s.end_offset, s.base_offset))
             entries = parse_epoch_blob(
-                newest.read_part("leader_epoch"), f"{newest.name} (leader-epoch checkpoint)"
+                newest.read_part("leader_epoch"),
+                _url(self.store, newest.objects[".leader_epoch_checkpoint"].key),
             )
             lineage = filtered_epochs(dict(entries)) if entries else None
         selection = select_segments(segments, lineage, name, strict=self.strict)

@@ -15,7 +15,9 @@ Invariants owned here:
   that lineage (its epochs, with empty epochs filtered as ``buildFilteredLeaderEpochMap`` does, are
   the lineage's and end where the lineage says). Of the segments kept, a chain is taken from the lowest
   offset: at each step the segment starting exactly where the chain ends and reaching furthest (ties: newest
-  upload); segments it makes redundant are reported as overlaps. Where no segment continues the chain
+  upload), so a leader's superset re-upload replaces the smaller segment as Kafka's
+  ``RemoteLogLeaderEpochState.handleSegmentWithCopySegmentFinishedState`` does; segments it makes redundant are
+  reported as skipped. Where no segment continues the chain
   exactly, the one covering its end and reaching furthest is taken and the overlap (offsets present twice)
   is reported; a gap is reported too. ``strict`` makes each report an error.
 """
@@ -104,10 +106,12 @@ class ArchivedSegment(ABC):
 
 def parse_epoch_blob(data: bytes, name: str) -> list[EpochEntry]:
     """The entries of a leader-epoch blob (checkpoint-file content); corrupt content names ``name``."""
+    checkpoint = leader_epoch_checkpoint(Path("."))
     try:
-        return leader_epoch_checkpoint(Path(name)).parse(data)
+        return checkpoint.parse(data)
     except Exception as exc:  # CheckpointError: a KafkaError and an OSError
-        raise RemoteStorageError(f"{name}: corrupt leader-epoch checkpoint: {exc}") from None
+        detail = str(exc).replace(f" ({checkpoint.path})", "")
+        raise RemoteStorageError(f"{name}: corrupt leader-epoch checkpoint: {detail}") from None
 
 
 def filtered_epochs(epochs: Mapping[int, int]) -> dict[int, int]:
@@ -190,36 +194,47 @@ def select_segments(
             sel.skipped.append((seg, "outside the leader-epoch lineage of the newest segment"))
         else:
             valid.append(seg)
-    remaining = sorted(valid, key=lambda s: (s.base_offset, -s.end_offset, -(s.event_timestamp_ms or -1)))
-    nxt = remaining[0].base_offset if remaining else 0
-    while remaining:
-        exact = [s for s in remaining if s.base_offset == nxt]
-        covering = [s for s in remaining if s.base_offset < nxt <= s.end_offset]
-        if exact:
-            pick = max(exact, key=lambda s: (s.end_offset, s.event_timestamp_ms or -1))
-        elif covering:
-            pick = max(covering, key=lambda s: (s.end_offset, s.event_timestamp_ms or -1))
-            sel.overlaps.append((pick.base_offset, nxt - 1))
-        else:
-            later = [s for s in remaining if s.base_offset > nxt]
-            if not later:
-                break
-            start = min(s.base_offset for s in later)
-            if sel.chosen:
-                sel.gaps.append((nxt, start - 1))
-            nxt = start
-            continue
-        sel.chosen.append(pick)
-        nxt = pick.end_offset + 1
-        keep: list[ArchivedSegment] = []
-        for s in remaining:
-            if s is pick:
-                continue
+    ordered = sorted(valid, key=lambda s: (s.base_offset, -s.end_offset, -(s.event_timestamp_ms or -1)))
+
+    def rank(s: ArchivedSegment) -> tuple[int, int]:
+        return (s.end_offset, s.event_timestamp_ms or -1)
+
+    # One pass in offset order (n log n): ``pending`` holds the segments starting before the chain's end that
+    # were not chosen (usually none), the only candidates for an overlapping continuation.
+    i, n = 0, len(ordered)
+    nxt = ordered[0].base_offset if ordered else 0
+    pending: list[ArchivedSegment] = []
+    last: ArchivedSegment | None = None
+    while True:
+        group: list[ArchivedSegment] = []
+        while i < n and ordered[i].base_offset <= nxt:
+            (group if ordered[i].base_offset == nxt else pending).append(ordered[i])
+            i += 1
+        still: list[ArchivedSegment] = []
+        for s in pending:
             if s.end_offset < nxt:
-                sel.skipped.append((s, f"its offsets are held by segment {pick.segment_id}"))
+                held = last.segment_id if last is not None else "?"
+                sel.skipped.append((s, f"its offsets are held by segment {held}"))
             else:
-                keep.append(s)
-        remaining = keep
+                still.append(s)
+        pending = still
+        if group:
+            pick = max(group, key=rank)
+            pending.extend(s for s in group if s is not pick)
+        elif pending:
+            pick = max(pending, key=rank)
+            pending.remove(pick)
+            sel.overlaps.append((pick.base_offset, nxt - 1))
+        elif i < n:
+            if sel.chosen:
+                sel.gaps.append((nxt, ordered[i].base_offset - 1))
+            nxt = ordered[i].base_offset
+            continue
+        else:
+            break
+        sel.chosen.append(pick)
+        last = pick
+        nxt = pick.end_offset + 1
     problems = [f"{seg!r}: {why}" for seg, why in sel.skipped]
     problems += [f"offsets {a}-{b} are in two segments" for a, b in sel.overlaps]
     problems += [f"offsets {a}-{b} are in no segment" for a, b in sel.gaps]
@@ -271,7 +286,7 @@ class ArchivePartitionSource:
             if txn:
                 files[f"{stem}.txnindex"] = txn
             snapshot = seg.part_sizes.get("producer_snapshot")
-            if snapshot is not None:
+            if snapshot:  # Kafka always uploads one; an empty part is no snapshot file
                 files[f"{seg.end_offset + 1:020d}.snapshot"] = snapshot
         if self.selection.chosen:
             files[LEADER_EPOCH_CHECKPOINT] = len(self._leader_epoch_checkpoint())

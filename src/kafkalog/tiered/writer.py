@@ -56,8 +56,12 @@ DEFAULT_CHUNK_SIZE: Final = 4 * 1024 * 1024
 
 
 def kafka_uuid() -> str:
-    """A random Kafka ``Uuid`` as ``Uuid.toString`` prints it (URL-safe base64, no padding, 22 chars)."""
-    return base64.urlsafe_b64encode(secrets.token_bytes(16)).rstrip(b"=").decode("ascii")
+    """A random Kafka ``Uuid`` as ``Uuid.toString`` prints it (URL-safe base64, no padding, 22 chars); like
+    ``Uuid.randomUuid``, never one printed with a leading ``-``."""
+    while True:
+        text = base64.urlsafe_b64encode(secrets.token_bytes(16)).rstrip(b"=").decode("ascii")
+        if not text.startswith("-"):
+            return text
 
 
 @dataclass
