@@ -152,6 +152,11 @@ def test_verify_of_an_archive_reports_orphans_overlaps_and_manifest_disagreement
             upload(seg, event_timestamp_ms=1, segment_id=segment_id)
         clean = run("verify", url, "--json")
         assert clean.exit_code == 0, clean.stdout
+        info = [o for o in json_lines(run("info", url, "--json").stdout) if o["type"] == "partition"]
+        assert [
+            (o["partition"], o["logStartOffset"], o["logEndOffset"], o["highWatermark"]) for o in info
+        ] == [(2, 0, segments[-1].end_offset + 1, segments[-1].end_offset + 1)]
+        assert [s["baseOffset"] for s in info[0]["segments"]] == [seg.base_offset for seg in segments]
         consumed = run("consume", url, "orders", "--from-beginning", "--property", "print.offset=true")
         assert consumed.exit_code == 0, consumed.stderr
         local = run("consume", tmp_path, "orders", "--from-beginning", "--property", "print.offset=true")
