@@ -116,7 +116,6 @@ def test_a_copy_in_a_bucket_reads_as_the_local_directory(spark: Any, bucket_copy
 
 
 @pytest.mark.spark
-@pytest.mark.slow
 def test_an_archive_and_tiered_path(spark: Any, s3_server: Any, tmp_path: Path) -> None:
     data = tmp_path / "data"
     write_topic(data, "events", 2, 60, segment_bytes=2048)
