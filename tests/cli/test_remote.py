@@ -179,3 +179,28 @@ def test_verify_of_an_archive_reports_orphans_overlaps_and_manifest_disagreement
         assert result.exit_code == 1
     finally:
         forget_memory_store(name)
+
+
+def test_consume_of_an_archive_missing_a_segment_exits_2(tmp_path: Path) -> None:
+    """A segment missing between archived ones is damage for consume (exit 2 after the records before it),
+    not silently fewer records."""
+    from kafkalog.tiered.writer import segments_from_log_dir, write_aiven_segment
+
+    written = write_partition(tmp_path / "orders-0", batches=60, transactions=False)
+    segments = segments_from_log_dir(written.path)
+    name = f"gap-{tmp_path.name}"
+    store = open_store(f"memory://{name}")
+    try:
+        for i, seg in enumerate(segments):
+            if i != 2:
+                write_aiven_segment(
+                    store, seg, topic="orders", topic_id="MWJ6FHTfRYy67jzwZdeqSQ", partition=0
+                )
+        result = run(
+            "consume", f"memory://{name}", "orders", "--from-beginning", "--property", "print.offset=true"
+        )
+        assert result.exit_code == 2, result.stderr
+        printed = [int(line.split("\t")[0].removeprefix("Offset:")) for line in result.stdout.splitlines()]
+        assert printed and max(printed) < segments[2].base_offset
+    finally:
+        forget_memory_store(name)

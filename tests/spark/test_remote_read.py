@@ -287,3 +287,41 @@ def test_new_archived_segments_appear_to_a_stream(tmp_path: Path) -> None:
         assert rows_read == latest - first
     finally:
         forget_memory_store(name)
+
+
+def test_a_segment_missing_from_an_archive_is_data_loss(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Offsets in no archived segment are lost data (failOnDataLoss), never silently fewer rows."""
+    from kafkalog.errors import OffsetOutOfRangeError
+    from kafkalog.spark.reader import read_task
+    from kafkalog.tiered.writer import segments_from_log_dir, write_aiven_segment
+
+    data = tmp_path / "data"
+    write_topic(data, "events", 1, 80, segment_bytes=2048)
+    segments = segments_from_log_dir(data / "events-0")
+    name = f"gap-{tmp_path.name}"
+    store = open_store(f"memory://{name}")
+    try:
+        for i, seg in enumerate(segments):
+            if i != 2:
+                write_aiven_segment(store, seg, topic="events", topic_id=TOPIC_ID, partition=0)
+        lost = segments[2].end_offset + 1 - segments[2].base_offset
+        end = segments[-1].end_offset + 1
+        for fail in ("true", "false"):
+            opts = parse_source_options(
+                {"path": f"memory://{name}", "subscribe": "events", "failOnDataLoss": fail}, streaming=False
+            )
+            (task,) = plan_batch(opts)
+            assert (task.start, task.end) == (0, end)
+            if fail == "true":
+                with pytest.raises(
+                    OffsetOutOfRangeError, match=f"Cannot fetch offsets \\[{segments[2].base_offset}"
+                ):
+                    list(read_task(task, include_headers=False))
+            else:
+                got = sum(b.num_rows for b in read_task(task, include_headers=False, fail_on_data_loss=False))
+                assert got == end - lost
+                assert f"[{segments[2].base_offset}, {segments[2].end_offset + 1})" in caplog.text
+    finally:
+        forget_memory_store(name)

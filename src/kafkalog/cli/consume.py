@@ -534,9 +534,12 @@ def consume(
             f"partition {missing[0]} of topic {topic!r} does not exist in {location}", EXIT_NOINPUT
         )
     start = "earliest" if from_beginning else offset
-    never_compacted = (
-        set() if never_compacted_in is None else _never_compacted(never_compacted_in, topic, chosen)
-    )
+    if getattr(data_dir.layout, "kind", "logdir") != "logdir":
+        never_compacted = set(chosen)  # an archive: tiered storage holds no compacted topic
+    elif never_compacted_in is None:
+        never_compacted = set()
+    else:
+        never_compacted = _never_compacted(never_compacted_in, topic, chosen)
 
     def reader(p: int, first: str | None, first_timestamp: int | None) -> PartitionReader:
         rl = data_dir.log(topic, p)

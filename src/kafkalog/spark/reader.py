@@ -454,6 +454,10 @@ def read_task(
             f"Cannot fetch offsets [{lo}, {hi}) of {tp}: they are no longer in the log", fail_on_data_loss
         )
 
+    # Offsets between an archive's segments are lost data (tiered storage holds no compacted topic); between a
+    # local log's segments they are what compaction leaves.
+    gaps_are_loss = getattr(log.source, "segment_end_offset", None) is not None
+
     def damaged(lo: int, hi: int, error: CorruptRecordError) -> None:
         # failOnDataLoss=true never gets here: without on_damage the error itself is raised
         report_data_loss(f"Cannot fetch offsets [{lo}, {hi}) of {tp}: damaged data ({error})", False)
@@ -465,6 +469,7 @@ def read_task(
             chunk_bytes=chunk_bytes,
             on_missing=missing,
             on_damage=None if fail_on_data_loss else damaged,
+            on_gap=missing if gaps_are_loss else None,
         ):
             table = chunk.table
             runs = [(0, table.shape[1])] if not task.aborted else _kept_runs(table, task.aborted)
