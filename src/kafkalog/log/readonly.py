@@ -1111,6 +1111,11 @@ class ReadOnlyDataDir:
     prefix that does not exist is an error (:class:`~kafkalog.errors.LogDirNotFoundError`,
     :class:`~kafkalog.errors.RemoteResourceNotFoundError`) when its partitions are listed, never an empty
     data directory. Its ``repr`` never shows a storage option.
+
+    ``tiered_path`` (a URL, or a :class:`RemoteLayout`) is the tiered-storage archive of the local directory
+    ``path``: each partition is read as its archived (older) and local (recent) segments together. ``key_ring``
+    (``{kekId: PEM text or path}``) decrypts an encrypted Aiven archive; ``strict`` makes an archive's orphans,
+    overlaps and gaps errors instead of warnings.
     """
 
     def __init__(
