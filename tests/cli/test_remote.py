@@ -204,3 +204,50 @@ def test_consume_of_an_archive_missing_a_segment_exits_2(tmp_path: Path) -> None
         assert printed and max(printed) < segments[2].base_offset
     finally:
         forget_memory_store(name)
+
+
+def test_consume_follow_sees_segments_uploaded_to_an_archive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``consume URL --follow`` over an archive prints the records of segments uploaded while it waits."""
+    import kafkalog.cli.consume as consume_module
+    from kafkalog.tiered.writer import segments_from_log_dir, write_aiven_segment
+
+    written = write_partition(tmp_path / "orders-0", batches=60, transactions=False)
+    segments = segments_from_log_dir(written.path)
+    name = f"follow-{tmp_path.name}"
+    store = open_store(f"memory://{name}")
+
+    def upload(segs: list[Any]) -> None:
+        for seg in segs:
+            write_aiven_segment(store, seg, topic="orders", topic_id="MWJ6FHTfRYy67jzwZdeqSQ", partition=0)
+
+    waits: list[float] = []
+
+    def sleep(seconds: float) -> None:  # the poll between reads: the uploader runs here, no race
+        waits.append(seconds)
+        if len(waits) == 1:
+            upload(segments[2:])
+        elif len(waits) > 20:  # polled 20 times after the upload: it is not going to see it
+            raise AssertionError("consume --follow never printed the records uploaded while it waited")
+
+    try:
+        upload(segments[:2])
+        monkeypatch.setattr(consume_module.time, "sleep", sleep)
+        end = segments[-1].end_offset + 1
+        result = run(
+            "consume",
+            f"memory://{name}",
+            "orders",
+            "--from-beginning",
+            "--follow",
+            "--max-messages",
+            str(end),
+            "--property",
+            "print.offset=true",
+        )
+        assert result.exit_code == 0, result.stderr
+        printed = [int(line.split("\t")[0].removeprefix("Offset:")) for line in result.stdout.splitlines()]
+        assert printed == list(range(end)) and len(waits) >= 1
+    finally:
+        forget_memory_store(name)

@@ -201,6 +201,16 @@ class PartitionReader:
     _skipped_to: int = field(default=0, init=False, repr=False)
     _identity: tuple[int, int] | None = field(default=None, init=False, repr=False)
     _topic_id: str | None = field(default=None, init=False, repr=False)
+    #: For a partition in object storage: a new view when its objects changed (segments uploaded), else None.
+    renew: Callable[[], ReadOnlyLog | None] | None = field(default=None, repr=False)
+
+    def refresh(self) -> None:
+        """Look again at the partition (``--follow``): new appends, new segments, new uploads to an archive."""
+        renewed = None if self.renew is None else self.renew()
+        if renewed is not None:
+            self.log = renewed
+        else:
+            self.log.refresh()
 
     def __post_init__(self) -> None:
         if self.log.is_local:
@@ -551,6 +561,9 @@ def consume(
             fetch_bytes,
             skip_damaged=skip_damaged,
             holes_are_damage=p in never_compacted,
+            renew=(lambda: data_dir.log(topic, p) if data_dir.refresh_partition(topic, p) else None)
+            if data_dir.is_remote
+            else None,
         )
 
     readers = [reader(p, start, timestamp) for p in chosen]
@@ -558,6 +571,7 @@ def consume(
     def discover() -> list[PartitionReader]:
         """Partitions added to the topic since the start (``--follow`` without ``--partition``): all their
         records are new, so they are read from their first offset."""
+        data_dir.refresh()  # an archive's listing of partitions is cached until asked again
         try:
             now = data_dir.partitions(topic)
         except UnknownTopicOrPartitionError:
@@ -696,7 +710,7 @@ def _run(
         out.flush()
         time.sleep(poll_s)
         for reader in readers:
-            reader.log.refresh()
+            reader.refresh()
             why = reader.replaced()
             if why is not None:  # it would wait for offsets the new topic may never reach
                 raise CliError(f"{why}; stopped following", EXIT_FAULT)
