@@ -68,6 +68,7 @@ __all__ = [
     "TopicMetadata",
     "TopicsDocument",
     "bump_sink_commit_seq",
+    "parse_topics",
     "pending_sink_bounds",
     "read_pending_sink_bounds",
     "read_sink_commit_seq",
@@ -186,6 +187,12 @@ def read_topics(directory: Path) -> TopicsDocument | None:
         raw = read_regular(path)
     except FileNotFoundError:
         return None
+    return parse_topics(raw, directory)
+
+
+def parse_topics(raw: bytes, directory: Path | str) -> TopicsDocument:
+    """The document from the bytes of ``<directory>/kafkalog-topics.json`` (a malformed one is a
+    :class:`KafkaError` naming ``directory``: a path or an object URL)."""
     try:
         doc = json.loads(raw)
         if not isinstance(doc, dict) or doc.get("version") != _VERSION:

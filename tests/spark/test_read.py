@@ -159,6 +159,7 @@ def test_timestamp_overflow_is_an_error(tmp_path: Path) -> None:
 
 
 def test_placeholder_partition_reads_nothing(tmp_path: Path) -> None:
+    write_topic(tmp_path, "other", 1, batches=1)
     opts = parse_source_options({"path": str(tmp_path), "subscribe": "none"}, streaming=False)
     reader = KafkaLogBatchReader(opts)
     assert reader.partitions() == []
@@ -215,6 +216,19 @@ def test_missing_data_dir_is_an_error_not_an_empty_topic(tmp_path: Path) -> None
     opts = parse_source_options({"path": str(tmp_path / "file"), "subscribe": "t"}, streaming=False)
     with pytest.raises(LogDirNotFoundError, match="not a directory"):
         plan_batch(opts)
+
+
+def test_a_path_that_is_not_a_data_dir_is_an_error_not_zero_rows(tmp_path: Path) -> None:
+    """A mistyped path that exists (a partition directory, the log dir's parent, an empty directory) is
+    LogDirNotFoundError, not an empty read; a log dir without the topic asked for still reads nothing."""
+    write_topic(tmp_path / "data", "orders", 1, batches=3)
+    for wrong in (tmp_path / "data" / "orders-0", tmp_path, tmp_path / "empty"):
+        wrong.mkdir(exist_ok=True)
+        opts = parse_source_options({"path": str(wrong), "subscribe": "orders"}, streaming=False)
+        with pytest.raises(LogDirNotFoundError, match="is not a kafkalog data directory"):
+            plan_batch(opts)
+    opts = parse_source_options({"path": str(tmp_path / "data"), "subscribe": "nothing"}, streaming=False)
+    assert plan_batch(opts) == []
 
 
 def test_relative_path_is_resolved_on_the_driver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -73,6 +73,7 @@ from kafkalog.cli.common import (
     require_dir,
 )
 from kafkalog.cli.dumplog import DECODERS, Decoder
+from kafkalog.cli.remote import is_url, open_remote, storage_option
 from kafkalog.datadir import CLEANER_OFFSET_CHECKPOINT, read_topics
 from kafkalog.errors import (
     CorruptRecordError,
@@ -200,15 +201,28 @@ class PartitionReader:
     _skipped_to: int = field(default=0, init=False, repr=False)
     _identity: tuple[int, int] | None = field(default=None, init=False, repr=False)
     _topic_id: str | None = field(default=None, init=False, repr=False)
+    #: For a partition in object storage: a new view when its objects changed (segments uploaded), else None.
+    renew: Callable[[], ReadOnlyLog | None] | None = field(default=None, repr=False)
+
+    def refresh(self) -> None:
+        """Look again at the partition (``--follow``): new appends, new segments, new uploads to an archive."""
+        renewed = None if self.renew is None else self.renew()
+        if renewed is not None:
+            self.log = renewed
+        else:
+            self.log.refresh()
 
     def __post_init__(self) -> None:
-        self._identity = _dir_identity(self.log.dir)
-        self._topic_id = _topic_id(self.log.dir)
+        if self.log.is_local:
+            self._identity = _dir_identity(self.log.dir)
+            self._topic_id = _topic_id(self.log.dir)
 
     def replaced(self) -> str | None:
         """Why the partition directory being read is no longer the one this reader started on (the topic was
         deleted, or deleted and created again: a new directory or a new topic id in ``partition.metadata``),
-        or None when it still is."""
+        or None when it still is (always, for a partition in object storage)."""
+        if not self.log.is_local:
+            return None
         where = f"partition {self.partition} ({self.log.dir})"
         identity = _dir_identity(self.log.dir)
         if identity is None:
@@ -366,7 +380,7 @@ def _offset_value(ctx: click.Context, param: click.Parameter, value: str | None)
 
 
 @click.command("consume", cls=KafkalogCommand, context_settings=CONTEXT_SETTINGS, epilog=EXIT_CODES_HELP)
-@click.argument("path", metavar="DIR", type=click.Path(path_type=Path))
+@click.argument("location", metavar="DIR|URL")
 @click.argument("topic")
 @click.option(
     "--partition",
@@ -451,8 +465,9 @@ def _offset_value(ctx: click.Context, param: click.Parameter, value: str | None)
     is_flag=True,
     help="On damaged data, warn, skip the rest of that segment and go on (exit 2 at the end).",
 )
+@storage_option
 def consume(
-    path: Path,
+    location: str,
     topic: str,
     partitions: tuple[int, ...],
     from_beginning: bool,
@@ -468,6 +483,7 @@ def consume(
     value_decoder: str,
     fetch_bytes: int,
     skip_damaged: bool,
+    storage_options: tuple[str, ...],
 ) -> None:
     """Print the records of a topic, like kafka-console-consumer.sh.
 
@@ -493,6 +509,8 @@ def consume(
     \b
     Examples:
       kafkalog consume data orders --from-beginning
+      kafkalog consume s3://bucket/backup orders --from-beginning \\
+          --storage-option fs.s3a.endpoint=http://127.0.0.1:8333
       kafkalog consume data orders --from-beginning \\
           --property print.key=true,print.offset=true
       kafkalog consume data orders --offset 100 --partition 0 --max-messages 10
@@ -506,18 +524,32 @@ def consume(
         if name not in props:
             raise click.UsageError(f"unknown --property {name!r} (known: {', '.join(sorted(props))})")
         props[name] = value.encode("utf-8").decode("unicode_escape") if "separator" in name else value
-    require_dir(path)
-    data_dir = ReadOnlyDataDir(path)
+    if is_url(location):
+        data_dir = open_remote(location, storage_options)
+        never_compacted_in: Path | None = None
+    else:
+        if storage_options:
+            raise click.UsageError("--storage-option is for a URL (s3://, gs://, az://), not a local path")
+        path = require_dir(Path(location))
+        data_dir = ReadOnlyDataDir(path)
+        never_compacted_in = path
     try:
         available = data_dir.partitions(topic)
     except UnknownTopicOrPartitionError:
-        raise CliError(f"topic {topic!r} has no partition in {path}", EXIT_NOINPUT) from None
+        raise CliError(f"topic {topic!r} has no partition in {location}", EXIT_NOINPUT) from None
     chosen = list(dict.fromkeys(partitions)) or available
     missing = [p for p in chosen if p not in available]
     if missing:
-        raise CliError(f"partition {missing[0]} of topic {topic!r} does not exist in {path}", EXIT_NOINPUT)
+        raise CliError(
+            f"partition {missing[0]} of topic {topic!r} does not exist in {location}", EXIT_NOINPUT
+        )
     start = "earliest" if from_beginning else offset
-    never_compacted = _never_compacted(path, topic, chosen)
+    if getattr(data_dir.layout, "kind", "logdir") != "logdir":
+        never_compacted = set(chosen)  # an archive: tiered storage holds no compacted topic
+    elif never_compacted_in is None:
+        never_compacted = set()
+    else:
+        never_compacted = _never_compacted(never_compacted_in, topic, chosen)
 
     def reader(p: int, first: str | None, first_timestamp: int | None) -> PartitionReader:
         rl = data_dir.log(topic, p)
@@ -529,6 +561,9 @@ def consume(
             fetch_bytes,
             skip_damaged=skip_damaged,
             holes_are_damage=p in never_compacted,
+            renew=(lambda: data_dir.log(topic, p) if data_dir.refresh_partition(topic, p) else None)
+            if data_dir.is_remote
+            else None,
         )
 
     readers = [reader(p, start, timestamp) for p in chosen]
@@ -536,6 +571,7 @@ def consume(
     def discover() -> list[PartitionReader]:
         """Partitions added to the topic since the start (``--follow`` without ``--partition``): all their
         records are new, so they are read from their first offset."""
+        data_dir.refresh()  # an archive's listing of partitions is cached until asked again
         try:
             now = data_dir.partitions(topic)
         except UnknownTopicOrPartitionError:
@@ -674,7 +710,7 @@ def _run(
         out.flush()
         time.sleep(poll_s)
         for reader in readers:
-            reader.log.refresh()
+            reader.refresh()
             why = reader.replaced()
             if why is not None:  # it would wait for offsets the new topic may never reach
                 raise CliError(f"{why}; stopped following", EXIT_FAULT)

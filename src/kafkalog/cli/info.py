@@ -41,7 +41,8 @@ from kafkalog.cli.common import (
 )
 from kafkalog.cli.layout import render_tree
 from kafkalog.cli.paths import resolve_target
-from kafkalog.datadir import read_sink_dir_state, read_topics
+from kafkalog.cli.remote import is_url, open_remote, remote_partition_info, storage_option
+from kafkalog.datadir import SinkDirState, read_sink_dir_state, read_topics
 from kafkalog.errors import CorruptSnapshotError, KafkaError
 from kafkalog.log.checkpoint import CheckpointError, leader_epoch_checkpoint
 from kafkalog.log.names import TopicPartition
@@ -58,7 +59,7 @@ class PartitionInfo:
     """What ``info`` shows of one partition."""
 
     topic_partition: TopicPartition
-    path: Path
+    path: Path | str  # a directory, or the URL of a partition in object storage
     segments: list[tuple[int, int, list[str]]] = field(default_factory=list)
     log_start_offset: int | None = None
     log_end_offset: int | None = None
@@ -224,14 +225,22 @@ def _details(p: PartitionInfo) -> list[Table]:
 
 
 @click.command("info", cls=KafkalogCommand, context_settings=CONTEXT_SETTINGS, epilog=EXIT_CODES_HELP)
-@click.argument("path", metavar="DIR|PARTITION_DIR", type=click.Path(path_type=Path))
+@click.argument("location", metavar="DIR|PARTITION_DIR|URL")
 @click.option("--topic", default=None, metavar="TOPIC", help="Show only this topic.")
 @click.option(
     "-v", "--verbose", is_flag=True, help="Also list each partition's segments, producers and leader epochs."
 )
 @click.option("--json", "json_output", is_flag=True, help="Write JSON Lines instead of tables.")
 @click.option("--tree", is_flag=True, help="Draw the directory's files as a tree, each with what it holds.")
-def info(path: Path, topic: str | None, verbose: bool, json_output: bool, tree: bool) -> None:
+@storage_option
+def info(
+    location: str,
+    topic: str | None,
+    verbose: bool,
+    json_output: bool,
+    tree: bool,
+    storage_options: tuple[str, ...],
+) -> None:
     """Show what a data directory (or one partition directory) holds.
 
     For every partition: segments and sizes, log start offset, log end
@@ -247,13 +256,34 @@ def info(path: Path, topic: str | None, verbose: bool, json_output: bool, tree: 
     what it holds (a segment's offsets and batches, index entries, a
     snapshot's producers, checkpoint entries).
 
+    A URL (s3://bucket/prefix, gs://, az://) reads a copy of a data
+    directory in object storage, with --storage-option KEY=VALUE
+    (Hadoop's names: fs.s3a.endpoint, fs.s3a.access.key, ...).
+
     \b
     Examples:
       kafkalog info data
       kafkalog info data --tree
       kafkalog info data --topic orders -v
       kafkalog info data/orders-0 --json
+      kafkalog info s3://bucket/backup \\
+          --storage-option fs.s3a.endpoint=http://127.0.0.1:8333
     """
+    if is_url(location):
+        if tree:
+            raise click.UsageError("--tree draws a local directory; give it a path, not a URL")
+        data_dir = open_remote(location, storage_options, topic=topic)
+        parts = []
+        for tp, name in sorted(data_dir.partition_names().items()):
+            if topic is None or tp.topic == topic:
+                part = PartitionInfo(tp, name)
+                remote_partition_info(data_dir, tp, name, part)
+                parts.append(part)
+        _print_info(location, parts, {}, None, verbose, json_output, is_data_dir=True)
+        return
+    if storage_options:
+        raise click.UsageError("--storage-option is for a URL (s3://, gs://, az://), not a local path")
+    path = Path(location)
     if tree:
         if json_output or topic is not None or verbose:
             raise click.UsageError("--tree draws the whole directory: give it without --json, --topic or -v")
@@ -270,8 +300,21 @@ def info(path: Path, topic: str | None, verbose: bool, json_output: bool, tree: 
             doc = None
         if doc is not None:
             topics = {n: m for n, m in doc.topics.items() if topic is None or n == topic}
-    failed = any(p.error for p in parts)
     sink = read_sink_dir_state(target.data_dir) if target.data_dir is not None else None
+    _print_info(str(path), parts, topics, sink, verbose, json_output, is_data_dir=target.is_data_dir)
+
+
+def _print_info(
+    path: str,
+    parts: list[PartitionInfo],
+    topics: dict[str, Any],
+    sink: SinkDirState | None,
+    verbose: bool,
+    json_output: bool,
+    *,
+    is_data_dir: bool,
+) -> None:
+    failed = any(p.error for p in parts)
     if json_output:
         for name, meta in sorted(topics.items()):
             click.echo(
@@ -314,7 +357,7 @@ def info(path: Path, topic: str | None, verbose: bool, json_output: bool, tree: 
         console.print(f"no partitions in {escape(str(path))}")
     else:
         console.print(_summary_table(parts))
-    if verbose or not target.is_data_dir:
+    if verbose or not is_data_dir:
         for p in parts:
             for table in _details(p):
                 console.print(table)

@@ -116,7 +116,7 @@ class PartitionReport:
     line counting the rest (a badly damaged index would otherwise list every entry).
     """
 
-    path: Path
+    path: Path | str  # a directory, or the URL of a partition in object storage
     topic_partition: TopicPartition | None
     segments: int = 0
     batches: int = 0

@@ -26,6 +26,7 @@ from kafkalog.cli.common import (
     stdout_console,
 )
 from kafkalog.cli.paths import resolve_target
+from kafkalog.cli.remote import is_url, open_remote, storage_option, verify_remote
 from kafkalog.cli.verifier import PartitionReport, VerifyReport, log_bytes, verify_target
 
 __all__ = ["print_report_json", "print_report_text", "verify"]
@@ -116,11 +117,14 @@ def print_report_json(report: VerifyReport) -> None:
     context_settings=CONTEXT_SETTINGS,
     epilog=EXIT_CODES_HELP,
 )
-@click.argument("path", metavar="DIR|PARTITION_DIR", type=click.Path(path_type=Path))
+@click.argument("location", metavar="DIR|PARTITION_DIR|URL")
 @click.option("--topic", default=None, metavar="TOPIC", help="Check only this topic's partitions.")
 @click.option("--json", "json_output", is_flag=True, help="Write JSON Lines (faults, warnings, summaries).")
 @click.option("-q", "--quiet", is_flag=True, help="Do not list warnings (they never fail the check).")
-def verify(path: Path, topic: str | None, json_output: bool, quiet: bool) -> None:
+@storage_option
+def verify(
+    location: str, topic: str | None, json_output: bool, quiet: bool, storage_options: tuple[str, ...]
+) -> None:
     """Check a data directory or one partition directory for damage.
 
     Reads every file and checks it against Kafka's on-disk rules: the
@@ -138,13 +142,30 @@ def verify(path: Path, topic: str | None, json_output: bool, quiet: bool) -> Non
     by itself on the next open (leftover .deleted/.cleaned/.swap files,
     an untrimmed index). "kafkalog recover" repairs faults.
 
+    A URL (s3://bucket/prefix, gs://, az://) checks a copy of a data
+    directory in object storage (--storage-option KEY=VALUE, Hadoop's
+    names): every batch's framing and CRC, offsets increasing, segments
+    missing or unreadable (faults), holes between segments and a torn last
+    segment (warnings: a copy taken while a broker appended).
+
     \b
     Examples:
       kafkalog verify data
       kafkalog verify data/orders-0 --json
       kafkalog verify data --topic orders -q
+      kafkalog verify s3://bucket/backup \\
+          --storage-option fs.s3a.endpoint=http://127.0.0.1:8333
     """
-    target = resolve_target(path, topic=topic)
+    if is_url(location):
+        report = verify_remote(open_remote(location, storage_options, topic=topic), topic)
+        if json_output:
+            print_report_json(report)
+        else:
+            print_report_text(report, warnings=not quiet)
+        click.get_current_context().exit(EXIT_FAULT if report.faults else EXIT_OK)
+    if storage_options:
+        raise click.UsageError("--storage-option is for a URL (s3://, gs://, az://), not a local path")
+    target = resolve_target(Path(location), topic=topic)
     with progress("verifying", log_bytes(target), enabled=not json_output) as bar:
         tick = None
         if bar is not None:

@@ -58,6 +58,7 @@ __all__ = [
     "ProducerStateEntry",
     "ProducerStateManager",
     "TxnMetadata",
+    "parse_snapshot",
     "read_snapshot",
     "write_snapshot",
 ]
@@ -378,6 +379,12 @@ def read_snapshot(path: Path) -> list[ProducerStateEntry]:
         data = read_regular(path)
     except FileNotFoundError:
         raise CorruptSnapshotError(f"snapshot file {path} does not exist") from None
+    return parse_snapshot(data, path)
+
+
+def parse_snapshot(data: bytes, path: Path | str) -> list[ProducerStateEntry]:
+    """The entries of a producer snapshot file's bytes (``path`` names it in errors; raises
+    :class:`CorruptSnapshotError`)."""
     if len(data) < _SNAP_HEADER.size:
         raise CorruptSnapshotError(f"snapshot file {path} is too short ({len(data)} bytes)")
     version, crc, count = _SNAP_HEADER.unpack_from(data)

@@ -32,6 +32,14 @@ This module is how they do it. Invariants it owns:
   it is opened (also looked for under its ``.deleted`` name) means its offsets are lost: an
   :class:`~kafkalog.errors.OffsetOutOfRangeError` or ``on_missing`` callback; never a crash.
 * Legacy v0/v1 entries are read (CRC-checked) and handed out up-converted to v2 batches.
+* **One reader, several byte sources.** Every file is reached through a
+  :class:`~kafkalog.objstore.PartitionSource` (a local directory:
+  :class:`~kafkalog.readonly.local.LocalPartitionSource`, which keeps the rules above; a copy in object
+  storage; a tiered-storage archive; a local directory with its archive) and the log dir's checkpoints
+  through a :class:`LogDirState`. A copy is read as the directory it was copied from (a torn last segment ends
+  the data, as recovery would); an archive's segments are complete, so its log end is its last segment's end
+  as its metadata says (:class:`SegmentMetadata`) and it has no checkpoint (log start: its first segment;
+  high watermark: its log end).
 
 Offsets, as Kafka defines them for a log directory:
 
@@ -55,11 +63,10 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from bisect import bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -73,39 +80,46 @@ from kafkalog.datadir import (
 from kafkalog.errors import (
     CorruptRecordError,
     CorruptSnapshotError,
+    InvalidConfigurationError,
     KafkaError,
-    NotRegularFileError,
+    LogDirNotFoundError,
     OffsetOutOfRangeError,
+    RemoteResourceNotFoundError,
     UnknownTopicOrPartitionError,
 )
 from kafkalog.log.checkpoint import offset_checkpoint
 from kafkalog.log.names import TopicPartition, parse_topic_partition_name
-from kafkalog.log.producer_state import read_snapshot
+from kafkalog.log.producer_state import parse_snapshot
+from kafkalog.objstore import ObjectStore, PartitionSource, RandomAccessFile
+from kafkalog.readonly.local import LocalPartitionSource
 from kafkalog.records import MemoryRecords, read_batch_at
 from kafkalog.records import kernels as K
 from kafkalog.records.batch import DefaultRecordBatch
 from kafkalog.records.control import ControlRecordType
 from kafkalog.records.framing import LENGTH_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET
 from kafkalog.storage.files import (
-    DELETED_FILE_SUFFIX,
     INDEX_FILE_SUFFIX,
     LOG_FILE_SUFFIX,
     PRODUCER_SNAPSHOT_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX,
     TXN_INDEX_FILE_SUFFIX,
-    file_kind,
     offset_from_file_name,
-    open_regular,
-    read_regular,
 )
-from kafkalog.storage.txn_index import AbortedTxn, TransactionIndex
+from kafkalog.storage.txn_index import AbortedTxn, collect_aborted_txns, parse_txn_index
 
 __all__ = [
     "DEFAULT_CHUNK_BYTES",
     "BatchChunk",
+    "LocalLogDirState",
+    "LogDirState",
+    "NoLogDirState",
     "ReadOnlyDataDir",
     "ReadOnlyLog",
+    "RemoteLayout",
     "SegmentInfo",
+    "SegmentMetadata",
+    "is_url",
+    "local_path",
 ]
 
 #: Bytes read at a time by :meth:`ReadOnlyLog.iter_batch_chunks` (grown for a larger batch).
@@ -113,6 +127,17 @@ DEFAULT_CHUNK_BYTES: Final = 16 << 20
 _TAIL_CHUNK_BYTES: Final = 1 << 20
 _MAX_TABLE_COLUMNS: Final = 65536
 _PARTITION_DIR = re.compile(r"^.+-\d+$")
+#: Files only a log dir holds (Kafka's, and kafkalog's own).
+_DATA_DIR_FILES: Final = (
+    ".lock",
+    "kafkalog-topics.json",
+    "meta.properties",
+    "recovery-point-offset-checkpoint",
+    "log-start-offset-checkpoint",
+    "replication-offset-checkpoint",
+    "cleaner-offset-checkpoint",
+    ".kafkalog-spark",
+)
 
 U8Array = npt.NDArray[np.uint8]
 I64Array = npt.NDArray[np.int64]
@@ -121,7 +146,8 @@ OnDamage = Callable[[int, int, CorruptRecordError], None]
 
 
 class SegmentInfo(NamedTuple):
-    """A segment as listed: base offset, ``.log`` size when listed, path of the ``.log`` file."""
+    """A segment as listed: base offset, ``.log`` size when listed, path of the ``.log`` file (for a source
+    that is not a local directory: its name under the source's name)."""
 
     base_offset: int
     size_bytes: int
@@ -145,36 +171,33 @@ class BatchChunk(NamedTuple):
 # --- small readers ------------------------------------------------------------------------------------------
 
 
-def _open_segment(path: Path) -> int:
-    """A read-only descriptor of a ``.log`` file, also found under its ``.deleted`` name (FileNotFoundError)."""
-    try:
-        return open_regular(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return open_regular(path.with_name(path.name + DELETED_FILE_SUFFIX), os.O_RDONLY)
-
-
-def _pread_into(fd: int, buf: U8Array, n: int, position: int) -> int:
-    """Fill ``buf[:n]`` from ``position``; returns the bytes read (fewer at end of file)."""
-    view = memoryview(buf)[:n]  # type: ignore[arg-type]
-    got = 0
-    while got < n:
-        k = os.preadv(fd, [view[got:]], position + got)
-        if k <= 0:
-            break
-        got += k
+def _pread_into(file: RandomAccessFile, buf: U8Array, n: int, position: int) -> int:
+    """Fill ``buf[:n]`` from ``position``; returns the bytes read (fewer at end of file). A file with a
+    ``readinto(view, position)`` (a local descriptor) fills the buffer without a copy."""
+    readinto = getattr(file, "readinto", None)
+    if readinto is not None:
+        got: int = readinto(memoryview(buf)[:n], position)  # type: ignore[arg-type]
+        return got
+    data = file.pread(n, position)
+    got = len(data)
+    buf[:got] = np.frombuffer(data, np.uint8)
     return got
 
 
-def _read_small(path: Path) -> bytes:
+def _read_small(source: PartitionSource, name: str) -> bytes:
     try:
-        return read_regular(path)
+        return source.read(name)
     except FileNotFoundError:
         return b""
 
 
-def _offset_index_hints(path: Path, base_offset: int, log_size: int) -> tuple[I64Array, I64Array]:
+def _sibling(seg: SegmentInfo, suffix: str) -> str:
+    """The name of ``seg``'s file with ``suffix`` (``.index``, ``.timeindex``, ``.txnindex``)."""
+    return seg.path.name[: -len(LOG_FILE_SUFFIX)] + suffix
+
+
+def _offset_index_hints(data: bytes, base_offset: int, log_size: int) -> tuple[I64Array, I64Array]:
     """(absolute offsets, positions) of the trustworthy prefix of a ``.index`` file (see module doc)."""
-    data = _read_small(path)
     n = len(data) // 8
     if n == 0:
         return np.empty(0, np.int64), np.empty(0, np.int64)
@@ -187,9 +210,8 @@ def _offset_index_hints(path: Path, base_offset: int, log_size: int) -> tuple[I6
     return rel[:keep] + base_offset, pos[:keep]
 
 
-def _time_index_hints(path: Path, base_offset: int) -> tuple[I64Array, I64Array, bool]:
+def _time_index_hints(data: bytes, base_offset: int) -> tuple[I64Array, I64Array, bool]:
     """(timestamps, absolute offsets, trimmed) of the trustworthy prefix of a ``.timeindex`` file."""
-    data = _read_small(path)
     n = len(data) // 12
     if n == 0:
         return np.empty(0, np.int64), np.empty(0, np.int64), False
@@ -204,18 +226,18 @@ def _time_index_hints(path: Path, base_offset: int) -> tuple[I64Array, I64Array,
     return ts[:keep], rel[:keep] + base_offset, trimmed
 
 
-def _header_offsets(fd: int, position: int) -> tuple[int, int] | None:
+def _header_offsets(file: RandomAccessFile, position: int) -> tuple[int, int] | None:
     """(base offset, last offset) of the v2 batch whose header is at ``position``, or None if there is none."""
-    head = os.pread(fd, LOG_OVERHEAD + 15, position)
+    head = file.pread(LOG_OVERHEAD + 15, position)
     if len(head) < 27 or head[MAGIC_OFFSET] != 2:
         return None
     base = int.from_bytes(head[0:8], "big", signed=True)
     return base, base + int.from_bytes(head[23:27], "big", signed=True)
 
 
-def _header_last_offset(fd: int, position: int) -> int | None:
+def _header_last_offset(file: RandomAccessFile, position: int) -> int | None:
     """The last offset of the v2 batch whose header is at ``position``, or None if there is none."""
-    offsets = _header_offsets(fd, position)
+    offsets = _header_offsets(file, position)
     return None if offsets is None else offsets[1]
 
 
@@ -243,6 +265,74 @@ def _hw_follows_leo(log_dir: Path) -> bool:
     return document is not None and document.hw_follows_leo
 
 
+_T = TypeVar("_T")
+
+
+class LogDirState(Protocol):
+    """What a partition's offsets take from its log dir: checkpoints and Spark sink jobs still pending."""
+
+    def look(self, tp: TopicPartition, read: Callable[[], _T]) -> tuple[_T, int | None]:
+        """``read()`` and, taken consistently with it, the bound a pending sink job puts on ``tp``'s high
+        watermark (None: no bound)."""
+        ...
+
+    def log_start_offset(self, tp: TopicPartition) -> int:
+        """The log start offset checkpointed for ``tp`` (0 if none)."""
+        ...
+
+    def high_watermark(self, tp: TopicPartition) -> int | None:
+        """The high watermark checkpointed for ``tp``; None: it is the log end offset."""
+        ...
+
+
+class LocalLogDirState:
+    """The checkpoints and sink journal of a local log dir, read afresh at each refresh (see the module doc)."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+
+    def __reduce__(self) -> tuple[type[LocalLogDirState], tuple[Path]]:
+        return type(self), (self.path,)
+
+    def look(self, tp: TopicPartition, read: Callable[[], _T]) -> tuple[_T, int | None]:
+        """``read()`` with the pending sink jobs' bound (:func:`~kafkalog.datadir.read_pending_sink_bounds`)."""
+        value, pending = read_pending_sink_bounds(self.path, read)
+        return value, pending.get((tp.topic, tp.partition))
+
+    def log_start_offset(self, tp: TopicPartition) -> int:
+        """The ``log-start-offset-checkpoint`` entry (0 if none or unreadable)."""
+        return _load_checkpoint(self.path / LOG_START_OFFSET_CHECKPOINT).get(tp, 0)
+
+    def high_watermark(self, tp: TopicPartition) -> int | None:
+        """None when ``hw_follows_leo``, else the ``replication-offset-checkpoint`` entry (None if none)."""
+        if _hw_follows_leo(self.path):
+            return None
+        return _load_checkpoint(self.path / REPLICATION_OFFSET_CHECKPOINT).get(tp)
+
+
+class NoLogDirState:
+    """A partition without log-dir checkpoints (an archive): log start at the first segment, HW = LEO."""
+
+    __slots__ = ()
+
+    def __reduce__(self) -> tuple[type[NoLogDirState], tuple[()]]:
+        return type(self), ()
+
+    def look(self, tp: TopicPartition, read: Callable[[], _T]) -> tuple[_T, int | None]:
+        """``read()``; no sink bound."""
+        return read(), None
+
+    def log_start_offset(self, tp: TopicPartition) -> int:
+        """0 (the first segment's base offset decides)."""
+        return 0
+
+    def high_watermark(self, tp: TopicPartition) -> int | None:
+        """None: the high watermark is the log end offset."""
+        return None
+
+
 class _TxnState:
     """Producer transactions replayed from a snapshot up to ``position`` (the next offset to replay)."""
 
@@ -259,13 +349,36 @@ class _TxnState:
 
 
 class ReadOnlyLog:
-    """Read-only view of one partition directory ``<topic>-<n>`` (see the module doc for the rules)."""
+    """Read-only view of one partition directory ``<topic>-<n>`` (see the module doc for the rules).
+
+    ``directory`` is a local partition directory (its log dir, the parent, has the checkpoints), or any
+    :class:`~kafkalog.objstore.PartitionSource` (a copy in object storage, a tiered-storage archive, a
+    union of both) with its ``topic_partition`` (default: parsed from the source's name) and the
+    ``log_dir`` state of its checkpoints (default: none, as in an archive).
+    """
 
     def __init__(
-        self, directory: Path | str, log_start_offset: int | None = None, high_watermark: int | None = None
+        self,
+        directory: Path | str | PartitionSource,
+        log_start_offset: int | None = None,
+        high_watermark: int | None = None,
+        *,
+        topic_partition: TopicPartition | None = None,
+        log_dir: LogDirState | None = None,
     ) -> None:
-        self.dir = Path(directory)
-        self.topic_partition = parse_topic_partition_name(self.dir)
+        if isinstance(directory, (str, Path)):
+            self.dir = Path(directory)
+            self.source: PartitionSource = LocalPartitionSource(self.dir)
+            self._local = True
+            self._log_dir: LogDirState = LocalLogDirState(self.dir.parent) if log_dir is None else log_dir
+        else:
+            self.source = directory
+            self.dir = Path(directory.name)  # for messages and the default topic-partition only
+            self._local = False
+            self._log_dir = NoLogDirState() if log_dir is None else log_dir
+        self.topic_partition = (
+            parse_topic_partition_name(self.dir) if topic_partition is None else topic_partition
+        )
         self._given_log_start = log_start_offset
         self._given_hw = high_watermark
         self._segments: list[SegmentInfo] = []
@@ -284,43 +397,53 @@ class ReadOnlyLog:
         """A view of ``partition_dir``; offsets are read on first use (``None``: from the parent dir)."""
         return cls(partition_dir, log_start_offset, high_watermark)
 
-    def __reduce__(self) -> tuple[type[ReadOnlyLog], tuple[Path, int | None, int | None]]:
-        return type(self), (self.dir, self._given_log_start, self._given_hw)
+    def __reduce__(self) -> tuple[object, ...]:
+        if (
+            self._local
+            and isinstance(self._log_dir, LocalLogDirState)
+            and self._log_dir.path == self.dir.parent
+        ):
+            return type(self), (self.dir, self._given_log_start, self._given_hw)
+        return _rebuild, (
+            self.source,
+            self._given_log_start,
+            self._given_hw,
+            self.topic_partition,
+            self._log_dir,
+        )
 
     def __repr__(self) -> str:
-        return f"ReadOnlyLog({str(self.dir)!r})"
+        return f"ReadOnlyLog({self.source.name!r})"
+
+    @property
+    def name(self) -> str:
+        """What errors call the partition: its directory or its source's URL (never a credential)."""
+        return self.source.name
+
+    @property
+    def is_local(self) -> bool:
+        """Whether the partition is a local directory (``dir``), not object storage."""
+        return self._local
 
     # --- listing and offsets ------------------------------------------------------------------------------
     def list_segments(self) -> list[SegmentInfo]:
-        """The ``.log`` files now in the directory, by base offset (cheap: one directory scan)."""
+        """The ``.log`` files now in the partition, by base offset (cheap: one listing)."""
         found: list[SegmentInfo] = []
-        try:
-            mode = os.lstat(self.dir).st_mode
-            entries = list(os.scandir(self.dir))
-        except FileNotFoundError:
+        fast = getattr(self.source, "list_segment_files", None)
+        if fast is not None:  # a local directory: only the .log entries are looked at
+            found = [SegmentInfo(base, size, Path(path)) for base, size, path in fast()]
+            found.sort()
             return found
-        if stat.S_ISLNK(mode):
-            raise NotRegularFileError(
-                f"refusing partition directory {self.dir}: it is a {file_kind(mode)}, not a directory"
-            )
-        for entry in entries:
-            name = entry.name
+        files = self.source.list_files()
+        base_path = self.dir
+        for name in files:
             if not name.endswith(LOG_FILE_SUFFIX):
                 continue
             try:
                 base = offset_from_file_name(name)  # KafkaStorageError above int64
             except ValueError:
                 continue
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except FileNotFoundError:
-                continue
-            if not stat.S_ISREG(st.st_mode):
-                raise NotRegularFileError(
-                    f"refusing {entry.path}: it is a {file_kind(st.st_mode)}, not a regular file (kafkalog only "
-                    "reads and writes regular files inside the data directory)"
-                )
-            found.append(SegmentInfo(base, st.st_size, Path(entry.path)))
+            found.append(SegmentInfo(base, files[name], base_path / name))
         found.sort()
         return found
 
@@ -353,6 +476,13 @@ class ReadOnlyLog:
         return self._hw
 
     @property
+    def tail_position(self) -> tuple[int, int] | None:
+        """(base offset of the last segment, byte where its complete, CRC-valid data ends) as of the last
+        refresh; None without segments. Below the segment's size: a torn or preallocated tail."""
+        self._ensure_loaded()
+        return None if self._tail is None else (self._tail[0], self._tail[1])
+
+    @property
     def last_stable_offset(self) -> int:
         """The offset ``read_committed`` readers stop at (computed on first use after a refresh)."""
         self._ensure_loaded()
@@ -371,21 +501,20 @@ class ReadOnlyLog:
             self._segments = self.list_segments()
             return self._segments, self._scan_tail()
 
+        tp = self.topic_partition
         if self._given_hw is None:  # the view stops before a Spark sink job that is still being appended
-            (_, self._leo), pending = read_pending_sink_bounds(self.dir.parent, look)
-            sink_bound = pending.get((self.topic_partition.topic, self.topic_partition.partition))
+            (_, self._leo), sink_bound = self._log_dir.look(tp, look)
         else:
             _, self._leo = look()
             sink_bound = None
         first_base = self._segments[0].base_offset if self._segments else self._leo
-        log_dir = self.dir.parent
         start = self._given_log_start
         if start is None:
-            start = _load_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT).get(self.topic_partition, 0)
+            start = self._log_dir.log_start_offset(tp)
         self._log_start = min(max(start, first_base), self._leo)
         hw = self._given_hw
-        if hw is None and not _hw_follows_leo(log_dir):
-            hw = _load_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT).get(self.topic_partition)
+        if hw is None:
+            hw = self._log_dir.high_watermark(tp)
         self._hw = self._leo if hw is None else min(max(hw, self._log_start), self._leo)
         if sink_bound is not None:
             self._hw = max(self._log_start, min(self._hw, sink_bound))
@@ -397,31 +526,36 @@ class ReadOnlyLog:
             self._tail = None
             return self._given_log_start or 0
         seg = self._segments[-1]
+        known = getattr(self.source, "segment_end_offset", None)
+        end = None if known is None else known(seg.base_offset)
+        if end is not None:  # a complete, archived segment: its end is in its metadata
+            self._tail = (seg.base_offset, seg.size_bytes, end + 1)
+            return int(end) + 1
         try:
-            fd = _open_segment(seg.path)
+            file = self.source.open(seg.path.name)
         except FileNotFoundError:
             self._tail = None
             return seg.base_offset
         try:
-            size = os.fstat(fd).st_size
+            size = file.size
             tail = self._tail
             if tail is not None and tail[0] == seg.base_offset and tail[1] <= size:
                 pos, next_offset = tail[1], tail[2]
             else:
-                pos, next_offset = self._tail_start(fd, seg, size)
-            pos, next_offset = _valid_end(fd, size, pos, next_offset)
+                pos, next_offset = self._tail_start(file, seg, size)
+            pos, next_offset = _valid_end(file, size, pos, next_offset)
         finally:
-            os.close(fd)
+            file.close()
         self._tail = (seg.base_offset, pos, next_offset)
         return next_offset
 
-    def _tail_start(self, fd: int, seg: SegmentInfo, size: int) -> tuple[int, int]:
+    def _tail_start(self, file: RandomAccessFile, seg: SegmentInfo, size: int) -> tuple[int, int]:
         """(position, next offset) of the last verified offset-index entry, else the segment start."""
         offsets, positions = _offset_index_hints(
-            seg.path.with_suffix(INDEX_FILE_SUFFIX), seg.base_offset, size
+            _read_small(self.source, _sibling(seg, INDEX_FILE_SUFFIX)), seg.base_offset, size
         )
         for i in range(offsets.shape[0] - 1, max(-1, offsets.shape[0] - 4), -1):
-            header = _header_offsets(fd, int(positions[i]))
+            header = _header_offsets(file, int(positions[i]))
             if header is not None and header[1] == int(offsets[i]):
                 # the scan verifies the batch there; if it is torn, the log ends before it: at its base offset
                 return int(positions[i]), header[0]
@@ -431,16 +565,16 @@ class ReadOnlyLog:
         """Index of the segment that would hold ``offset`` (the last with base <= offset; 0 if none)."""
         return max(0, bisect_right([s.base_offset for s in segments], offset) - 1)
 
-    def _start_position(self, fd: int, seg: SegmentInfo, size: int, offset: int) -> int:
+    def _start_position(self, file: RandomAccessFile, seg: SegmentInfo, size: int, offset: int) -> int:
         """A verified file position at or before the batch holding ``offset`` (offset-index hint, or 0)."""
         if offset <= seg.base_offset:
             return 0
         offsets, positions = _offset_index_hints(
-            seg.path.with_suffix(INDEX_FILE_SUFFIX), seg.base_offset, size
+            _read_small(self.source, _sibling(seg, INDEX_FILE_SUFFIX)), seg.base_offset, size
         )
         i = int(np.searchsorted(offsets, offset, side="right")) - 1
         for j in range(i, max(-1, i - 3), -1):
-            if _header_last_offset(fd, int(positions[j])) == int(offsets[j]):
+            if _header_last_offset(file, int(positions[j])) == int(offsets[j]):
                 return int(positions[j])
         return 0
 
@@ -494,7 +628,7 @@ class ReadOnlyLog:
             if seg.base_offset >= end_offset:
                 return
             try:
-                fd = _open_segment(seg.path)
+                file = self.source.open(seg.path.name)
             except FileNotFoundError:
                 upper = segments[k + 1].base_offset if k + 1 < len(segments) else end_offset
                 if covered < min(upper, end_offset):
@@ -503,11 +637,11 @@ class ReadOnlyLog:
                 continue
             rolled = k + 1 < len(segments)  # a later segment exists: this one was complete when rolled
             try:
-                size = os.fstat(fd).st_size
-                pos = self._start_position(fd, seg, size, start_offset) if k == first else 0
+                size = file.size
+                pos = self._start_position(file, seg, size, start_offset) if k == first else 0
                 while pos < size:
                     want = min(buf.shape[0], size - pos)
-                    n = _pread_into(fd, buf, want, pos)
+                    n = _pread_into(file, buf, want, pos)
                     if n < want:  # the file shrank (a preallocated segment trimmed when it rolled)
                         size = pos + n
                     view = buf[:n]
@@ -580,7 +714,7 @@ class ReadOnlyLog:
                     return
                 covered = max(covered, upper)
             finally:
-                os.close(fd)
+                file.close()
             if k + 1 < len(segments):
                 upper = min(segments[k + 1].base_offset, end_offset)
                 if on_gap is not None and covered < upper:
@@ -677,14 +811,18 @@ class ReadOnlyLog:
         never below the log start offset. Rolled segments whose largest timestamp (their last time-index
         entry) is below ``timestamp`` are passed over; the walk ends at ``upper``."""
         segments = self._segments
+        max_timestamp = getattr(self.source, "segment_max_timestamp", None)
         for k, seg in enumerate(segments):
             nxt = segments[k + 1].base_offset if k + 1 < len(segments) else None
             if nxt is not None and nxt <= self._log_start:
                 continue
             if seg.base_offset >= upper:
                 return
+            known = None if max_timestamp is None else max_timestamp(seg.base_offset)
+            if nxt is not None and known is not None and known < timestamp:
+                continue  # its metadata says every record is older (no index read)
             ts, offsets, trimmed = _time_index_hints(
-                seg.path.with_suffix(TIME_INDEX_FILE_SUFFIX), seg.base_offset
+                _read_small(self.source, _sibling(seg, TIME_INDEX_FILE_SUFFIX)), seg.base_offset
             )
             if nxt is not None and trimmed and ts.shape[0] and int(ts[-1]) < timestamp:
                 continue  # a rolled segment's last time-index entry is its largest timestamp
@@ -717,11 +855,12 @@ class ReadOnlyLog:
         found: dict[tuple[int, int], AbortedTxn] = {}
         segments = self._segments
         for seg in segments[self._segment_index_for(start_offset, segments) :]:
-            index = TransactionIndex(seg.base_offset, seg.path.with_suffix(TXN_INDEX_FILE_SUFFIX))
+            name = _sibling(seg, TXN_INDEX_FILE_SUFFIX)
             try:
-                result = index.collect_aborted_txns(start_offset, end_offset)
+                entries = parse_txn_index(_read_small(self.source, name), f"{self.source.name}/{name}")
             except KafkaError:
                 continue
+            result = collect_aborted_txns(entries, start_offset, end_offset)
             for txn in result.aborted_transactions:
                 found[(txn.producer_id, txn.last_offset)] = txn
             if result.is_complete:
@@ -743,23 +882,19 @@ class ReadOnlyLog:
         return state
 
     def _snapshot_state(self) -> _TxnState:
-        snapshots: list[int] = []
-        try:
-            for entry in os.scandir(self.dir):
-                name = entry.name
-                if name.endswith(PRODUCER_SNAPSHOT_FILE_SUFFIX):
-                    try:
-                        snapshots.append(offset_from_file_name(name))
-                    except ValueError:
-                        continue
-        except FileNotFoundError:
-            pass
+        snapshots: list[tuple[int, str]] = []
+        for name in self.source.list_files():
+            if name.endswith(PRODUCER_SNAPSHOT_FILE_SUFFIX):
+                try:
+                    snapshots.append((offset_from_file_name(name), name))
+                except (ValueError, KafkaError):
+                    continue
         first_base = self._segments[0].base_offset if self._segments else 0
-        for offset in sorted(snapshots, reverse=True):
+        for offset, name in sorted(snapshots, reverse=True):
             if offset > self._leo or offset < first_base:
                 continue
             try:
-                entries = read_snapshot(self.dir / f"{offset:020d}{PRODUCER_SNAPSHOT_FILE_SUFFIX}")
+                entries = parse_snapshot(self.source.read(name), f"{self.source.name}/{name}")
             except (CorruptSnapshotError, OSError):
                 continue
             ongoing = {
@@ -796,6 +931,19 @@ class ReadOnlyLog:
                     state.aborted.append(AbortedTxn(pid, first, base, -1))
         state.position = end_offset
         state.aborted = [t for t in state.aborted if t.last_offset >= self._log_start]
+
+
+def _rebuild(
+    source: PartitionSource,
+    log_start_offset: int | None,
+    high_watermark: int | None,
+    topic_partition: TopicPartition,
+    log_dir: LogDirState,
+) -> ReadOnlyLog:
+    """Unpickle a :class:`ReadOnlyLog` of a source other than a local directory."""
+    return ReadOnlyLog(
+        source, log_start_offset, high_watermark, topic_partition=topic_partition, log_dir=log_dir
+    )
 
 
 def _grown(buf: U8Array, view: U8Array, remaining: int) -> U8Array:
@@ -852,12 +1000,12 @@ def _is_zero_tail(view: U8Array, pos: int, code: int) -> bool:
     return code == K.ERR_FRAME_SIZE and not view[pos : pos + LOG_OVERHEAD].any()
 
 
-def _valid_end(fd: int, size: int, pos: int, next_offset: int) -> tuple[int, int]:
+def _valid_end(file: RandomAccessFile, size: int, pos: int, next_offset: int) -> tuple[int, int]:
     """Walk complete, CRC-valid batches from ``pos``; returns (end position, next offset after them)."""
     buf = np.empty(_TAIL_CHUNK_BYTES, np.uint8)
     while pos < size:
         want = min(buf.shape[0], size - pos)
-        n = _pread_into(fd, buf, want, pos)
+        n = _pread_into(file, buf, want, pos)
         if n < want:  # the file shrank (a preallocated segment trimmed when it rolled)
             size = pos + n
         view = buf[:n]
@@ -882,17 +1030,17 @@ def _valid_end(fd: int, size: int, pos: int, next_offset: int) -> tuple[int, int
                 buf = _grown(buf, view, size - pos)
             pos += scan_pos
         elif scan.code in (K.ERR_LEGACY_MAGIC, K.ERR_BAD_MAGIC):  # a file's rule frames any magic
-            return _valid_end_legacy(fd, size, pos + scan_pos, next_offset)
+            return _valid_end_legacy(file, size, pos + scan_pos, next_offset)
         else:
             return pos + scan_pos, next_offset
     return pos, next_offset
 
 
-def _valid_end_legacy(fd: int, size: int, pos: int, next_offset: int) -> tuple[int, int]:
+def _valid_end_legacy(file: RandomAccessFile, size: int, pos: int, next_offset: int) -> tuple[int, int]:
     """:func:`_valid_end` for segments holding legacy v0/v1 entries, or a batch whose magic is above 2 or
     negative, which a file reader frames as Kafka's recovery does (batch objects, CRC-checked): the log's
     end is the writer's; reading such a batch raises, as a Kafka consumer does."""
-    data = memoryview(os.pread(fd, size - pos, pos))
+    data = memoryview(file.pread(size - pos, pos))
     off = 0
     while True:
         try:
@@ -908,22 +1056,144 @@ def _valid_end_legacy(fd: int, size: int, pos: int, next_offset: int) -> tuple[i
 # --- a data directory ---------------------------------------------------------------------------------------
 
 
-class ReadOnlyDataDir:
-    """One Kafka log dir (``<topic>-<n>`` partition dirs + checkpoints), read without a lock or writes."""
+class SegmentMetadata(Protocol):
+    """What a source may know of its segments without reading them (an archive's manifests): a reader uses it
+    instead of scanning the last segment's tail and reading time indexes, so planning reads no data."""
 
-    def __init__(self, path: Path | str) -> None:
-        self.path = Path(path)
+    def segment_end_offset(self, base_offset: int) -> int | None:
+        """The last offset (inclusive) of the complete segment at ``base_offset``; None if not known."""
+        ...
+
+    def segment_max_timestamp(self, base_offset: int) -> int | None:
+        """The largest timestamp of the segment at ``base_offset``; None if not known."""
+        ...
+
+
+class RemoteLayout(Protocol):
+    """A data directory in object storage as the reader sees it: partitions, their sources, checkpoints."""
+
+    @property
+    def name(self) -> str:
+        """The layout's root URL (never a credential)."""
+        ...
+
+    def partitions(self) -> dict[TopicPartition, str]:
+        """Every partition -> what errors call it."""
+        ...
+
+    def is_empty(self) -> bool:
+        """Whether nothing is stored under the root (it does not exist)."""
+        ...
+
+    def source(self, tp: TopicPartition) -> PartitionSource:
+        """The partition's files (cheap: no request until read)."""
+        ...
+
+    def log_dir_state(self) -> LogDirState:
+        """The checkpoints offsets come from."""
+        ...
+
+
+def is_url(path: object) -> bool:
+    """Whether a data-directory argument is a URL (``s3://``, ``gs://``, ``memory://``, ...), not a path."""
+    return isinstance(path, str) and "://" in path and not path.startswith("file://")
+
+
+def local_path(path: Path | str) -> Path:
+    """A plain path, or the path of a ``file://`` URL."""
+    text = os.fspath(path)
+    return Path(text[len("file://") :] if text.startswith("file://") else text)
+
+
+class ReadOnlyDataDir:
+    """One Kafka log dir (``<topic>-<n>`` partition dirs + checkpoints), read without a lock or writes.
+
+    ``path`` is a local directory (or a ``file://`` URL), read natively; or an object-storage URL, opened
+    with ``storage_options`` (Hadoop S3A names, see :func:`kafkalog.objstore.open_store`), or any
+    :class:`RemoteLayout` given as ``layout`` (a copy of a log dir, a tiered-storage archive). A directory or
+    prefix that does not exist is an error (:class:`~kafkalog.errors.LogDirNotFoundError`,
+    :class:`~kafkalog.errors.RemoteResourceNotFoundError`) when its partitions are listed, never an empty
+    data directory. Its ``repr`` never shows a storage option.
+
+    ``tiered_path`` (a URL, or a :class:`RemoteLayout`) is the tiered-storage archive of the local directory
+    ``path``: each partition is read as its archived (older) and local (recent) segments together. ``key_ring``
+    (``{kekId: PEM text or path}``) decrypts an encrypted Aiven archive; ``strict`` makes an archive's orphans,
+    overlaps and gaps errors instead of warnings.
+    """
+
+    def __init__(
+        self,
+        path: Path | str,
+        storage_options: Mapping[str, str] | None = None,
+        *,
+        layout: str | RemoteLayout | None = None,
+        tiered_path: str | RemoteLayout | None = None,
+        key_ring: Mapping[str, Any] | None = None,
+        strict: bool = False,
+        store: ObjectStore | None = None,
+    ) -> None:
+        self.url = os.fspath(path)
+        self.storage_options = dict(storage_options or {})
+        self._archive: RemoteLayout | None = None
+        if layout is not None and not isinstance(layout, str):
+            self._layout: RemoteLayout | None = layout
+        elif store is not None or is_url(self.url):
+            self._layout = _open_layout(self.url, self.storage_options, layout, store, key_ring, strict)
+        else:
+            self._layout = None
+        if tiered_path is not None:
+            if self._layout is not None:
+                raise InvalidConfigurationError(
+                    f"tieredPath is read beside a local data directory, and {self.url} is not one"
+                )
+            if isinstance(tiered_path, str):
+                self._archive = _open_layout(tiered_path, self.storage_options, None, None, key_ring, strict)
+            else:
+                self._archive = tiered_path
+        self.path = local_path(path) if self._layout is None else Path(self.url)
+        self._checked = False
 
     def __repr__(self) -> str:
-        return f"ReadOnlyDataDir({str(self.path)!r})"
+        return f"ReadOnlyDataDir({self.url!r})"
+
+    @property
+    def layout(self) -> RemoteLayout | None:
+        """The object-storage layout read (None for a local directory)."""
+        return self._layout
+
+    @property
+    def is_remote(self) -> bool:
+        """Whether the data is in object storage (not a local directory)."""
+        return self._layout is not None
+
+    def _check_exists(self) -> None:
+        if self._checked:
+            return
+        layout = self._layout
+        if layout is None:
+            if not self.path.is_dir():
+                raise LogDirNotFoundError(
+                    f"kafkalog data directory {self.path} does not exist or is not a directory"
+                    + ("" if self.path.exists() else " (no such path)")
+                )
+        elif layout.is_empty():
+            raise RemoteResourceNotFoundError(
+                f"{layout.name}: nothing is stored under this prefix (check the bucket and prefix of the URL, "
+                "and the endpoint and credentials in the storage options)"
+            )
+        self._checked = True
 
     def partition_dirs(self) -> dict[TopicPartition, Path]:
-        """Live partition directories (``-delete``/``-future``/``-stray`` and foreign names ignored)."""
+        """Live partition directories of a local data dir (``-delete``/``-future``/``-stray`` and foreign names
+        ignored); for object storage, each partition's name as a path (for messages only)."""
+        self._check_exists()
+        if self._layout is not None:
+            return {tp: Path(name) for tp, name in self._layout.partitions().items()}
         found: dict[TopicPartition, Path] = {}
         try:
             entries = list(os.scandir(self.path))
-        except FileNotFoundError:
-            return found
+        except FileNotFoundError as exc:
+            raise LogDirNotFoundError(f"kafkalog data directory {self.path} does not exist") from exc
         for entry in entries:
             name = entry.name
             if not _PARTITION_DIR.match(name) or "." in name.rsplit("-", 1)[1] or not entry.is_dir():
@@ -935,20 +1205,93 @@ class ReadOnlyDataDir:
             found[tp] = Path(entry.path)
         return found
 
+    def refresh(self) -> None:
+        """Look for new partitions at the next listing (an archive caches its listing; a local directory and a
+        log-dir copy are listed afresh every time)."""
+        refresh = getattr(self._layout, "refresh", None) or getattr(self._archive, "refresh", None)
+        if refresh is not None:
+            refresh()
+
+    def refresh_partition(self, topic: str, partition: int) -> bool:
+        """Whether an archived partition changed since it was planned (then :meth:`log` plans it again)."""
+        layout = self._layout if self._layout is not None else self._archive
+        refresh = getattr(layout, "refresh_partition", None)
+        return bool(refresh(TopicPartition(topic, partition))) if refresh is not None else False
+
+    def is_data_dir(self) -> bool:
+        """Whether the local directory looks like a Kafka log dir: a partition directory in it, or one of a log
+        dir's own files (``.lock``, ``kafkalog-topics.json``, ``meta.properties``, a checkpoint). A directory
+        that is neither (empty, a partition directory itself, a parent of the log dir) is the wrong path.
+        Always true for object storage (its prefix was checked when opened)."""
+        if self._layout is not None:
+            return True
+        if self.partition_dirs():
+            return True
+        return any((self.path / name).exists() for name in _DATA_DIR_FILES)
+
+    def partition_names(self) -> dict[TopicPartition, str]:
+        """Every partition -> its directory path or URL (with a ``tiered_path``: the local directory's path,
+        also for a partition that is only in the archive)."""
+        if self._layout is not None:
+            self._check_exists()
+            return self._layout.partitions()
+        names = {tp: str(path) for tp, path in self.partition_dirs().items()}
+        if self._archive is not None:
+            for tp in self._archive.partitions():
+                names.setdefault(tp, str(self.path / f"{tp.topic}-{tp.partition}"))
+        return names
+
     def topics(self) -> list[str]:
-        """Topics with at least one partition directory, sorted."""
-        return sorted({tp.topic for tp in self.partition_dirs()})
+        """Topics with at least one partition, sorted."""
+        return sorted({tp.topic for tp in self.partition_names()})
 
     def partitions(self, topic: str) -> list[int]:
         """Partition numbers of ``topic``, sorted (:class:`UnknownTopicOrPartitionError` if none)."""
-        parts = sorted(tp.partition for tp in self.partition_dirs() if tp.topic == topic)
+        parts = sorted(tp.partition for tp in self.partition_names() if tp.topic == topic)
         if not parts:
-            raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist in {self.path}")
+            raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist in {self.url}")
         return parts
 
-    def log(self, topic: str, partition: int) -> ReadOnlyLog:
-        """The read-only view of one partition (:class:`UnknownTopicOrPartitionError` if absent)."""
+    def _tiered_log(self, tp: TopicPartition, directory: Path, check: bool) -> ReadOnlyLog:
+        """A partition's local directory and its archive as one log (:class:`~kafkalog.readonly.remote.TieredUnionSource`)."""
+        from kafkalog.readonly.remote import TieredUnionSource, archive_source
+
+        assert self._archive is not None
+        archived = archive_source(self._archive, tp)
+        if check and archived is None and not directory.is_dir():
+            self._check_exists()
+            raise UnknownTopicOrPartitionError(f"partition {tp} does not exist in {self.path} or its archive")
+        source = TieredUnionSource(LocalPartitionSource(directory), archived)
+        return ReadOnlyLog(source, topic_partition=tp, log_dir=LocalLogDirState(self.path))
+
+    def log(self, topic: str, partition: int, *, check: bool = True) -> ReadOnlyLog:
+        """The read-only view of one partition (:class:`UnknownTopicOrPartitionError` if absent; with
+        ``check=False`` an object-storage partition is not looked up first: a Spark executor's view of a
+        partition the driver listed)."""
+        tp = TopicPartition(topic, partition)
+        layout = self._layout
+        if layout is not None:
+            if check and tp not in self.partition_names():
+                raise UnknownTopicOrPartitionError(f"partition {tp} does not exist in {self.url}")
+            return ReadOnlyLog(layout.source(tp), topic_partition=tp, log_dir=layout.log_dir_state())
         directory = self.path / f"{topic}-{partition}"
+        if self._archive is not None:
+            return self._tiered_log(tp, directory, check)
         if not directory.is_dir():
+            self._check_exists()
             raise UnknownTopicOrPartitionError(f"partition {topic}-{partition} does not exist in {self.path}")
         return ReadOnlyLog.open(directory)
+
+
+def _open_layout(
+    url: str,
+    storage_options: Mapping[str, str],
+    layout: str | None,
+    store: ObjectStore | None,
+    key_ring: Mapping[str, Any] | None,
+    strict: bool,
+) -> RemoteLayout:
+    """The layout of the data at ``url`` (a log-dir copy or a tiered-storage archive, detected by its keys)."""
+    from kafkalog.readonly.remote import open_layout  # the object-storage layer, imported when used
+
+    return open_layout(url, storage_options, layout=layout, store=store, key_ring=key_ring, strict=strict)

@@ -11,6 +11,19 @@ path / paths                        the data directory (Kafka's ``log.dirs``); r
                                     ``paths`` is the JSON list Spark passes for ``load([a, b])``.
                                     Made absolute on the driver (``~`` expanded), so executors
                                     read the directory the driver saw, whatever their own cwd.
+                                    A URL (``s3://bucket/prefix``, ``s3a://``, ``gs://``,
+                                    ``az://``, ``abfss://``) reads object storage: a log-dir copy or
+                                    a tiered-storage archive (:mod:`kafkalog.spark.remote`)
+fs.* / spark.hadoop.fs.* /          storage options under Hadoop's names (``fs.s3a.endpoint``,
+storage.*                           ``fs.s3a.access.key``, ...): :func:`kafkalog.objstore.open_store`
+tieredPath                          kafkalog only: the URL of the tiered-storage archive of the
+                                    local data directory read (its older segments)
+layout                              kafkalog only: ``logdir`` | ``aiven`` | ``local-tiered``
+                                    (default: detected from the keys)
+keyRing                             kafkalog only: JSON ``{"kekId": "PEM text or file path"}`` to
+                                    decrypt an encrypted Aiven archive
+strict                              kafkalog only: orphans, overlaps and gaps of an archive are
+                                    errors (default ``false``: warnings)
 subscribe / subscribePattern /      exactly one is required: comma-separated topics / a regular
 assign                              expression (``re.fullmatch``) / JSON ``{"t": [0, 1]}``
 startingOffsets, endingOffsets      ``earliest`` | ``latest`` | JSON ``{"t": {"0": 23, "1": -2}}``
@@ -51,9 +64,10 @@ import logging
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
+from kafkalog.log.readonly import is_url, local_path
 from kafkalog.spark.offsets import (
     EARLIEST,
     LATEST,
@@ -63,6 +77,8 @@ from kafkalog.spark.offsets import (
     parse_assign,
     parse_offset_spec,
 )
+from kafkalog.spark.remote import RemoteSpec, is_storage_option
+from kafkalog.tiered.detect import LAYOUTS
 
 __all__ = [
     "DEFAULT_ARROW_BATCH_ROWS",
@@ -188,6 +204,37 @@ class SourceOptions:
     read_committed: bool = False
     arrow_batch_rows: int = DEFAULT_ARROW_BATCH_ROWS
     filter_pushdown: bool = False
+    #: Storage options (credentials among them: never in the ``repr``).
+    storage_options: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    tiered_path: str | None = None
+    layout: str | None = None
+    key_ring: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    strict: bool = False
+
+    def remote_spec(self, path: str) -> RemoteSpec | None:
+        """What executors need to open ``path`` when it is not a plain local directory (None when it is)."""
+        if not is_url(path) and self.tiered_path is None:
+            return None
+        return RemoteSpec(
+            path,
+            self.storage_options,
+            self.layout if is_url(path) else None,
+            self.tiered_path,
+            self.key_ring,
+            self.strict,
+        )
+
+
+def _key_ring(text: str) -> tuple[tuple[str, str], ...]:
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict) or not all(isinstance(v, str) for v in parsed.values()):
+        raise ValueError(
+            'option \'keyRing\' must be a JSON object {"kekId": "PEM text or path to a PEM file"}'
+        )
+    return tuple(sorted((str(k), v) for k, v in parsed.items()))
 
 
 def _paths(options: Mapping[str, str]) -> tuple[str, ...]:
@@ -207,7 +254,11 @@ def _paths(options: Mapping[str, str]) -> tuple[str, ...]:
             "Option 'path' must be specified: the kafkalog data directory "
             "(spark.read.format('kafkalog').load('/data/dir') or .option('path', ...))"
         )
-    return tuple(dict.fromkeys(os.path.abspath(os.path.expanduser(p)) for p in paths))
+    return tuple(
+        dict.fromkeys(
+            p if is_url(p) else os.path.abspath(os.path.expanduser(str(local_path(p)))) for p in paths
+        )
+    )
 
 
 def _strategy(options: Mapping[str, str]) -> Strategy:
@@ -343,6 +394,17 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     if batch_rows <= 0:
         raise ValueError("arrowBatchRows must be positive")
     pushdown = parse_bool("filterPushdown", opts.get("filterpushdown", "false"))
+    storage = tuple(sorted((k, v) for k, v in opts.items() if is_storage_option(k)))
+    tiered_path = opts.get("tieredpath") or None
+    if tiered_path is not None and not is_url(tiered_path):
+        raise ValueError(
+            f"option 'tieredPath' must be an object-storage URL (s3://, gs://, az://), got {tiered_path}"
+        )
+    if tiered_path is not None and any(is_url(p) for p in paths):
+        raise ValueError("option 'tieredPath' is read beside a local data directory, not beside a URL")
+    layout = opts.get("layout") or None
+    if layout is not None and layout not in LAYOUTS:
+        raise ValueError(f"option 'layout' must be one of {', '.join(LAYOUTS)}, got {layout}")
     if streaming and pushdown:
         _log.warning("filterPushdown option ignored in streaming queries")
     return SourceOptions(
@@ -361,6 +423,11 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         read_committed=isolation == "read_committed",
         arrow_batch_rows=batch_rows,
         filter_pushdown=pushdown and not streaming,
+        storage_options=storage,
+        tiered_path=tiered_path,
+        layout=layout,
+        key_ring=_key_ring(opts["keyring"]) if "keyring" in opts else (),
+        strict=parse_bool("strict", opts.get("strict", "false")),
     )
 
 

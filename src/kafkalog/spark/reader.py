@@ -57,6 +57,7 @@ from kafkalog.spark.offsets import TP, PartitionBounds, resolve_offsets
 from kafkalog.spark.options import SourceOptions, Strategy
 from kafkalog.spark.planning import OffsetRange, split_ranges
 from kafkalog.spark.pushdown import PushedFilters, group_pieces, prune_ranges, push_filters
+from kafkalog.spark.remote import RemoteSpec, open_spec
 from kafkalog.spark.schema import ARROW_TIMESTAMP, arrow_schema
 
 __all__ = [
@@ -98,29 +99,79 @@ def report_data_loss(message: str, fail: bool) -> None:
 
 
 class LogDirs:
-    """The partitions of one or more data directories, with cached read-only views (driver side)."""
+    """The partitions of one or more data directories, with cached read-only views (driver side). A path
+    may be an object-storage URL, and a local one may have a ``tieredPath`` archive (``options``)."""
 
-    def __init__(self, paths: Sequence[str]) -> None:
+    def __init__(self, paths: Sequence[str], options: SourceOptions | None = None) -> None:
         self.paths = tuple(paths)
+        self.options = options
         self._logs: dict[TP, ReadOnlyLog] = {}
+        self._data_dirs: list[tuple[ReadOnlyDataDir, RemoteSpec | None]] | None = None
+        self._owner: dict[TP, int] = {}
+
+    def data_dirs(self) -> list[tuple[ReadOnlyDataDir, RemoteSpec | None]]:
+        """Each path's data directory, with the spec executors open it by (None: a plain local directory)."""
+        if self._data_dirs is None:
+            found: list[tuple[ReadOnlyDataDir, RemoteSpec | None]] = []
+            for path in self.paths:
+                spec = None if self.options is None else self.options.remote_spec(path)
+                if spec is None:
+                    if not os.path.isdir(path):
+                        raise LogDirNotFoundError(
+                            f"kafkalog data directory {path} does not exist or is not a directory"
+                            + ("" if os.path.exists(path) else " (no such path)")
+                        )
+                    found.append((ReadOnlyDataDir(path), None))
+                else:
+                    data_dir = spec.open()
+                    found.append((data_dir, spec.with_layout(data_dir)))
+            self._data_dirs = found
+        return self._data_dirs
+
+    def check_data_dirs(self) -> None:
+        """:class:`LogDirNotFoundError` for a local path that is not a Kafka log dir at all (a mistyped or
+        wrong-level path: no partition directory and none of a log dir's files), so a read that finds no
+        partition there is an error, not zero rows."""
+        for data_dir, _ in self.data_dirs():
+            if not data_dir.is_data_dir():
+                raise LogDirNotFoundError(
+                    f"{data_dir.path} is not a kafkalog data directory: it holds no partition directory "
+                    "(<topic>-<partition>) and none of a log dir's files (kafkalog-topics.json, checkpoints, "
+                    "meta.properties); give the log dir itself (Kafka's log.dirs entry), not a partition "
+                    "directory or a parent"
+                )
+
+    def partition_names(self) -> dict[TP, str]:
+        """Every partition -> its directory or URL (the first data directory wins on a duplicate)."""
+        found: dict[TP, str] = {}
+        for i, (data_dir, _) in enumerate(self.data_dirs()):
+            for tp, name in data_dir.partition_names().items():
+                key = (tp.topic, tp.partition)
+                if key not in found:
+                    found[key] = name
+                    self._owner[key] = i
+        return found
 
     def partition_dirs(self) -> dict[TP, Path]:
-        """Every live partition directory (the first data directory wins on a duplicate)."""
-        found: dict[TP, Path] = {}
-        for path in self.paths:
-            if not os.path.isdir(path):
-                raise LogDirNotFoundError(
-                    f"kafkalog data directory {path} does not exist or is not a directory"
-                    + ("" if os.path.exists(path) else " (no such path)")
-                )
-            for tp, directory in ReadOnlyDataDir(path).partition_dirs().items():
-                found.setdefault((tp.topic, tp.partition), directory)
-        return found
+        """:meth:`partition_names` as paths (local data directories)."""
+        return {tp: Path(name) for tp, name in self.partition_names().items()}
+
+    def spec_of(self, tp: TP) -> RemoteSpec | None:
+        """The spec executors open ``tp``'s data directory by (None: a plain local directory)."""
+        if tp not in self._owner:
+            self.partition_names()
+        return self.data_dirs()[self._owner[tp]][1]
+
+    def refresh(self) -> None:
+        """Look for new partitions of archives at the next :meth:`select` (a stream's trigger)."""
+        for data_dir, spec in self.data_dirs():
+            if spec is not None:
+                data_dir.refresh()
 
     def select(self, strategy: Strategy, *, strict: bool = True) -> list[TP]:
         """The partitions a strategy reads, sorted; ``assign`` of a missing partition is an error when
         ``strict`` (a streaming query reports partitions that disappear as data loss instead)."""
-        dirs = self.partition_dirs()
+        dirs = self.partition_names()
         if strategy.kind == "assign":
             missing = [tp for tp in strategy.assigned if tp not in dirs]
             if not strict:
@@ -137,14 +188,18 @@ class LogDirs:
         """The cached view of ``tp``; ``refresh`` re-reads its tail first."""
         log = self._logs.get(tp)
         if log is None:
-            directory = self.partition_dirs().get(tp)
-            if directory is None:
+            if tp not in self.partition_names():
                 raise UnknownTopicOrPartitionError(
                     f"partition {tp[0]}-{tp[1]} does not exist in {self.paths}"
                 )
-            log = self._logs[tp] = ReadOnlyLog.open(directory)
+            data_dir = self.data_dirs()[self._owner[tp]][0]
+            log = self._logs[tp] = data_dir.log(tp[0], tp[1], check=False)
         elif refresh:
-            log.refresh()
+            data_dir, spec = self.data_dirs()[self._owner[tp]]
+            if spec is not None and data_dir.refresh_partition(tp[0], tp[1]):  # new archived segments
+                log = self._logs[tp] = data_dir.log(tp[0], tp[1], check=False)
+            else:
+                log.refresh()
         return log
 
     def bounds(self, tp: TP, read_committed: bool) -> PartitionBounds:
@@ -172,7 +227,7 @@ class LogDirs:
         return [s.base_offset for s in self.log(tp).segments]
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"paths": self.paths, "_logs": {}}
+        return {"paths": self.paths, "options": self.options, "_logs": {}, "_data_dirs": None, "_owner": {}}
 
 
 @dataclass(frozen=True)
@@ -186,6 +241,7 @@ class ReadTask:
     end: int
     aborted: tuple[tuple[int, int, int], ...] | None = None  # (producer id, first offset, marker offset)
     pieces: tuple[tuple[int, int], ...] | None = None  # only these ranges [lo, hi) of [start, end) (pushdown)
+    remote: RemoteSpec | None = None  # object storage / a tieredPath: how executors open it (repr: no secret)
 
 
 class KafkaLogInputPartition(InputPartition):
@@ -214,7 +270,7 @@ def make_tasks(
         max_records_per_partition=opts.max_records_per_partition,
         boundaries={(r.topic, r.partition): dirs.boundaries((r.topic, r.partition)) for r in ranges},
     )
-    dir_of = dirs.partition_dirs()
+    dir_of = dirs.partition_names()
     tasks = []
     for r in parts:
         within = None
@@ -233,10 +289,9 @@ def make_tasks(
         if opts.read_committed:
             txns = dirs.log((r.topic, r.partition)).aborted_transactions(r.start, r.end)
             aborted = tuple((t.producer_id, t.first_offset, t.last_offset) for t in txns)
+        tp = (r.topic, r.partition)
         tasks.append(
-            ReadTask(
-                r.topic, r.partition, str(dir_of[(r.topic, r.partition)]), r.start, r.end, aborted, within
-            )
+            ReadTask(r.topic, r.partition, dir_of[tp], r.start, r.end, aborted, within, dirs.spec_of(tp))
         )
     return tasks
 
@@ -246,8 +301,10 @@ def plan_batch(
 ) -> list[ReadTask]:
     """The batch read plan: resolve starting/ending offsets, check data loss, prune by the ``pushed``
     filters, split (driver side)."""
-    dirs = dirs or LogDirs(opts.paths)
+    dirs = dirs or LogDirs(opts.paths, opts)
     partitions = dirs.select(opts.strategy)
+    if not partitions:
+        dirs.check_data_dirs()
 
     def bounds(tp: TP) -> PartitionBounds:
         return dirs.bounds(tp, opts.read_committed)
@@ -380,8 +437,14 @@ def read_task(
     chunk_bytes: int = 16 << 20,
 ) -> Iterator[pa.RecordBatch]:
     """Arrow batches (schema :func:`arrow_schema`) of the records in ``task`` (executor side)."""
-    _check_visible(task.directory)
-    log = ReadOnlyLog.open(task.directory)
+    if task.remote is None:
+        _check_visible(task.directory)
+        log = ReadOnlyLog.open(task.directory)
+    else:
+        data_dir = open_spec(task.remote)
+        log = data_dir.log(task.topic, task.partition, check=False)
+        if log.high_watermark < task.end and data_dir.refresh_partition(task.topic, task.partition):
+            log = data_dir.log(task.topic, task.partition, check=False)  # segments uploaded since planned
     schema = arrow_schema(include_headers)
     constants = _Constants(task.topic, task.partition)
     tp = TopicPartition(task.topic, task.partition)
@@ -390,6 +453,10 @@ def read_task(
         report_data_loss(
             f"Cannot fetch offsets [{lo}, {hi}) of {tp}: they are no longer in the log", fail_on_data_loss
         )
+
+    # Offsets between an archive's segments are lost data (tiered storage holds no compacted topic); between a
+    # local log's segments they are what compaction leaves.
+    gaps_are_loss = getattr(log.source, "segment_end_offset", None) is not None
 
     def damaged(lo: int, hi: int, error: CorruptRecordError) -> None:
         # failOnDataLoss=true never gets here: without on_damage the error itself is raised
@@ -402,6 +469,7 @@ def read_task(
             chunk_bytes=chunk_bytes,
             on_missing=missing,
             on_damage=None if fail_on_data_loss else damaged,
+            on_gap=missing if gaps_are_loss else None,
         ):
             table = chunk.table
             runs = [(0, table.shape[1])] if not task.aborted else _kept_runs(table, task.aborted)

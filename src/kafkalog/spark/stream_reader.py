@@ -87,7 +87,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, _AvailableNowBase):  # type: 
     def dirs(self) -> LogDirs:
         """The cached partition views of this query (driver side)."""
         if self._dirs is None:
-            self._dirs = LogDirs(self.options.paths)
+            self._dirs = LogDirs(self.options.paths, self.options)
         return self._dirs
 
     def _bounds(self, tp: TP) -> PartitionBounds:
@@ -96,6 +96,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, _AvailableNowBase):  # type: 
     def _fetch_latest(self) -> dict[TP, int]:
         """Latest offsets of every selected partition, after re-reading each partition's tail."""
         out: dict[TP, int] = {}
+        self.dirs.refresh()
         for tp in self.dirs.select(self.options.strategy, strict=False):
             self.dirs.log(tp, refresh=True)
             out[tp] = self._bounds(tp).latest

@@ -25,7 +25,14 @@ from kafkalog.errors import CorruptIndexError, KafkaError
 from kafkalog.storage.files import open_regular, read_regular
 from kafkalog.storage.index import OwnsDescriptor
 
-__all__ = ["ABORTED_TXN_SIZE", "AbortedTxn", "TransactionIndex", "TxnIndexSearchResult"]
+__all__ = [
+    "ABORTED_TXN_SIZE",
+    "AbortedTxn",
+    "TransactionIndex",
+    "TxnIndexSearchResult",
+    "collect_aborted_txns",
+    "parse_txn_index",
+]
 
 ABORTED_TXN_SIZE: Final = 34
 _ENTRY = struct.Struct(">hqqqq")
@@ -51,6 +58,35 @@ class AbortedTxn(NamedTuple):
         """Parse the entry at ``data[offset:]``."""
         version, pid, first, last, lso = _ENTRY.unpack_from(data, offset)
         return cls(pid, first, last, lso, version)
+
+
+def parse_txn_index(data: bytes, name: str) -> list[AbortedTxn]:
+    """The entries of a ``.txnindex`` file's bytes (a trailing partial entry ignored); ``name`` is what the
+    :class:`KafkaError` for an unknown entry version calls the file."""
+    entries: list[AbortedTxn] = []
+    for pos in range(0, len(data) - ABORTED_TXN_SIZE + 1, ABORTED_TXN_SIZE):
+        txn = AbortedTxn.from_bytes(data, pos)
+        if txn.version != 0:
+            raise KafkaError(
+                f"unexpected aborted transaction version {txn.version} in transaction index {name}, "
+                "current version is 0"
+            )
+        entries.append(txn)
+    return entries
+
+
+def collect_aborted_txns(
+    entries: list[AbortedTxn], fetch_offset: int, upper_bound_offset: int
+) -> TxnIndexSearchResult:
+    """Entries with ``last_offset >= fetch_offset`` and ``first_offset < upper_bound_offset``; the search is
+    complete (later segments need not be searched) once an entry's LSO reaches the upper bound."""
+    found: list[AbortedTxn] = []
+    for txn in entries:
+        if txn.last_offset >= fetch_offset and txn.first_offset < upper_bound_offset:
+            found.append(txn)
+        if txn.last_stable_offset >= upper_bound_offset:
+            return TxnIndexSearchResult(found, True)
+    return TxnIndexSearchResult(found, False)
 
 
 class TxnIndexSearchResult(NamedTuple):
@@ -86,20 +122,11 @@ class TransactionIndex(OwnsDescriptor):
 
     def _load(self) -> list[AbortedTxn]:
         if self._entries is None:
-            entries: list[AbortedTxn] = []
             try:
                 data = read_regular(self._file)
             except FileNotFoundError:
                 data = b""
-            for pos in range(0, len(data) - ABORTED_TXN_SIZE + 1, ABORTED_TXN_SIZE):
-                txn = AbortedTxn.from_bytes(data, pos)
-                if txn.version != 0:
-                    raise KafkaError(
-                        f"unexpected aborted transaction version {txn.version} in transaction index {self._file}, "
-                        "current version is 0"
-                    )
-                entries.append(txn)
-            self._entries = entries
+            self._entries = parse_txn_index(data, self._file)
         return self._entries
 
     def _ensure_fd(self) -> int:
@@ -140,13 +167,7 @@ class TransactionIndex(OwnsDescriptor):
         bound.
         """
         with self._lock:
-            found: list[AbortedTxn] = []
-            for txn in self._load():
-                if txn.last_offset >= fetch_offset and txn.first_offset < upper_bound_offset:
-                    found.append(txn)
-                if txn.last_stable_offset >= upper_bound_offset:
-                    return TxnIndexSearchResult(found, True)
-            return TxnIndexSearchResult(found, False)
+            return collect_aborted_txns(self._load(), fetch_offset, upper_bound_offset)
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry whose last offset is >= ``offset``."""

@@ -1,0 +1,253 @@
+"""``kafkalog info|verify|consume URL --storage-option KEY=VALUE``: a copy of a data directory in object storage
+reads as the local directory it was copied from (same records, offsets, verify verdict), a prefix that holds
+nothing exits 66, and storage options never show in output or errors."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kafkalog.objstore import open_store
+from kafkalog.objstore.open import forget_memory_store
+
+from .helpers import json_lines, run, run_process, write_partition
+
+
+def copy_tree(root: Path, store: Any, prefix: str = "") -> None:
+    for path in sorted(root.rglob("*")):
+        if path.is_file():
+            key = path.relative_to(root).as_posix()
+            store.put(f"{prefix}/{key}" if prefix else key, path.read_bytes())
+
+
+@pytest.fixture
+def copied(tmp_path: Path) -> Iterator[tuple[Path, str]]:
+    """A data directory (two partitions, transactions, several segments) and its copy at ``memory://...``."""
+    data = tmp_path / "data"
+    write_partition(data / "orders-0")
+    write_partition(data / "orders-1", batches=25)
+    name = f"cli-{tmp_path.name}"
+    copy_tree(data, open_store(f"memory://{name}"))
+    yield data, f"memory://{name}"
+    forget_memory_store(name)
+
+
+def test_consume_a_url_prints_what_the_local_directory_holds(copied: tuple[Path, str]) -> None:
+    data, url = copied
+    for args in (
+        ("--from-beginning",),
+        ("--from-beginning", "--isolation-level", "read_committed", "--format", "json"),
+        ("--offset", "30", "--partition", "1", "--property", "print.offset=true,print.key=true"),
+    ):
+        local = run("consume", data, "orders", *args)
+        remote = run("consume", url, "orders", *args)
+        assert local.exit_code == remote.exit_code == 0, remote.stderr
+        assert remote.stdout == local.stdout and local.stdout.count("\n") > 20
+
+
+def test_info_and_verify_of_a_url(copied: tuple[Path, str]) -> None:
+    data, url = copied
+    local = {
+        (o["topic"], o["partition"]): o
+        for o in json_lines(run("info", data, "--json").stdout)
+        if o["type"] == "partition"
+    }
+    remote_run = run("info", url, "--json")
+    assert remote_run.exit_code == 0, remote_run.stderr
+    remote = {
+        (o["topic"], o["partition"]): o for o in json_lines(remote_run.stdout) if o["type"] == "partition"
+    }
+    assert set(remote) == set(local) == {("orders", 0), ("orders", 1)}
+    for key, theirs in local.items():
+        ours = remote[key]
+        assert ours["path"] == f"{url}/orders-{key[1]}"
+        for field in (
+            "logStartOffset",
+            "logEndOffset",
+            "highWatermark",
+            "lastStableOffset",
+            "segments",
+            "producerSnapshotOffset",
+            "producers",
+            "leaderEpochs",
+            "sizeBytes",
+            "error",
+        ):
+            assert ours[field] == theirs[field], field
+    verified = run("verify", url, "--json")
+    assert verified.exit_code == 0, verified.stdout
+    parts = [o for o in json_lines(verified.stdout) if o["type"] == "partition"]
+    assert [(p["partition"], p["faults"]) for p in parts] == [("orders-0", 0), ("orders-1", 0)]
+    assert all(p["batches"] > 20 for p in parts)
+
+
+def test_verify_reports_a_damaged_copy(copied: tuple[Path, str]) -> None:
+    _, url = copied
+    store = open_store(url)
+    key = "orders-0/00000000000000000000.log"
+    raw = bytearray(store.get(key))
+    raw[200] ^= 0xFF  # inside the first segment's batches: a CRC mismatch (or a bad frame)
+    store.put(key, bytes(raw))
+    result = run("verify", url, "--json")
+    assert result.exit_code == 1
+    faults = [o for o in json_lines(result.stdout) if o["type"] == "fault"]
+    assert faults and all(f["partition"] == "orders-0" for f in faults)
+    assert run("consume", url, "orders", "--from-beginning", "--partition", "0").exit_code == 2
+
+
+def test_a_url_that_holds_nothing_exits_66_and_options_stay_secret(copied: tuple[Path, str]) -> None:
+    _, url = copied
+    for command in (["info", url + "-typo"], ["verify", url + "-typo"], ["consume", url + "-typo", "orders"]):
+        result = run(*command, "--storage-option", "fs.s3a.secret.key=hunter2-very-secret")
+        assert result.exit_code == 66, result.output
+        assert "nothing" in result.stderr and "hunter2" not in result.output + result.stderr
+    bad = run("info", url, "--storage-option", "hunter2-very-secret")
+    assert bad.exit_code == 64 and "hunter2-very-secret" not in bad.stderr
+    local_with_option = run("info", "/tmp", "--storage-option", "fs.s3a.endpoint=x")
+    assert local_with_option.exit_code == 64
+
+
+def test_against_a_real_s3_server(tmp_path: Path, s3_server: Any) -> None:
+    """The console script against SeaweedFS: options on the command line, the secret never printed."""
+    data = tmp_path / "data"
+    write_partition(data / "events-0", batches=30)
+    bucket = s3_server.make_bucket("cli")
+    copy_tree(data, s3_server.open(f"s3://{bucket}"), "backup/cluster1")
+    url = f"s3://{bucket}/backup/cluster1"
+    options = [a for k, v in s3_server.options().items() for a in ("--storage-option", f"{k}={v}")]
+    local = run_process("consume", data, "events", "--from-beginning")
+    remote = run_process("consume", url, "events", "--from-beginning", *options)
+    assert remote.returncode == 0, remote.stderr
+    assert remote.stdout == local.stdout and remote.stdout.count(b"\n") > 80
+    wrong = [*options[:-2], "--storage-option", "fs.s3a.secret.key=not-the-secret-xyz"]
+    refused = run_process("info", url, *wrong)
+    assert refused.returncode != 0
+    assert b"not-the-secret-xyz" not in refused.stderr + refused.stdout
+    assert s3_server.secret_key.encode() not in refused.stderr + refused.stdout
+
+
+def test_verify_of_an_archive_reports_orphans_overlaps_and_manifest_disagreements(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from kafkalog.tiered.writer import segments_from_log_dir, write_aiven_segment
+
+    written = write_partition(tmp_path / "orders-2", batches=60)
+    segments = segments_from_log_dir(written.path)
+    assert len(segments) >= 5
+    name = f"archive-{tmp_path.name}"
+    store = open_store(f"memory://{name}")
+    url = f"memory://{name}"
+    try:
+
+        def upload(seg: Any, **kw: Any) -> str:
+            return write_aiven_segment(
+                store, seg, topic="orders", topic_id="MWJ6FHTfRYy67jzwZdeqSQ", partition=2, **kw
+            )
+
+        ids = [f"segment{i:02d}AAAAAAAAAAAAA" for i in range(len(segments))]  # 22 characters, as a Kafka Uuid
+        for seg, segment_id in zip(segments, ids, strict=True):
+            upload(seg, event_timestamp_ms=1, segment_id=segment_id)
+        clean = run("verify", url, "--json")
+        assert clean.exit_code == 0, clean.stdout
+        info = [o for o in json_lines(run("info", url, "--json").stdout) if o["type"] == "partition"]
+        assert [
+            (o["partition"], o["logStartOffset"], o["logEndOffset"], o["highWatermark"]) for o in info
+        ] == [(2, 0, segments[-1].end_offset + 1, segments[-1].end_offset + 1)]
+        assert [s["baseOffset"] for s in info[0]["segments"]] == [seg.base_offset for seg in segments]
+        consumed = run("consume", url, "orders", "--from-beginning", "--property", "print.offset=true")
+        assert consumed.exit_code == 0, consumed.stderr
+        local = run("consume", tmp_path, "orders", "--from-beginning", "--property", "print.offset=true")
+        end = segments[-1].end_offset
+        assert consumed.stdout.splitlines() == [
+            line
+            for line in local.stdout.splitlines()
+            if int(line.split("\t")[0].removeprefix("Offset:")) <= end
+        ]
+        upload(segments[1], upload_manifest=False)  # an orphan: the upload failed before its manifest
+        upload(segments[2], event_timestamp_ms=2)  # a re-upload of the same offsets
+        lying = replace(segments[3], end_offset=segments[3].end_offset + 5)
+        upload(lying, event_timestamp_ms=1, segment_id=ids[3])  # its manifest lies about its end
+        result = run("verify", url, "--json")
+        findings = [o for o in json_lines(result.stdout) if o["type"] in ("fault", "warning")]
+        text = "\n".join(f"{o['type']}: {o['message']}" for o in findings)
+        assert "warning: orphan object" in text
+        assert "not read" in text or "two archived segments" in text
+        assert f"the manifest says the segment ends at offset {lying.end_offset}" in text, text
+        assert result.exit_code == 1
+    finally:
+        forget_memory_store(name)
+
+
+def test_consume_of_an_archive_missing_a_segment_exits_2(tmp_path: Path) -> None:
+    """A segment missing between archived ones is damage for consume (exit 2 after the records before it),
+    not silently fewer records."""
+    from kafkalog.tiered.writer import segments_from_log_dir, write_aiven_segment
+
+    written = write_partition(tmp_path / "orders-0", batches=60, transactions=False)
+    segments = segments_from_log_dir(written.path)
+    name = f"gap-{tmp_path.name}"
+    store = open_store(f"memory://{name}")
+    try:
+        for i, seg in enumerate(segments):
+            if i != 2:
+                write_aiven_segment(
+                    store, seg, topic="orders", topic_id="MWJ6FHTfRYy67jzwZdeqSQ", partition=0
+                )
+        result = run(
+            "consume", f"memory://{name}", "orders", "--from-beginning", "--property", "print.offset=true"
+        )
+        assert result.exit_code == 2, result.stderr
+        printed = [int(line.split("\t")[0].removeprefix("Offset:")) for line in result.stdout.splitlines()]
+        assert printed and max(printed) < segments[2].base_offset
+    finally:
+        forget_memory_store(name)
+
+
+def test_consume_follow_sees_segments_uploaded_to_an_archive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``consume URL --follow`` over an archive prints the records of segments uploaded while it waits."""
+    import kafkalog.cli.consume as consume_module
+    from kafkalog.tiered.writer import segments_from_log_dir, write_aiven_segment
+
+    written = write_partition(tmp_path / "orders-0", batches=60, transactions=False)
+    segments = segments_from_log_dir(written.path)
+    name = f"follow-{tmp_path.name}"
+    store = open_store(f"memory://{name}")
+
+    def upload(segs: list[Any]) -> None:
+        for seg in segs:
+            write_aiven_segment(store, seg, topic="orders", topic_id="MWJ6FHTfRYy67jzwZdeqSQ", partition=0)
+
+    waits: list[float] = []
+
+    def sleep(seconds: float) -> None:  # the poll between reads: the uploader runs here, no race
+        waits.append(seconds)
+        if len(waits) == 1:
+            upload(segments[2:])
+        elif len(waits) > 20:  # polled 20 times after the upload: it is not going to see it
+            raise AssertionError("consume --follow never printed the records uploaded while it waited")
+
+    try:
+        upload(segments[:2])
+        monkeypatch.setattr(consume_module.time, "sleep", sleep)
+        end = segments[-1].end_offset + 1
+        result = run(
+            "consume",
+            f"memory://{name}",
+            "orders",
+            "--from-beginning",
+            "--follow",
+            "--max-messages",
+            str(end),
+            "--property",
+            "print.offset=true",
+        )
+        assert result.exit_code == 0, result.stderr
+        printed = [int(line.split("\t")[0].removeprefix("Offset:")) for line in result.stdout.splitlines()]
+        assert printed == list(range(end)) and len(waits) >= 1
+    finally:
+        forget_memory_store(name)
