@@ -29,6 +29,7 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
+from kafkalog.cleaner.service import CleanResult, LogCleaner
 from kafkalog.cli.common import (
     CONTEXT_SETTINGS,
     EXIT_CODES_HELP,
@@ -44,7 +45,6 @@ from kafkalog.cli.common import (
 from kafkalog.cli.paths import resolve_target
 from kafkalog.cli.state import ImmediateScheduler, open_manager, partition_config
 from kafkalog.cli.verifier import log_bytes
-from kafkalog.log.cleaner_service import CleanResult, LogCleaner
 from kafkalog.log.log import Log
 from kafkalog.log.names import TopicPartition
 

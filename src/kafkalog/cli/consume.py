@@ -81,9 +81,9 @@ from kafkalog.errors import (
     UnknownTopicOrPartitionError,
 )
 from kafkalog.log.checkpoint import offset_checkpoint, read_partition_metadata, topic_id_to_string
-from kafkalog.log.committed import committed_records
 from kafkalog.log.config import LogConfig
-from kafkalog.log.readonly import ReadOnlyDataDir, ReadOnlyLog
+from kafkalog.readonly.committed import committed_records
+from kafkalog.readonly.log import ReadOnlyDataDir, ReadOnlyLog
 from kafkalog.records import Record, RecordBatch, TimestampType
 from kafkalog.records.utf8 import decode_utf8_as_java
 

@@ -46,7 +46,7 @@ from kafkalog.errors import CorruptSnapshotError, KafkaError
 from kafkalog.log.checkpoint import CheckpointError, leader_epoch_checkpoint
 from kafkalog.log.names import TopicPartition
 from kafkalog.log.producer_state import ProducerStateEntry, read_snapshot
-from kafkalog.log.readonly import ReadOnlyLog
+from kafkalog.readonly.log import ReadOnlyLog
 
 __all__ = ["PartitionInfo", "info", "partition_info"]
 

@@ -68,7 +68,7 @@ from kafkalog.log.checkpoint import CLEAN_SHUTDOWN_FILE, atomic_write, offset_ch
 from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log
 from kafkalog.log.names import TopicPartition
-from kafkalog.log.readonly import ReadOnlyLog
+from kafkalog.readonly.log import ReadOnlyLog
 
 __all__ = ["RecoveryResult", "plan_target", "recover", "recover_target"]
 

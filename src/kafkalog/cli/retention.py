@@ -59,7 +59,7 @@ from kafkalog.cli.state import (
 from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log
 from kafkalog.log.names import TopicPartition
-from kafkalog.log.readonly import ReadOnlyLog
+from kafkalog.readonly.log import ReadOnlyLog
 
 __all__ = ["PlannedDeletion", "RetentionPlan", "plan_retention", "retention"]
 

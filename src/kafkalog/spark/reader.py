@@ -50,7 +50,7 @@ from kafkalog.errors import (
     UnknownTopicOrPartitionError,
 )
 from kafkalog.log.names import TopicPartition
-from kafkalog.log.readonly import ReadOnlyDataDir, ReadOnlyLog
+from kafkalog.readonly.log import ReadOnlyDataDir, ReadOnlyLog
 from kafkalog.records import _kernels as K
 from kafkalog.records.columnar import iter_columnar
 from kafkalog.spark.offsets import TP, PartitionBounds, resolve_offsets

@@ -44,8 +44,7 @@ import numpy as np
 import numpy.typing as npt
 from crc32c import crc32c
 
-from kafkalog.errors import CorruptRecordError, InvalidRecordError
-from kafkalog.log.cleaner_kernels import (
+from kafkalog.cleaner.kernels import (
     F_DISCARD,
     F_MARKER_EMPTY_TXN,
     F_RETAIN_ALL,
@@ -71,8 +70,9 @@ from kafkalog.log.cleaner_kernels import (
     filter_batches,
     filter_payload,
 )
-from kafkalog.log.cleaner_txn import CleanedTransactionMetadata
-from kafkalog.log.offset_map import SkimpyOffsetMap
+from kafkalog.cleaner.offset_map import SkimpyOffsetMap
+from kafkalog.cleaner.txn import CleanedTransactionMetadata
+from kafkalog.errors import CorruptRecordError, InvalidRecordError
 from kafkalog.records import ControlRecordType, Record, RecordBatch, TimestampType, read_batch_at
 from kafkalog.records._kernels import (
     ERR_COUNT_NEGATIVE,

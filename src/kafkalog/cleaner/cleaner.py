@@ -49,18 +49,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
+from kafkalog.cleaner.filter import FilterParams, LastRecord, filter_chunk, finish_crc, pack_header
+from kafkalog.cleaner.map import map_chunk
+from kafkalog.cleaner.offset_map import SkimpyOffsetMap
+from kafkalog.cleaner.txn import CleanedTransactionMetadata
 from kafkalog.errors import (
     CorruptRecordError,
     KafkaError,
     LogCleaningAbortedError,
     LogSegmentOffsetOverflowError,
 )
-from kafkalog.log.cleaner_filter import FilterParams, LastRecord, filter_chunk, finish_crc, pack_header
-from kafkalog.log.cleaner_map import map_chunk
-from kafkalog.log.cleaner_txn import CleanedTransactionMetadata
 from kafkalog.log.local_log import open_segment, replace_segments
 from kafkalog.log.names import TopicPartition
-from kafkalog.log.offset_map import SkimpyOffsetMap
 from kafkalog.log.scheduler import ScheduledTask
 from kafkalog.records import MemoryRecords, RecordBatch
 from kafkalog.records.batch import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, DefaultRecordBatch

@@ -55,6 +55,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from kafkalog.cleaner.manager import CleanerConfig
+from kafkalog.cleaner.service import LogCleaner
 from kafkalog.datadir import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -72,8 +74,6 @@ from kafkalog.errors import (
     UnknownTopicOrPartitionError,
     is_resource_exhaustion,
 )
-from kafkalog.log.cleaner_manager import CleanerConfig
-from kafkalog.log.cleaner_service import LogCleaner
 from kafkalog.log.config import LogConfig, ManagerConfig
 from kafkalog.log.log import Log
 from kafkalog.log.names import (
@@ -86,16 +86,16 @@ from kafkalog.log.names import (
 )
 from kafkalog.log.scheduler import KafkaScheduler, ScheduledTask, Scheduler
 from kafkalog.log.types import AppendOrigin, FetchIsolation, LogAppendInfo
-from kafkalog.manager_dirs import DirOffsets, LoadFailure, LogDirState
-from kafkalog.manager_limits import check_new_partitions
-from kafkalog.manager_moves import copy_into, open_future_log
-from kafkalog.manager_tasks import schedule_background_tasks
+from kafkalog.manager.dirs import DirOffsets, LoadFailure, LogDirState
+from kafkalog.manager.limits import check_new_partitions
+from kafkalog.manager.moves import copy_into, open_future_log
+from kafkalog.manager.tasks import schedule_background_tasks
+from kafkalog.manager.topics import TopicRegistry
 from kafkalog.partitioner import NullKeyPartitioner, partition_for_key
 from kafkalog.records import Compression, MemoryRecords, SimpleRecord
 from kafkalog.storage.file_records import FileRecords
 from kafkalog.storage.files import log_file, offset_index_file, time_index_file, transaction_index_file
 from kafkalog.time import SYSTEM_TIME, Time
-from kafkalog.topics import TopicRegistry
 
 __all__ = ["LoadFailure", "LogManager", "ManagerConfig"]
 

@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
+from kafkalog.cleaner.cleaner import LogToClean
 from kafkalog.errors import InvalidConfigurationError, KafkaError, LogCleaningAbortedError
 from kafkalog.log.checkpoint import CheckpointFile, offset_checkpoint
-from kafkalog.log.cleaner import LogToClean
 from kafkalog.log.names import TopicPartition
 from kafkalog.time import SYSTEM_TIME, Time
 

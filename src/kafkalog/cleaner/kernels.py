@@ -25,8 +25,8 @@ from typing import Any, Final
 import numpy as np
 from numba import njit
 
+from kafkalog.cleaner.offset_map import BYTES_PER_ENTRY, _get, _murmur, _put
 from kafkalog.jit import CACHE
-from kafkalog.log.offset_map import BYTES_PER_ENTRY, _get, _murmur, _put
 from kafkalog.records._intrinsics import _prefetch
 from kafkalog.records._kernels import (
     ERR_COUNT_NEGATIVE,
