@@ -30,7 +30,7 @@ Every batch read is CRC-checked first (a corrupt batch aborts the cleaning with
 :class:`~kafkalog.errors.CorruptRecordError`); every record is parsed strictly inside its batch. The hot path
 (uncompressed v2 batches) is one compiled pass per chunk; compressed batches are decompressed and
 re-compressed (Kafka's default level for the codec) around the same compiled record filter
-(:mod:`kafkalog.log.cleaner_kernels`). Transaction state comes from :mod:`kafkalog.log.cleaner_txn`.
+(:mod:`kafkalog.cleaner.kernels`). Transaction state comes from :mod:`kafkalog.cleaner.txn`.
 """
 
 from __future__ import annotations

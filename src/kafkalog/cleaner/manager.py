@@ -1,5 +1,5 @@
 """Choosing what to clean and remembering what was cleaned (Kafka's ``LogCleanerManager``); the threads that
-do the cleaning are :mod:`kafkalog.log.cleaner_service`.
+do the cleaning are :mod:`kafkalog.cleaner.service`.
 
 **``cleaner-offset-checkpoint``** (one per log dir, at its root; Kafka's text checkpoint format written
 atomically by :mod:`kafkalog.log.checkpoint`)::

@@ -1,7 +1,7 @@
 """``kafkalog info DIR|PARTITION_DIR``: what a data directory holds, per partition, read-only.
 
 Per partition: segments and their sizes, log start offset, log end offset (after the last complete, valid
-batch), high watermark, last stable offset (through :class:`~kafkalog.log.readonly.ReadOnlyLog`, so it works
+batch), high watermark, last stable offset (through :class:`~kafkalog.readonly.log.ReadOnlyLog`, so it works
 next to a running writer and takes no lock), the producers of the newest producer snapshot at or below the log
 end, and the leader epochs of ``leader-epoch-checkpoint``. Topics come from ``kafkalog-topics.json`` (partition
 count, config overrides, topic id) when the directory has one.
