@@ -1,0 +1,15 @@
+"""Kept for one release: ``kafkalog.topics`` is now :mod:`kafkalog.manager.topics` (README and docs cited the old path)."""
+
+from __future__ import annotations
+
+from kafkalog.manager.topics import (
+    TopicRegistry,
+    check_partition_count,
+    normalize_overrides,
+)
+
+__all__ = [
+    "TopicRegistry",
+    "check_partition_count",
+    "normalize_overrides",
+]
