@@ -141,11 +141,12 @@ class FilterParams:
     upper_bound_offset: int
     retain_legacy_deletes: bool = True
     max_decompressed_bytes: int = 256 * 1024 * 1024
-    _last_offsets: npt.NDArray[np.int64] = field(init=False)
+    #: The producers' last data offsets, sorted (derived from ``last_records``: the vectorised retention check).
+    last_data_offsets: npt.NDArray[np.int64] = field(init=False)
 
     def __post_init__(self) -> None:
         offsets = [r.last_data_offset for r in self.last_records.values() if r.last_data_offset is not None]
-        self._last_offsets = np.array(sorted(offsets), np.int64)
+        self.last_data_offsets = np.array(sorted(offsets), np.int64)
 
     @property
     def new_horizon(self) -> int:
@@ -269,7 +270,7 @@ def _batch_flags(
     flags[no_horizon | (params.current_time < t[F_BASE_TIMESTAMP, :n])] |= F_RETAIN_DELETES
     retain_empty = last + 1 == params.upper_bound_offset
     if params.last_records:
-        hits = (pids >= 0) & np.isin(last, params._last_offsets)
+        hits = (pids >= 0) & np.isin(last, params.last_data_offsets)
         for i in np.flatnonzero(hits).tolist():
             if not params.is_last_of_producer(int(pids[i]), int(last[i]), False, int(t[F_PRODUCER_EPOCH, i])):
                 hits[i] = False
