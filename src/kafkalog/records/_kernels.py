@@ -47,10 +47,9 @@ Speed notes (measured on the 2-core VM):
 * Parsers read input bytes through a raw address (``arr.ctypes.data``) with the intrinsics of
   :mod:`kafkalog.records._intrinsics`, and copy fields with ``llvm.memcpy`` on checked ranges.
 * :func:`_record_stats` (the leader's validation of every append) parses the common record (varints of at
-  most 3 bytes) without per-byte checks and hands anything else to the strict parser: about 67 µs instead
-  of 100 µs for a 1 MiB batch of 100-byte values (``bench/bench_log.py``'s ``batch_of``), 1.35 µs instead of
-  1.85 µs for 16 KiB. Decoding its varints branch-free was twice as slow: predicted branches let the CPU run
-  ahead to the next record, whose position depends only on the length varint.
+  most 3 bytes) without per-byte checks and hands anything else to the strict parser (its gain, and why
+  its varints are not decoded branch-free: docs/benchmarks.md, "Design measurements"): predicted branches
+  let the CPU run ahead to the next record, whose position depends only on the length varint.
 
 Compiled code is cached on disk (``cache=CACHE``) outside the package, where :mod:`kafkalog.jit` chooses
 (``NUMBA_CACHE_DIR``, else a per-user cache directory, else a private temporary one, else no cache); without
