@@ -16,6 +16,9 @@ Invariants owned here:
   :attr:`LogManager.ignored_dirs`; an I/O error later takes only its log dir offline
   (Kafka's LogDirFailureChannel): the error is logged once with its cause, that dir's logs raise
   :class:`~kafkalog.errors.KafkaStorageError` from then on, logs in other dirs keep working.
+* **A decided Spark sink commit completes before anything else appends**: ``open`` replays the pending
+  commit journals (:mod:`kafkalog.manager.sink_journal`, which quarantines one that can never complete);
+  a replay failure that may pass leaves the journal pending and is logged, anything else fails the open.
 * **Topic names cannot escape the data directory**: they are validated as Kafka does before any path is
   built (``[a-zA-Z0-9._-]``, at most 249 characters, not ``.`` or ``..``).
 * **Topics are created whole or not at all** (:meth:`LogManager.create_topic`, :meth:`LogManager.add_partitions`):
