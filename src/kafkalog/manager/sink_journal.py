@@ -144,6 +144,8 @@ def _unlink_durably(path: Path) -> None:
 
 
 def remove_staging_dirs(data_dir: Path, rel_dirs: Sequence[str]) -> None:
+    """Delete staging directories (relative to the data dir), never anything outside the staging area, and a
+    job directory once its last task directory is gone."""
     root = staging_root(data_dir).resolve()
     for rel in rel_dirs:
         target = (data_dir / rel).resolve()
@@ -220,6 +222,7 @@ def _check_journal_files(data_dir: Path, journal: Mapping[str, Any]) -> None:
 
 
 def write_journal(data_dir: Path, journal: Mapping[str, Any]) -> Path:
+    """Write a commit journal durably (the commit point); its path."""
     jdir = journal_dir(data_dir)
     jdir.mkdir(parents=True, exist_ok=True)
     path = jdir / f"{journal['job_id']}.json"
@@ -355,6 +358,7 @@ def finish_journal(
     journal: Mapping[str, Any],
     results: list[PartitionResult],
 ) -> None:
+    """A journal's last step: the sink marker (streaming), the journal deleted durably, its staging removed."""
     sink = journal.get("sink")
     if sink is not None:
         write_marker(data_dir, str(sink["id"]), int(sink["batch_id"]), str(journal["job_id"]), results)
@@ -453,6 +457,7 @@ def last_committed_batch(data_dir: str | Path, sink_id: str) -> int | None:
 def write_marker(
     data_dir: Path, sink_id: str, batch_id: int, job_id: str, results: list[PartitionResult]
 ) -> None:
+    """Record a streaming sink's committed micro-batch (``sinks/<sink id>.json``; never moves backwards)."""
     previous = last_committed_batch(data_dir, sink_id)
     if previous is not None and previous >= batch_id:
         return
