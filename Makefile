@@ -22,7 +22,7 @@ $(STAMP): $(PY) pyproject.toml
 venv: $(STAMP)
 
 # Numba checks a cached kernel against its own source file only; kernels that compile in the parsers of
-# records/_kernels.py (_kernels_index, _kernels_columnar, log/cleaner_kernels) would keep stale machine code
+# records/_kernels.py (_kernels_index, _kernels_columnar, cleaner/kernels) would keep stale machine code
 # after an edit there. Any cache older than _kernels.py or _intrinsics.py is dropped (all of them: recompiled on use)
 # from this install's cache directory (`python -m kafkalog.jit` names it: NUMBA_CACHE_DIR, else a per-user
 # directory outside the package, see src/kafkalog/jit.py). Caches older kafkalog versions wrote under src/
@@ -39,9 +39,12 @@ numba-cache: $(STAMP)
 	  done; \
 	fi
 
+# lint-imports: pyproject's [tool.importlinter] contracts (the layers point down only; no import cycle inside a
+# package, TYPE_CHECKING imports aside). Its report lists every contract, kept or broken.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check $(LINT_DIRS)
 	$(VENV)/bin/ruff format --check $(LINT_DIRS)
+	$(VENV)/bin/lint-imports
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy

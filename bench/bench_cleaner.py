@@ -22,8 +22,8 @@ from pathlib import Path
 
 from bench.bench_baselines import GIB, MIB, bench_tmpdir
 from bench.harness import Row, Stats, compare, comparison_row, log, runs_for, single_row
+from kafkalog.cleaner.service import LogCleaner
 from kafkalog.log import Log, LogConfig
-from kafkalog.log.cleaner_service import LogCleaner
 from kafkalog.records import DefaultRecordBatch, MemoryRecords, SimpleRecord
 
 AREA = "cleaner"

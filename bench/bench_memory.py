@@ -106,7 +106,7 @@ def _next_offset(data: object) -> tuple[int, int]:
 def run_workload(kind: str, directory: Path, batches: int, template: bytes) -> int:
     """Run one workload; returns the bytes it appended, read or decoded (a check against the caller's)."""
     from kafkalog.log import FetchIsolation, Log, LogConfig
-    from kafkalog.log.readonly import ReadOnlyLog
+    from kafkalog.readonly.log import ReadOnlyLog
     from kafkalog.records import MemoryRecords
     from kafkalog.records.columnar import iter_columnar
 
@@ -177,7 +177,7 @@ def worker_main(argv: Sequence[str]) -> int:
     """``WORKER DIRECTORY BATCHES TEMPLATE_FILE``: import, warm up, measure, print one JSON line."""
     kind, directory, batches, template_path = argv
     import kafkalog.log
-    import kafkalog.log.readonly
+    import kafkalog.readonly.log
     import kafkalog.records.columnar
     from kafkalog.records.kernels import warm_up
 

@@ -100,7 +100,7 @@ def _restore(tmp_path: Path) -> None:
 
 
 _IMPORT_ALL = (
-    "import kafkalog.records, kafkalog.records.columnar, kafkalog.log.cleaner_kernels, kafkalog.partitioner\n"
+    "import kafkalog.records, kafkalog.records.columnar, kafkalog.cleaner.kernels, kafkalog.partitioner\n"
     "from kafkalog.cli.main import cli\n"
     "try:\n"
     "    cli(['--help'])\n"

@@ -24,8 +24,9 @@ Files and the invariants owned here:
   highest one found wins on load, so a directory that missed an update (it was offline) is repaired.
   A data dir without the file (a Kafka broker's ``log.dirs`` entry) has its topics inferred from the
   partition directories, with default configs.
-* ``.kafkalog-spark/`` — the Spark sink's files (owned by :mod:`kafkalog.spark.commit`). Two of them matter
-  to every reader, and are read here so that the read-only view needs nothing from the layers above it:
+* ``.kafkalog-spark/`` — the Spark sink's files (the commit journal's format and replay are owned by
+  :mod:`kafkalog.manager.sink_journal`). Two of them matter to every reader, and are read here so that the
+  read-only view needs nothing from the layers above it:
 
   * ``journal/<job>.json`` — a sink job that has decided to commit and whose records may be partly appended.
     Its ``partitions[].topic``, ``.partition`` and ``.base_offset`` say where: the job's records start at
@@ -50,8 +51,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from kafkalog._durable import atomic_write
 from kafkalog.errors import KafkaError, LogDirLockedError
-from kafkalog.log.checkpoint import atomic_write
 from kafkalog.storage.files import open_regular, read_regular
 
 __all__ = [

@@ -92,6 +92,7 @@ __all__ = [
     "RemoteResourceNotFoundError",
     "RemoteStorageError",
     "ResourceExhaustedError",
+    "SinkError",
     "TopicExistsError",
     "TransactionCoordinatorFencedError",
     "UnexpectedAppendOffsetError",
@@ -321,6 +322,13 @@ class NotRegularFileError(KafkaStorageError):
     """A file (or partition directory) of a log directory is a symlink, FIFO, directory or device: it is
     refused, never followed, opened for good or waited on. Met by a live log it takes the directory offline
     like any other I/O error; met while loading, the partition is a load failure."""
+
+
+class SinkError(KafkaError, ValueError):
+    """A write the ``kafkalog`` Spark sink refuses (bad options, unsupported columns, an unknown topic, a bad
+    row), or a commit journal that names staged files which are missing or outside the staging area.
+    kafkalog's own (Kafka has no sink); defined here so the journal's replay in the manager layer raises the
+    same class as the Spark side (:mod:`kafkalog.spark.sink_options` re-exports it)."""
 
 
 class LogDirNotFoundError(KafkaError, FileNotFoundError):

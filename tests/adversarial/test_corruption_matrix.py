@@ -37,8 +37,8 @@ from tests.cli.helpers import run_process
 from kafkalog.cli import cli
 from kafkalog.errors import KafkaError
 from kafkalog.log import AppendOrigin
-from kafkalog.log.readonly import ReadOnlyDataDir
 from kafkalog.manager import LogManager
+from kafkalog.readonly.log import ReadOnlyDataDir
 from kafkalog.records import MemoryRecords, SimpleRecord
 
 TOPIC = "t"

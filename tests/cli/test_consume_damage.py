@@ -14,8 +14,8 @@ import pytest
 from kafkalog.cli.common import EXIT_CORRUPT, EXIT_FAULT, CliError
 from kafkalog.cli.consume import _PROPERTIES, Formatter, PartitionReader, _Output, _run
 from kafkalog.cli.dumplog import DECODERS
-from kafkalog.log.readonly import ReadOnlyLog
 from kafkalog.manager import LogManager
+from kafkalog.readonly.log import ReadOnlyLog
 
 from .helpers import ENV, Written, kafkalog_command, run, write_partition
 

@@ -388,7 +388,7 @@ def damage_batches(log: Path, batches: range) -> None:
 def read_back(root: Path) -> list[int]:
     """The record offsets ``consume`` delivers (exit 0 required), after checking that ``LogManager.open`` and
     ``ReadOnlyLog`` deliver the same ones."""
-    from kafkalog.log.readonly import ReadOnlyLog
+    from kafkalog.readonly.log import ReadOnlyLog
     from kafkalog.records import MemoryRecords
 
     with LogManager.open(root, background=False) as mgr:

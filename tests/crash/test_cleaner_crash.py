@@ -20,8 +20,8 @@ import pytest
 
 from crash.faults import crash_after, fast_tmp_dir, leftovers
 from crash.verify import assert_valid_partition_dir
+from kafkalog.cleaner.service import LogCleaner
 from kafkalog.log import AppendOrigin, Log, LogConfig, MockScheduler
-from kafkalog.log.cleaner_service import LogCleaner
 from kafkalog.records import ControlRecordType, MemoryRecords, SimpleRecord
 from kafkalog.time import MockTime
 

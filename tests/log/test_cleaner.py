@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from kafkalog.cleaner.cleaner import CleanerStats
+from kafkalog.cleaner.offset_map import SkimpyOffsetMap
+from kafkalog.cleaner.txn import CleanedTransactionMetadata
 from kafkalog.errors import CorruptRecordError, LogCleaningAbortedError
 from kafkalog.log import Log, LogConfig, MockScheduler
-from kafkalog.log.cleaner import CleanerStats
-from kafkalog.log.cleaner_txn import CleanedTransactionMetadata
 from kafkalog.log.names import TopicPartition
-from kafkalog.log.offset_map import SkimpyOffsetMap
 from kafkalog.time import MockTime
 
 from .conftest import LogFactory

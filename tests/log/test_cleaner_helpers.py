@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
+from kafkalog.cleaner.cleaner import Cleaner, LogToClean, Throttler
+from kafkalog.cleaner.offset_map import SkimpyOffsetMap
 from kafkalog.log import AppendOrigin, Log, LogAppendInfo, LogConfig
-from kafkalog.log.cleaner import Cleaner, LogToClean, Throttler
 from kafkalog.log.names import TopicPartition
-from kafkalog.log.offset_map import SkimpyOffsetMap
 from kafkalog.records import ControlRecordType, MemoryRecords, SimpleRecord
 from kafkalog.time import MockTime
 

@@ -12,8 +12,8 @@ import pytest
 
 from interop.kafka_java import KafkaJava, b64
 from interop.specs import kafkalog_dump
+from kafkalog.cleaner.service import LogCleaner
 from kafkalog.log import AppendOrigin, Log, LogConfig, MockScheduler
-from kafkalog.log.cleaner_service import LogCleaner
 from kafkalog.records import (
     Compression,
     ControlRecordType,

@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog.errors import InvalidConfigurationError, KafkaError, LogCleaningAbortedError
-from kafkalog.log import KafkaScheduler, Log, LogConfig, MockScheduler
-from kafkalog.log.cleaner import Throttler
-from kafkalog.log.cleaner_manager import (
+from kafkalog.cleaner.cleaner import Throttler
+from kafkalog.cleaner.manager import (
     CleanerConfig,
     LogCleanerManager,
     cleanable_offsets,
     max_compaction_delay,
 )
-from kafkalog.log.cleaner_service import LogCleaner
+from kafkalog.cleaner.service import LogCleaner
+from kafkalog.errors import InvalidConfigurationError, KafkaError, LogCleaningAbortedError
+from kafkalog.log import KafkaScheduler, Log, LogConfig, MockScheduler
 from kafkalog.log.names import TopicPartition
 from kafkalog.records import ControlRecordType, MemoryRecords, SimpleRecord
 from kafkalog.time import MockTime

@@ -20,8 +20,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kafkalog.cleaner.service import LogCleaner
 from kafkalog.log import AppendOrigin, FetchIsolation, KafkaScheduler, Log, LogConfig, MockScheduler
-from kafkalog.log.cleaner_service import LogCleaner
 from kafkalog.records import Compression, ControlRecordType, MemoryRecords, SimpleRecord
 from kafkalog.time import MockTime
 

@@ -8,10 +8,10 @@ import struct
 
 import pytest
 
+from kafkalog.cleaner.cleaner import CleanerStats
+from kafkalog.cleaner.offset_map import SkimpyOffsetMap, hash_key, murmur3_128
+from kafkalog.cleaner.txn import CleanedTransactionMetadata
 from kafkalog.log import Log, LogConfig
-from kafkalog.log.cleaner import CleanerStats
-from kafkalog.log.cleaner_txn import CleanedTransactionMetadata
-from kafkalog.log.offset_map import SkimpyOffsetMap, hash_key, murmur3_128
 from kafkalog.records import (
     Compression,
     DefaultRecordBatch,

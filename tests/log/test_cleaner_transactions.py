@@ -4,10 +4,10 @@ transaction index kept right, producers' last batches (emptied if need be) retai
 
 from __future__ import annotations
 
+from kafkalog.cleaner.cleaner import CleanerStats
+from kafkalog.cleaner.offset_map import SkimpyOffsetMap
+from kafkalog.cleaner.txn import CleanedTransactionMetadata
 from kafkalog.log import AppendOrigin, Log
-from kafkalog.log.cleaner import CleanerStats
-from kafkalog.log.cleaner_txn import CleanedTransactionMetadata
-from kafkalog.log.offset_map import SkimpyOffsetMap
 from kafkalog.records import ControlRecordType, MemoryRecords, SimpleRecord
 from kafkalog.storage.txn_index import AbortedTxn
 from kafkalog.time import MockTime

@@ -1,4 +1,4 @@
-"""Unit tests of :mod:`kafkalog.log.committed`: a ``read_committed`` consumer's view of fetched batches.
+"""Unit tests of :mod:`kafkalog.readonly.committed`: a ``read_committed`` consumer's view of fetched batches.
 
 Ported from Kafka's consumer ``FetcherTest`` (``clients/src/test/java/.../consumer/internals/FetcherTest.java``,
 apache/kafka 1eb7644), same offsets and keys: testFetcherIgnoresControlRecords, testSkippingAbortedTransactions,
@@ -24,7 +24,7 @@ from crc32c import crc32c
 
 from kafkalog.errors import CorruptRecordError
 from kafkalog.log import LogConfig
-from kafkalog.log.committed import CommittedRecords, Fetch, committed_records, iter_committed
+from kafkalog.readonly.committed import CommittedRecords, Fetch, committed_records, iter_committed
 from kafkalog.records import ControlRecordType, MemoryRecords, MemoryRecordsBuilder, SimpleRecord
 from kafkalog.storage import AbortedTxn, FetchDataInfo, FileRecords, LogOffsetMetadata, TransactionIndex
 from kafkalog.storage.files import offset_from_file_name
@@ -344,7 +344,7 @@ def test_read_committed_through_the_read_only_view(
 ) -> None:
     """``ReadOnlyLog`` (a reader beside a live writer) supplies the fetches: batches up to its LSO plus the aborted
     transactions overlapping them."""
-    from kafkalog.log import readonly  # part of kafkalog: never a reason to skip
+    from kafkalog.readonly import log as readonly  # part of kafkalog: never a reason to skip
 
     log = make_log(LogConfig(segment_bytes=200))
     p1 = append_transactional(log, 1, 0, mock_time)

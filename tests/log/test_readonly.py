@@ -1,4 +1,4 @@
-"""The read-only view of a data directory (``kafkalog.log.readonly``): offsets, reads, lookups and
+"""The read-only view of a data directory (``kafkalog.readonly.log``): offsets, reads, lookups and
 transactions agree with ``Log``; it never writes; it never sees a torn batch while a writer appends; a
 segment deleted under it is data loss, never a crash; index files are only hints; Kafka-written segments
 read identically."""
@@ -19,7 +19,7 @@ from kafkalog.errors import CorruptRecordError, OffsetOutOfRangeError, UnknownTo
 from kafkalog.log import AppendOrigin, FetchIsolation, Log, LogConfig
 from kafkalog.log.checkpoint import offset_checkpoint
 from kafkalog.log.names import TopicPartition
-from kafkalog.log.readonly import ReadOnlyDataDir, ReadOnlyLog
+from kafkalog.readonly.log import ReadOnlyDataDir, ReadOnlyLog
 from kafkalog.records import Compression, ControlRecordType, Header, MemoryRecords, SimpleRecord
 from kafkalog.records import _kernels as K
 from kafkalog.records.columnar import iter_columnar

@@ -15,11 +15,11 @@ from kafkalog.errors import LogDirNotFoundError, RemoteResourceNotFoundError, Un
 from kafkalog.log import Log
 from kafkalog.log.checkpoint import offset_checkpoint
 from kafkalog.log.names import TopicPartition
-from kafkalog.log.readonly import ReadOnlyDataDir, ReadOnlyLog
 from kafkalog.objstore import MemoryStore, open_store
 from kafkalog.objstore.open import forget_memory_store
 from kafkalog.readonly.copies import LogDirCopy
 from kafkalog.readonly.local import LocalPartitionSource
+from kafkalog.readonly.log import ReadOnlyDataDir, ReadOnlyLog
 from kafkalog.records import ControlRecordType
 from kafkalog.records.columnar import iter_columnar
 

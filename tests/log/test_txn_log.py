@@ -32,8 +32,8 @@ from kafkalog.errors import (
     TransactionCoordinatorFencedError,
 )
 from kafkalog.log import FetchIsolation, Log, LogConfig, MockScheduler
-from kafkalog.log.committed import iter_committed
 from kafkalog.log.producer_state import read_snapshot
+from kafkalog.readonly.committed import iter_committed
 from kafkalog.records import (
     ControlRecordType,
     MemoryRecords,

@@ -16,7 +16,7 @@ epochs / sequences / dedup windows, the aborted transactions the ``.txnindex`` f
 time of the marker), the high watermark. After every step the log must agree: log end offset, high watermark, first
 unstable offset (open transactions, and completed ones whose marker is not below the high watermark), last stable
 offset, producer state, every ``.txnindex`` entry, and a ``read_committed`` reader built on
-:func:`kafkalog.log.committed.iter_committed` (random fetch sizes) sees exactly the committed records of the batches
+:func:`kafkalog.readonly.committed.iter_committed` (random fetch sizes) sees exactly the committed records of the batches
 below the LSO, in order, each once.
 
 After a reopen the high watermark starts at the log start offset (it is not persisted); after a crash the test moves
@@ -44,7 +44,7 @@ from kafkalog.errors import (
     TransactionCoordinatorFencedError,
 )
 from kafkalog.log import Log, LogConfig, MockScheduler
-from kafkalog.log.committed import iter_committed
+from kafkalog.readonly.committed import iter_committed
 from kafkalog.records import ControlRecordType, MemoryRecords, SimpleRecord
 from kafkalog.storage import AbortedTxn
 from kafkalog.time import MockTime

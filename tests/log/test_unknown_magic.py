@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from kafkalog.cleaner.cleaner import CleanerStats
+from kafkalog.cleaner.txn import CleanedTransactionMetadata
 from kafkalog.errors import CorruptRecordError
 from kafkalog.log import Log, LogConfig
-from kafkalog.log.cleaner import CleanerStats
-from kafkalog.log.cleaner_txn import CleanedTransactionMetadata
-from kafkalog.log.readonly import ReadOnlyLog
+from kafkalog.readonly.log import ReadOnlyLog
 from kafkalog.records import SimpleRecord
 
 from .test_cleaner_helpers import fake_map, make_cleaner

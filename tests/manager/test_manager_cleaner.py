@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from kafkalog.cleaner.service import LogCleaner
 from kafkalog.errors import LogDirLockedError
-from kafkalog.log.cleaner_service import LogCleaner
 from kafkalog.log.names import TopicPartition
 from kafkalog.manager import LogManager
 from kafkalog.records import SimpleRecord

@@ -78,7 +78,7 @@ def test_get_or_create_log_creates_every_partition_it_registers(tmp_path: Path) 
 
 
 def _fail_open_after(monkeypatch: pytest.MonkeyPatch, calls: int) -> None:
-    import kafkalog.manager as manager_module
+    import kafkalog.manager.log_manager as manager_module
 
     real_open = manager_module.Log.open
     count = {"n": 0}

@@ -66,7 +66,7 @@ def input_file(inp: Path, f: int, rows: int) -> None:
 
 
 def visible_batch_jobs(data: Path) -> dict[int, int]:
-    from kafkalog.log.readonly import ReadOnlyDataDir
+    from kafkalog.readonly.log import ReadOnlyDataDir
 
     counts: dict[int, int] = {}
     ro = ReadOnlyDataDir(data)

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from kafkalog.log.readonly import ReadOnlyDataDir
 from kafkalog.manager import LogManager
+from kafkalog.readonly.log import ReadOnlyDataDir
 
 from .conftest import SRC_DIR
 

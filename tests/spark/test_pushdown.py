@@ -250,7 +250,7 @@ def test_plan_prunes_segments(data_dir: Path) -> None:
 
 
 def test_offset_hint_for_timestamp_is_never_past_the_first_match(data_dir: Path) -> None:
-    from kafkalog.log.readonly import ReadOnlyDataDir
+    from kafkalog.readonly.log import ReadOnlyDataDir
 
     for topic, partition in (("orders", 0), ("audit", 0)):
         log = ReadOnlyDataDir(data_dir).log(topic, partition)

@@ -160,7 +160,7 @@ def wait_writing(proc: subprocess.Popen[bytes]) -> None:
 
 def read_topic(data: Path, topic: str, *, visible: bool) -> dict[int, list[tuple[int, bytes]]]:
     """Per partition, (offset, value) of the records readers see (``visible``) or of the whole log."""
-    from kafkalog.log.readonly import ReadOnlyDataDir
+    from kafkalog.readonly.log import ReadOnlyDataDir
 
     ro = ReadOnlyDataDir(data)
     out: dict[int, list[tuple[int, bytes]]] = {}

@@ -12,8 +12,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from kafkalog.log.readonly import ReadOnlyDataDir, ReadOnlyLog
 from kafkalog.manager import LogManager
+from kafkalog.readonly.log import ReadOnlyDataDir, ReadOnlyLog
 from kafkalog.spark import commit as commit_mod
 from kafkalog.spark.sink_layout import journal_dir, staging_root
 from kafkalog.spark.sink_options import SinkOptions, plan_columns

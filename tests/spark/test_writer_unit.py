@@ -416,7 +416,9 @@ def test_crash_mid_commit_rolls_forward_exactly_once(
         expected[f.partition] += [r.value for r in MemoryRecords((tmp_path / f.path).read_bytes()).records()]
     crash_after(monkeypatch, appends)
     if appends == 99:  # crash after every append, before the journal is deleted
-        monkeypatch.setattr(commit_mod, "_finish", lambda *a: (_ for _ in ()).throw(Crash("after appends")))
+        monkeypatch.setattr(
+            commit_mod, "finish_journal", lambda *a: (_ for _ in ()).throw(Crash("after appends"))
+        )
     with pytest.raises(Crash):
         commit(tmp_path, files)
     monkeypatch.undo()

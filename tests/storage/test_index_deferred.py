@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 
 from kafkalog.log import Log
 from kafkalog.log.checkpoint import CLEAN_SHUTDOWN_FILE
-from kafkalog.log.readonly import ReadOnlyLog
+from kafkalog.readonly.log import ReadOnlyLog
 from kafkalog.records import MemoryRecords, SimpleRecord
 from kafkalog.storage import LogSegment, OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset, files
 from kafkalog.storage.index import PENDING_ENTRIES

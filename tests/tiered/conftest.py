@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kafkalog.log import Log
-from kafkalog.log.readonly import ReadOnlyLog
 from kafkalog.objstore.files import PartitionSource
 from kafkalog.objstore.store import MemoryStore
+from kafkalog.readonly.log import ReadOnlyLog
 from kafkalog.records import SimpleRecord
 from kafkalog.records.columnar import iter_columnar
 

@@ -1,7 +1,7 @@
 """``kafkalog compact DIR|PARTITION_DIR [TOPIC]``: run the log cleaner now on compacted partitions.
 
 Each partition whose ``cleanup.policy`` has ``compact`` (all given partitions with ``--force``) is cleaned
-as Kafka's log cleaner does (:class:`~kafkalog.log.cleaner_service.LogCleaner`): the latest record of every
+as Kafka's log cleaner does (:class:`~kafkalog.cleaner.service.LogCleaner`): the latest record of every
 key is kept, older ones go, tombstones and transaction markers go once their delete horizon
 (``delete.retention.ms``) has passed, records of aborted transactions go. Round after round up to the first
 uncleanable offset, whatever ``min.cleanable.dirty.ratio`` says: the active segment, anything past the high
@@ -29,6 +29,7 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
+from kafkalog.cleaner.service import CleanResult, LogCleaner
 from kafkalog.cli.common import (
     CONTEXT_SETTINGS,
     EXIT_CODES_HELP,
@@ -44,7 +45,6 @@ from kafkalog.cli.common import (
 from kafkalog.cli.paths import resolve_target
 from kafkalog.cli.state import ImmediateScheduler, open_manager, partition_config
 from kafkalog.cli.verifier import log_bytes
-from kafkalog.log.cleaner_service import CleanResult, LogCleaner
 from kafkalog.log.log import Log
 from kafkalog.log.names import TopicPartition
 

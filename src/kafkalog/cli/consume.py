@@ -1,6 +1,6 @@
 """``kafkalog consume DIR TOPIC``: print a topic's records, like Kafka's ``kafka-console-consumer.sh``.
 
-Reading goes through :class:`~kafkalog.log.readonly.ReadOnlyLog`: no lock, nothing written, never a torn
+Reading goes through :class:`~kafkalog.readonly.log.ReadOnlyLog`: no lock, nothing written, never a torn
 batch, so it works while another process (``kafkalog produce``, a LogManager) writes into the directory.
 
 Where each partition starts: ``--offset N`` (clamped to the log start offset), ``--offset earliest`` or
@@ -8,7 +8,7 @@ Where each partition starts: ``--offset N`` (clamped to the log start offset), `
 needs ``--follow``), or ``--timestamp MS`` (the first record with a timestamp at or after MS; the end if
 none). Where it stops: the high watermark (``--isolation-level read_uncommitted``, the default) or the last
 stable offset (``read_committed``: records of aborted transactions are skipped, using the ``.txnindex`` files
-and :mod:`kafkalog.log.committed`, and nothing of a transaction still open is shown). Control records
+and :mod:`kafkalog.readonly.committed`, and nothing of a transaction still open is shown). Control records
 (transaction markers) are never shown. ``--follow`` keeps polling for new records (``--poll-ms``) until
 Ctrl-C, which exits 0; ``--max-messages`` stops after that many records. A followed partition whose
 directory goes away (topic deleted) or is replaced (deleted and created again: a new directory or topic id in
@@ -82,9 +82,9 @@ from kafkalog.errors import (
     UnknownTopicOrPartitionError,
 )
 from kafkalog.log.checkpoint import offset_checkpoint, read_partition_metadata, topic_id_to_string
-from kafkalog.log.committed import committed_records
 from kafkalog.log.config import LogConfig
-from kafkalog.log.readonly import ReadOnlyDataDir, ReadOnlyLog
+from kafkalog.readonly.committed import committed_records
+from kafkalog.readonly.log import ReadOnlyDataDir, ReadOnlyLog
 from kafkalog.records import Record, RecordBatch, TimestampType
 from kafkalog.records.utf8 import decode_utf8_as_java
 

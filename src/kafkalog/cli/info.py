@@ -1,7 +1,7 @@
 """``kafkalog info DIR|PARTITION_DIR``: what a data directory holds, per partition, read-only.
 
 Per partition: segments and their sizes, log start offset, log end offset (after the last complete, valid
-batch), high watermark, last stable offset (through :class:`~kafkalog.log.readonly.ReadOnlyLog`, so it works
+batch), high watermark, last stable offset (through :class:`~kafkalog.readonly.log.ReadOnlyLog`, so it works
 next to a running writer and takes no lock), the producers of the newest producer snapshot at or below the log
 end, and the leader epochs of ``leader-epoch-checkpoint``. Topics come from ``kafkalog-topics.json`` (partition
 count, config overrides, topic id) when the directory has one.
@@ -47,7 +47,7 @@ from kafkalog.errors import CorruptSnapshotError, KafkaError
 from kafkalog.log.checkpoint import CheckpointError, leader_epoch_checkpoint
 from kafkalog.log.names import TopicPartition
 from kafkalog.log.producer_state import ProducerStateEntry, read_snapshot
-from kafkalog.log.readonly import ReadOnlyLog
+from kafkalog.readonly.log import ReadOnlyLog
 
 __all__ = ["PartitionInfo", "info", "partition_info"]
 

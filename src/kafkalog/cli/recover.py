@@ -47,6 +47,7 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
+from kafkalog._durable import atomic_write
 from kafkalog.cli.common import (
     CONTEXT_SETTINGS,
     EXIT_CODES_HELP,
@@ -64,11 +65,11 @@ from kafkalog.cli.state import DirChanges, diff_dirs, open_manager, partition_co
 from kafkalog.cli.verifier import log_bytes
 from kafkalog.datadir import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, DirLock, read_topics
 from kafkalog.errors import KafkaError
-from kafkalog.log.checkpoint import CLEAN_SHUTDOWN_FILE, atomic_write, offset_checkpoint, topic_id_from_string
+from kafkalog.log.checkpoint import CLEAN_SHUTDOWN_FILE, offset_checkpoint, topic_id_from_string
 from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log
 from kafkalog.log.names import TopicPartition
-from kafkalog.log.readonly import ReadOnlyLog
+from kafkalog.readonly.log import ReadOnlyLog
 
 __all__ = ["RecoveryResult", "plan_target", "recover", "recover_target"]
 

@@ -2,7 +2,7 @@
 instead of a local directory: the data directory in object storage is opened with the
 ``--storage-option KEY=VALUE`` options (Hadoop's names, as in Spark: ``fs.s3a.endpoint``,
 ``fs.s3a.access.key``, ...; then the standard ``AWS_*`` environment), read through the same reader as a local
-one (:class:`~kafkalog.log.readonly.ReadOnlyDataDir`), and reported in the same shapes.
+one (:class:`~kafkalog.readonly.log.ReadOnlyDataDir`), and reported in the same shapes.
 
 Invariants owned here: a storage option's value never appears in output or an error (a malformed item is
 named by its key only); nothing is written to the store; a URL whose prefix holds nothing exits 66
@@ -24,9 +24,9 @@ from kafkalog.errors import CorruptRecordError, KafkaError, RemoteResourceNotFou
 from kafkalog.log.checkpoint import CheckpointError, leader_epoch_checkpoint
 from kafkalog.log.names import TopicPartition
 from kafkalog.log.producer_state import ProducerStateEntry, parse_snapshot
-from kafkalog.log.readonly import ReadOnlyDataDir, ReadOnlyLog, is_url
+from kafkalog.readonly.log import ReadOnlyDataDir, ReadOnlyLog, is_url
 from kafkalog.readonly.remote import PlannedArchive
-from kafkalog.records import _kernels as K
+from kafkalog.records import kernels as K
 from kafkalog.tiered import ArchivePartitionSource
 
 __all__ = [

@@ -68,13 +68,13 @@ from typing import Final, Literal
 
 import numpy as np
 
+from kafkalog._durable import fsync_dir
 from kafkalog.datadir import LOG_START_OFFSET_CHECKPOINT, read_topics
 from kafkalog.errors import CorruptRecordError, InvalidRecordError, KafkaError
 from kafkalog.log.checkpoint import (
     PARTITION_METADATA_FILE,
     CheckpointError,
     EpochEntry,
-    fsync_dir,
     leader_epoch_checkpoint,
     offset_checkpoint,
     read_partition_metadata,

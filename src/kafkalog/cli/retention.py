@@ -12,7 +12,7 @@ first, each stopping at the first segment that must stay:
 
 A segment whose offsets reach past the high watermark never goes, nor an empty last segment; when every
 segment goes, the log first rolls a new empty active segment at its end. The dry run computes this plan
-read-only (through :class:`~kafkalog.log.readonly.ReadOnlyLog`: no lock, safe next to a writer; the largest
+read-only (through :class:`~kafkalog.readonly.log.ReadOnlyLog`: no lock, safe next to a writer; the largest
 timestamp is read from the time index's last entry plus the batch headers after it). The real run opens the
 data directory with a :class:`~kafkalog.manager.LogManager` (exit 75 while another process holds it), calls
 ``delete_old_segments`` on each log and reports the segments that are gone, with the rule that removed each.
@@ -59,7 +59,7 @@ from kafkalog.cli.state import (
 from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log
 from kafkalog.log.names import TopicPartition
-from kafkalog.log.readonly import ReadOnlyLog
+from kafkalog.readonly.log import ReadOnlyLog
 from kafkalog.records.framing import (
     HEADER_SIZE_UP_TO_MAGIC,
     MAX_TIMESTAMP_OFFSET,

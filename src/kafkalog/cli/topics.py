@@ -4,7 +4,7 @@ Changes (``--create``, ``--alter``, ``--delete``) go through :class:`~kafkalog.m
 the data directory's lock (exit 75 while a producer or broker holds it), validates names and configs, and
 persists topics in ``kafkalog-topics.json``. A deleted topic's partition directories are removed before the
 command returns. Listing and describing are read-only (``kafkalog-topics.json`` plus the partition
-directories, offsets through :class:`~kafkalog.log.readonly.ReadOnlyLog`): they take no lock and run no
+directories, offsets through :class:`~kafkalog.readonly.log.ReadOnlyLog`): they take no lock and run no
 recovery, so they work next to a running producer.
 
 Output: ``--list`` one topic per line; ``--describe`` Kafka's tab-separated layout (a ``Topic:`` line with the
@@ -47,7 +47,7 @@ from kafkalog.errors import (
     UnknownTopicOrPartitionError,
 )
 from kafkalog.log.config import LogConfig, ManagerConfig
-from kafkalog.log.readonly import ReadOnlyLog
+from kafkalog.readonly.log import ReadOnlyLog
 
 __all__ = ["describe_topics", "topics"]
 

@@ -135,7 +135,8 @@ class PartitionReport:
         """Number of warnings (including the ones not listed)."""
         return sum(n for (level, _), n in self._counts.items() if level == "warning")
 
-    def _add(self, level: Level, file: str, message: str) -> None:
+    def add(self, level: Level, file: str, message: str) -> None:
+        """Records a finding of ``level`` (at most ``MAX_FINDINGS_PER_FILE`` are listed per file and level)."""
         n = self._counts.get((level, file), 0) + 1
         self._counts[(level, file)] = n
         if n <= MAX_FINDINGS_PER_FILE:
@@ -143,11 +144,11 @@ class PartitionReport:
 
     def fault(self, file: str, message: str) -> None:
         """Records a fault."""
-        self._add("fault", file, message)
+        self.add("fault", file, message)
 
     def warn(self, file: str, message: str) -> None:
         """Records a warning."""
-        self._add("warning", file, message)
+        self.add("warning", file, message)
 
     def finish(self) -> None:
         """Adds the count of findings that were not listed."""
@@ -554,7 +555,7 @@ def _check_hole(prev: _Segment, seg: _Segment, level: Level, report: PartitionRe
     )
     if level == "warning":
         message += "; a fault unless the topic is or was compacted (its config is not known here)"
-    report._add(level, seg.log.name, message)
+    report.add(level, seg.log.name, message)
 
 
 def _read_epochs(directory: Path, report: PartitionReport) -> list[EpochEntry]:

@@ -24,16 +24,17 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-import os
 import re
 import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Final, Generic, TypeVar
 
-from kafkalog.errors import KafkaError, NotRegularFileError
+from kafkalog import _durable
+from kafkalog._durable import atomic_write
+from kafkalog.errors import KafkaError
 from kafkalog.log.names import TopicPartition
-from kafkalog.storage.files import open_regular, read_regular
+from kafkalog.storage.files import read_regular
 
 __all__ = [
     "CLEAN_SHUTDOWN_FILE",
@@ -66,39 +67,11 @@ class CheckpointError(KafkaError, OSError):
 
 
 def fsync_dir(directory: Path) -> None:
-    """fsync a directory so a rename or a new file in it is durable (missing directories are ignored)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except FileNotFoundError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    """fsync a directory so a rename or a new file in it is durable (:func:`kafkalog._durable.fsync_dir`).
 
-
-def atomic_write(path: Path, data: bytes, sync: bool = True) -> None:
-    """Write ``data`` to ``path`` via ``<path>.tmp`` + fsync + rename + directory fsync."""
-    tmp = path.with_name(path.name + ".tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-    try:
-        fd = open_regular(tmp, flags)  # never through a link (or into a FIFO) planted as the temp file
-    except NotRegularFileError:
-        # The temp file is ours and disposable: a link, FIFO or socket in its place is removed (the entry
-        # itself, never what a link names) and the file created afresh; a directory there stays an error.
-        os.unlink(tmp)
-        fd = open_regular(tmp, flags | os.O_EXCL)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        if sync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)  # replaces whatever ``path`` is (a link itself, never its target)
-    if sync:
-        fsync_dir(path.parent)
+    A missing directory is ignored: the log layer's callers fsync a partition directory that topic deletion
+    or a partition move may have renamed away concurrently, leaving nothing to make durable there."""
+    _durable.fsync_dir(directory, missing_ok=True)
 
 
 class CheckpointFile(Generic[T]):

@@ -119,7 +119,7 @@ class CopiedPartitionSource:
 
 
 class StoreLogDirState:
-    """The checkpoints of a log-dir copy (:class:`~kafkalog.log.readonly.LogDirState`), read once."""
+    """The checkpoints of a log-dir copy (:class:`~kafkalog.readonly.log.LogDirState`), read once."""
 
     __slots__ = ("_hw", "_hw_follows_leo", "_log_start", "prefix", "store")
 

@@ -26,11 +26,11 @@ from typing import Any
 
 from kafkalog.errors import InvalidConfigurationError, RemoteResourceNotFoundError
 from kafkalog.log.names import TopicPartition
-from kafkalog.log.readonly import LogDirState, NoLogDirState, RemoteLayout
 from kafkalog.objstore import ObjectStore, PartitionSource, RandomAccessFile, open_store
 from kafkalog.objstore.ranged import RangedSettings
 from kafkalog.readonly.copies import LogDirCopy, object_url
 from kafkalog.readonly.local import LocalPartitionSource
+from kafkalog.readonly.state import LogDirState, NoLogDirState, RemoteLayout
 from kafkalog.storage.files import LOG_FILE_SUFFIX, offset_from_file_name
 from kafkalog.tiered import AivenArchive, ArchivePartitionSource, KeyRing, LocalTieredArchive, detect_layout
 from kafkalog.tiered.detect import LAYOUTS
@@ -63,7 +63,7 @@ def open_layout(
 
 
 class ArchiveLayout:
-    """A tiered-storage archive (Aiven or LocalTieredStorage) as a :class:`~kafkalog.log.readonly.RemoteLayout`:
+    """A tiered-storage archive (Aiven or LocalTieredStorage) as a :class:`~kafkalog.readonly.log.RemoteLayout`:
     each partition is planned (listing and manifests, no ``.log`` read) when its source is first asked for."""
 
     def __init__(self, kind: str, archive: AivenArchive | LocalTieredArchive, store: ObjectStore) -> None:
@@ -154,7 +154,7 @@ class ArchiveLayout:
 
 class PlannedArchive:
     """An archived partition's source with what its manifests say of each segment (its end offset and largest
-    timestamp: :class:`~kafkalog.log.readonly.SegmentMetadata`), so offsets and timestamp pruning come from
+    timestamp: :class:`~kafkalog.readonly.log.SegmentMetadata`), so offsets and timestamp pruning come from
     listings and manifests alone."""
 
     def __init__(self, archive: ArchivePartitionSource) -> None:

@@ -5,7 +5,7 @@ This module owns the byte format below, the ``ERR_*`` codes, the bounds discipli
 (:func:`verify_crcs`) and the leader's record walk (:func:`record_stats`). Built on those parsers:
 :mod:`kafkalog.records._kernels_index` (:func:`~kafkalog.records._kernels_index.index_records`, per-record
 positions of one batch), :mod:`kafkalog.records._kernels_columnar` (the fused decode into Arrow buffers)
-and :mod:`kafkalog.log.cleaner_kernels`.
+and :mod:`kafkalog.cleaner.kernels`.
 
 Everything here works on a 1-D ``np.uint8`` array (a zero-copy view of ``bytes``, ``bytearray``, ``mmap``,
 ``memoryview``; :func:`as_uint8`) and never raises from compiled code: each kernel returns an error code
@@ -47,15 +47,14 @@ Speed notes (measured on the 2-core VM):
 * Parsers read input bytes through a raw address (``arr.ctypes.data``) with the intrinsics of
   :mod:`kafkalog.records._intrinsics`, and copy fields with ``llvm.memcpy`` on checked ranges.
 * :func:`_record_stats` (the leader's validation of every append) parses the common record (varints of at
-  most 3 bytes) without per-byte checks and hands anything else to the strict parser: about 67 µs instead
-  of 100 µs for a 1 MiB batch of 100-byte values (``bench/bench_log.py``'s ``batch_of``), 1.35 µs instead of
-  1.85 µs for 16 KiB. Decoding its varints branch-free was twice as slow: predicted branches let the CPU run
-  ahead to the next record, whose position depends only on the length varint.
+  most 3 bytes) without per-byte checks and hands anything else to the strict parser (its gain, and why
+  its varints are not decoded branch-free: docs/benchmarks.md, "Design measurements"): predicted branches
+  let the CPU run ahead to the next record, whose position depends only on the length varint.
 
 Compiled code is cached on disk (``cache=CACHE``) outside the package, where :mod:`kafkalog.jit` chooses
 (``NUMBA_CACHE_DIR``, else a per-user cache directory, else a private temporary one, else no cache); without
 a cache each process pays the compile (see :func:`warm_up`). Numba validates a cached function against its
-own source file only, so ``_kernels_index``, ``_kernels_columnar`` and ``kafkalog.log.cleaner_kernels``,
+own source file only, so ``_kernels_index``, ``_kernels_columnar`` and ``kafkalog.cleaner.kernels``,
 which compile these parsers in, keep stale machine code after an edit here until their cache files
 (``*.nbi`` / ``*.nbc`` under ``python -m kafkalog.jit``'s directory) are deleted (``make numba-cache``).
 

@@ -43,10 +43,10 @@ Rules, as Kafka's readers apply them:
 
 Memory: output buffers come from a :class:`BufferPool`. Ownership of each buffer passes to Arrow (through
 ``pa.py_buffer`` of a NumPy view); when Arrow releases the last reference, a finalizer returns the memory to
-the pool, so memory is reused only once no Arrow data refers to it. On this VM a first-touch page fault costs
-about 4 µs per 4 KiB page, about 100x the cost of writing into a page already mapped; reusing pages is what
-makes the pooled decode about 2x faster than allocating fresh output memory on every call when a consumer
-processes and drops batches one at a time (``bench/bench_columnar.py`` measures it). Buffers are sized by
+the pool, so memory is reused only once no Arrow data refers to it. A first-touch page fault costs far more
+than writing into a page already mapped, so reusing pages is what makes the pooled decode faster than
+allocating fresh output memory on every call when a consumer processes and drops batches one at a time
+(``bench/bench_columnar.py`` measures it; docs/benchmarks.md, "Design measurements"). Buffers are sized by
 upper bounds that need no parsing (key, value and header data each at most the records' bytes; at most one
 header per 2 bytes); only the pages actually written become resident.
 

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from kafkalog.records import _encode, _intrinsics, _kernels
+from kafkalog.records._encode import _body_sizes, _write
+from kafkalog.records._intrinsics import _prefetch
 from kafkalog.records._kernels import (
     ATTR_CODEC_MASK,
     ATTR_CONTROL,
@@ -76,6 +77,12 @@ from kafkalog.records._kernels import (
     SCAN_STOP_OFFSET,
     RecordStats,
     ScanResult,
+    _at,
+    _copy,
+    _parse_header,
+    _read_varint,
+    _read_varlong,
+    _record_stats,
     as_uint8,
     record_stats,
     scan_batches,
@@ -151,21 +158,21 @@ __all__ = [
 ]
 
 #: ``load_u8(mem, p)``: byte ``p`` at address ``mem`` (compiled code; the caller keeps ``p`` in bounds).
-load_u8: Final[Any] = _kernels._at
+load_u8: Final[Any] = _at
 #: ``copy_bytes(dst, d, src, s, n)``: ``llvm.memcpy`` of ``n`` bytes between checked ranges of two addresses.
-copy_bytes: Final[Any] = _kernels._copy
+copy_bytes: Final[Any] = _copy
 #: ``prefetch(address)``: a cache prefetch hint.
-prefetch: Final[Any] = _intrinsics._prefetch
+prefetch: Final[Any] = _prefetch
 #: ``read_varint(mem, p, limit) -> (value, next_p, err)``: a zig-zag varint read strictly below ``limit``.
-read_varint: Final[Any] = _kernels._read_varint
+read_varint: Final[Any] = _read_varint
 #: ``read_varlong(mem, p, limit) -> (value, next_p, err)``: a zig-zag varlong read strictly below ``limit``.
-read_varlong: Final[Any] = _kernels._read_varlong
+read_varlong: Final[Any] = _read_varlong
 #: ``parse_header(mem, p, body_end)``: one record header, ``(err, err_pos, key_pos, key_len, value_pos,
 #: value_len, next_p)``.
-parse_header: Final[Any] = _kernels._parse_header
+parse_header: Final[Any] = _parse_header
 #: The compiled walk of :func:`record_stats` (arguments as there, range already checked by the caller).
-record_stats_kernel: Final[Any] = _kernels._record_stats
+record_stats_kernel: Final[Any] = _record_stats
 #: The builder's first pass: the encoded size of each record body.
-record_body_sizes_kernel: Final[Any] = _encode._body_sizes
+record_body_sizes_kernel: Final[Any] = _body_sizes
 #: The builder's second pass: write the record bodies.
-write_records_kernel: Final[Any] = _encode._write
+write_records_kernel: Final[Any] = _write

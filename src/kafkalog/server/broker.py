@@ -115,9 +115,9 @@ class Broker:
         threads (:meth:`run_blocking`) rather than on the event loop: when it is above ``inline.io.max.bytes``
         and another connection's request is waiting for the loop, or above :data:`IDLE_INLINE_MAX_BYTES`.
 
-        The thread hop costs ~0.1-0.5 ms (two wake-ups and the GIL passed back and forth) and pays off only
-        when the loop has something else to do meanwhile: one connection's pipelined 1 MiB produce requests
-        ran ~25% faster inline, three connections' together ~20% faster through the pool (docs/server.md)."""
+        The thread hop (two wake-ups and the GIL passed back and forth) pays off only when the loop has
+        something else to do meanwhile (measured: docs/server.md and docs/benchmarks.md, "Design
+        measurements")."""
         if nbytes <= self.config.inline_io_max_bytes:
             return False
         return self.ready_connections > 0 or nbytes > IDLE_INLINE_MAX_BYTES

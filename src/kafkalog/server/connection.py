@@ -340,8 +340,9 @@ class Connection(asyncio.BufferedProtocol):
     def _grow_frame(self) -> bytearray:
         """Double the direct frame's buffer (up to its declared size) once the bytes received filled it.
 
-        Grown in place from a shared block of zeros (a ``bytes(n)`` temporary per step cost ~10x more in
-        page faults); a large block's ``realloc`` remaps its pages rather than copying them."""
+        Grown in place from a shared block of zeros (a ``bytes(n)`` temporary per step costs far more in page
+        faults: docs/benchmarks.md, "Design measurements"); a large block's ``realloc`` remaps its pages rather
+        than copying them."""
         frame = self._frame
         assert frame is not None
         grown = min(self._frame_size, 2 * len(frame))

@@ -18,8 +18,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
+from kafkalog._durable import atomic_write
 from kafkalog.errors import KafkaStorageError
-from kafkalog.log.checkpoint import atomic_write
 
 __all__ = ["BLOCK_SIZE", "PRODUCER_ID_FILE", "ProducerIdManager"]
 

@@ -188,7 +188,7 @@ def _null_plan(request_class: Message, version: int) -> _NullPlan:
             out.append((f.name, nullable, sub, f.is_array(), texts))
         return tuple(out)
 
-    return plan(request_class._struct)
+    return plan(request_class._struct)  # noqa: SLF001  (kafka-python's message schema: no public accessor)
 
 
 def _check_nulls(obj: Message, plan: _NullPlan, path: str) -> None:
@@ -315,8 +315,8 @@ def _view_decoder(request_class: Message, version: int) -> _ViewDecoder | None:
 def _compile_view_decoder(request_class: Message, version: int) -> _ViewDecoder:
     primary = request_class[None]
     # a shallow copy with the top-level data class resolved (kafka-python's decode() sets it for the compile)
-    schema = copy.copy(primary._struct)
-    schema._data_class = primary
+    schema = copy.copy(primary._struct)  # noqa: SLF001  (kafka-python's schema, as its decode() uses it)
+    schema._data_class = primary  # noqa: SLF001  (what kafka-python's decode() sets before compiling)
     flexible = primary.flexible_version_q(version)
     ctx = _ViewCodegen()
     ctx.lines.append("def _decode(data, pos):")

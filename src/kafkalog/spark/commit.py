@@ -1,29 +1,10 @@
 """Driver side of the ``kafkalog`` sink: appending staged batches atomically, with a roll-forward journal.
 
-Files owned here, all under ``<data dir>/.kafkalog-spark/`` (a hidden directory, skipped by the LogManager
-and by partition-directory scans):
-
-* ``journal/<job>.json`` — the **commit journal** of one commit in progress (written atomically: temp file,
-  fsync, rename, directory fsync)::
-
-      {"version": 1, "job_id": "...", "created_ms": T,
-       "sink": {"id": "<sink id>", "batch_id": N} | null,
-       "cleanup": ["<staging dir, relative to the data dir>", ...],
-       "partitions": [{"topic": "t", "partition": 0, "base_offset": B, "records": R,
-                       "files": [{"path": "<staged file, relative>", "size": S, "records": r, "batches": b,
-                                  "crc32c": C}]}]}
-
-  ``base_offset`` is the partition's log end offset when the journal was written; the job's records take
-  exactly ``[B, B + R)``. Durable journal = committed job. ``crc32c`` is the CRC-32C of the whole staged
-  file (journals written before it existed replay without the check).
-* ``journal/failed/<job>.json`` — a journal whose replay can never complete, with ``"error"``,
-  ``"failed_ms"`` and ``"log_end_offsets"`` added (:func:`replay_pending`).
-* ``commit.seq`` — the commit counter readers use to see pending journals consistently
-  (:mod:`kafkalog.datadir` owns its format and the readers' side).
-* ``sinks/<sink id>.json`` — per streaming sink (query) marker: the last micro-batch id whose records are in
-  the log, ``{"version": 1, "sink_id": ..., "batch_id": N, "job_id": ..., "committed_ms": T,
-  "offsets": {"<topic>": {"<partition>": [first, last]}}}``.
-* ``staging/`` — staged batch files (:mod:`kafkalog.spark.staging`; never overwritten).
+The files under ``<data dir>/.kafkalog-spark/`` — the commit journal (``journal/<job>.json``), failed
+journals (``journal/failed/``), streaming sink markers (``sinks/<sink id>.json``) — and the journal's replay
+are owned by :mod:`kafkalog.manager.sink_journal` (``LogManager.open`` replays too); ``commit.seq`` and the
+readers' side by :mod:`kafkalog.datadir`; ``staging/`` by :mod:`kafkalog.spark.staging`. This module is the
+driver's protocol around them, and the staging sweep.
 
 Commit protocol (:func:`commit_staged`; on the driver, one at a time per data dir through the LogManager's
 ``.lock``, waiting up to ``lockTimeoutMs`` for it):
@@ -70,11 +51,9 @@ import json
 import logging
 import os
 import shutil
-import struct
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -82,21 +61,32 @@ from typing import Any, Final
 from crc32c import crc32c
 
 from kafkalog.datadir import bump_sink_commit_seq
-from kafkalog.errors import CorruptRecordError, KafkaError, KafkaStorageError, LogDirLockedError
-from kafkalog.log.checkpoint import atomic_write
-from kafkalog.log.types import FetchIsolation
+from kafkalog.errors import CorruptRecordError, LogDirLockedError
 from kafkalog.manager import LogManager
-from kafkalog.records import MemoryRecords, TimestampType
-from kafkalog.records.batch import HEADER, LOG_OVERHEAD, MAGIC_V2, RECORD_BATCH_OVERHEAD
-from kafkalog.records.framing import ATTRIBUTES_OFFSET, MAGIC_OFFSET
-from kafkalog.spark.sink_layout import (
-    StagedFile,
-    fsync_dir,
+from kafkalog.manager.sink_journal import (
+    JOURNAL_VERSION,
+    PartitionResult,
+    apply_journal,
+    batch_fields,
+    failed_journal_dir,
+    finish_journal,
     has_pending_journals,
+    iter_staged_batches,
     journal_dir,
+    last_committed_batch,
+    parallel,
+    pending_journals,
+    remove_staging_dirs,
+    replay_pending,
     sinks_dir,
     staging_root,
+    write_journal,
+    write_marker,
 )
+from kafkalog.records import TimestampType
+from kafkalog.records.batch import MAGIC_V2
+from kafkalog.records.framing import ATTRIBUTES_OFFSET, MAGIC_OFFSET
+from kafkalog.spark.sink_layout import StagedFile
 from kafkalog.spark.sink_options import SinkError, SinkOptions
 
 __all__ = [
@@ -118,10 +108,7 @@ __all__ = [
 ]
 
 _log = logging.getLogger("kafkalog.spark.commit")
-JOURNAL_VERSION: Final = 1
 _TIMESTAMP_SLACK_MS: Final = 60_000
-_SIZE: Final = struct.Struct(">qi")
-_THREADS: Final = 2
 _SWEEP_IDLE_MARGIN_MS: Final = 60_000
 
 
@@ -131,17 +118,6 @@ class SinkBatch:
 
     sink_id: str
     batch_id: int
-
-
-@dataclass(frozen=True)
-class PartitionResult:
-    """Where one partition's records of a job landed: offsets ``first..last`` (inclusive)."""
-
-    topic: str
-    partition: int
-    first_offset: int
-    last_offset: int
-    records: int
 
 
 @dataclass
@@ -187,51 +163,7 @@ def _rel(data_dir: Path, path: Path) -> str:
     return os.path.relpath(path, data_dir)
 
 
-def _unlink_durably(path: Path) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
-    fsync_dir(path.parent)
-
-
-def _remove_dirs(data_dir: Path, rel_dirs: Sequence[str]) -> None:
-    root = staging_root(data_dir).resolve()
-    for rel in rel_dirs:
-        target = (data_dir / rel).resolve()
-        if root not in target.parents:  # never delete outside the staging area
-            continue
-        shutil.rmtree(target, ignore_errors=True)
-        parent = target.parent
-        if parent != root:
-            with contextlib.suppress(OSError):
-                parent.rmdir()  # the job directory, once its last task directory is gone
-
-
 # --- staged batches ----------------------------------------------------------------------------------------
-
-
-def iter_staged_batches(path: Path) -> Iterator[bytearray]:
-    """The record batches of a staged file, one writable buffer each (a truncated file raises)."""
-    with open(path, "rb") as f:
-        while True:
-            head = f.read(LOG_OVERHEAD)
-            if not head:
-                return
-            if len(head) < LOG_OVERHEAD:
-                raise CorruptRecordError(f"staged file {path} ends in a partial batch header")
-            _, size = _SIZE.unpack(head)
-            if size < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
-                raise CorruptRecordError(f"staged file {path}: impossible batch size {size}")
-            buf = bytearray(LOG_OVERHEAD + size)
-            buf[:LOG_OVERHEAD] = head
-            if f.readinto(memoryview(buf)[LOG_OVERHEAD:]) != size:
-                raise CorruptRecordError(f"staged file {path} ends in a partial batch")
-            yield buf
-
-
-def _batch_fields(buf: bytearray | bytes | memoryview) -> tuple[int, int, int, int]:
-    """(record count, stored CRC, codec, size) of a v2 batch buffer."""
-    fields = HEADER.unpack_from(buf, 0)
-    return fields[12], fields[4], fields[5] & 0x07, 12 + fields[1]
 
 
 def _check_staged_file(data_dir: Path, staged: StagedFile, limit: int) -> int:
@@ -248,7 +180,7 @@ def _check_staged_file(data_dir: Path, staged: StagedFile, limit: int) -> int:
         file_crc = crc32c(buf, file_crc)
         if buf[MAGIC_OFFSET] != MAGIC_V2:
             raise CorruptRecordError(f"staged file {path}: batch {batches} is not magic 2")
-        count, crc, _, bsize = _batch_fields(buf)
+        count, crc, _, bsize = batch_fields(buf)
         if crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]) != crc:
             raise CorruptRecordError(f"staged file {path}: batch {batches} fails its CRC check")
         if bsize > limit:
@@ -260,279 +192,6 @@ def _check_staged_file(data_dir: Path, staged: StagedFile, limit: int) -> int:
     if records != staged.records or batches != staged.batches:
         raise SinkError(f"staged file {path} holds {records} records in {batches} batches, not as staged")
     return file_crc
-
-
-def _file_crc(path: Path) -> int:
-    crc = 0
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            crc = crc32c(chunk, crc)
-    return crc
-
-
-def _check_journal_files(data_dir: Path, journal: Mapping[str, Any]) -> None:
-    """Before a replay appends anything: every staged file the journal names is inside the staging area and
-    still what the commit checked (size, and the CRC-32C of the whole file where the journal records one)."""
-    root = staging_root(data_dir).resolve()
-    for entry in journal["partitions"]:
-        for f in entry["files"]:
-            path = (data_dir / f["path"]).resolve()
-            if root not in path.parents:
-                raise SinkError(
-                    f"commit journal {journal['job_id']} names {f['path']}, outside the staging area"
-                )
-            try:
-                size = path.stat().st_size
-            except FileNotFoundError:
-                raise SinkError(
-                    f"staged file {path} named by commit journal {journal['job_id']} is missing"
-                ) from None
-            if size != int(f["size"]):
-                raise CorruptRecordError(
-                    f"staged file {path} is {size} bytes, commit journal {journal['job_id']} recorded {f['size']}"
-                )
-            if "crc32c" in f and _file_crc(path) != int(f["crc32c"]):
-                raise CorruptRecordError(
-                    f"staged file {path} changed after commit journal {journal['job_id']} was written (CRC-32C)"
-                )
-
-
-# --- journal -----------------------------------------------------------------------------------------------
-
-
-def _write_journal(data_dir: Path, journal: Mapping[str, Any]) -> Path:
-    jdir = journal_dir(data_dir)
-    jdir.mkdir(parents=True, exist_ok=True)
-    path = jdir / f"{journal['job_id']}.json"
-    atomic_write(path, (json.dumps(journal, indent=1) + "\n").encode())
-    fsync_dir(jdir.parent)  # .kafkalog-spark: the journal and staging directory entries
-    fsync_dir(data_dir)  # the .kafkalog-spark entry itself
-    return path
-
-
-def _pending_journals(data_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
-    jdir = journal_dir(data_dir)
-    out: list[tuple[Path, dict[str, Any]]] = []
-    if not jdir.is_dir():
-        return out
-    for path in jdir.glob("*.json"):
-        try:
-            doc = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
-            raise KafkaError(f"unreadable commit journal {path}: {exc}") from None
-        if doc.get("version") != JOURNAL_VERSION:
-            raise KafkaError(f"commit journal {path} has unsupported version {doc.get('version')!r}")
-        out.append((path, doc))
-    out.sort(key=lambda item: (int(item[1].get("created_ms", 0)), item[0].name))
-    return out
-
-
-def _verified_prefix(
-    manager: LogManager, topic: str, partition: int, base: int, leo: int, files: list[Path]
-) -> int:
-    """How many records of the staged batches are already in the log from ``base`` on (batch-wise match)."""
-    log = manager.get_log(topic, partition)
-    compare_crc = log.config.timestamp_type is TimestampType.CREATE_TIME
-    offset = base
-    for path in files:
-        for buf in iter_staged_batches(path):
-            if offset >= leo:
-                return offset - base
-            count, crc, codec, size = _batch_fields(buf)
-            found = manager.read(topic, partition, offset, max(size, 1 << 16), FetchIsolation.LOG_END)
-            batch = next(iter(found.batches()), None)
-            if batch is None or batch.base_offset != offset or (batch.count or 0) != count:
-                return offset - base
-            logged = HEADER.unpack_from(batch.to_bytes()[:RECORD_BATCH_OVERHEAD], 0)
-            if compare_crc and (logged[5] & 0x07) == codec and logged[4] != crc:
-                return offset - base
-            offset += count
-    return offset - base
-
-
-def _parallel(fn: Any, items: Sequence[Any]) -> list[Any]:
-    """``[fn(item) for item in items]`` on up to 4 threads (partitions are independent; file I/O, CRC and the
-    record kernels release the GIL); the first error is raised after every started call has finished."""
-    if len(items) <= 1:
-        return [fn(item) for item in items]
-    with ThreadPoolExecutor(
-        max_workers=min(_THREADS, len(items)), thread_name_prefix="kafkalog-commit"
-    ) as pool:
-        futures = [pool.submit(fn, item) for item in items]
-        return [f.result() for f in futures]
-
-
-def _apply_partition(
-    manager: LogManager, data_dir: Path, job_id: str, entry: Mapping[str, Any]
-) -> PartitionResult | None:
-    topic, partition = entry["topic"], int(entry["partition"])
-    base, total = int(entry["base_offset"]), int(entry["records"])
-    files = [data_dir / f["path"] for f in entry["files"]]
-    log = manager.get_log(topic, partition)
-    leo = log.log_end_offset
-    done = _verified_prefix(manager, topic, partition, base, leo, files) if leo > base else 0
-    if leo < base:
-        _log.warning("%s-%d ends at %d, below the journal's base offset %d", topic, partition, leo, base)
-    first: int | None = base if done else None
-    last = base + done - 1
-    contiguous = leo == base + done or done == total
-    seen = 0
-    for path in files:
-        for buf in iter_staged_batches(path):
-            count = _batch_fields(buf)[0]
-            if seen + count <= done:
-                seen += count
-                continue
-            info = manager.append(topic, partition, MemoryRecords(buf))
-            seen += count
-            if first is None:
-                first = info.first_offset
-            last = info.last_offset
-    if not contiguous:
-        _log.warning(
-            "job %s: %s-%d was appended to by another writer before the journal was replayed; "
-            "its remaining records start at %s instead of %d",
-            job_id,
-            topic,
-            partition,
-            first,
-            base + done,
-        )
-    log.flush()
-    if not total:
-        return None
-    assert first is not None
-    return PartitionResult(topic, partition, first, last, total)
-
-
-def _apply(manager: LogManager, data_dir: Path, journal: Mapping[str, Any]) -> list[PartitionResult]:
-    """Append whatever of the journal's batches is not in the logs yet (partitions in parallel); flush."""
-    job_id = str(journal["job_id"])
-    results = _parallel(lambda e: _apply_partition(manager, data_dir, job_id, e), journal["partitions"])
-    return [r for r in results if r is not None]
-
-
-def _finish(
-    manager: LogManager,
-    data_dir: Path,
-    journal_path: Path,
-    journal: Mapping[str, Any],
-    results: list[PartitionResult],
-) -> None:
-    sink = journal.get("sink")
-    if sink is not None:
-        _write_marker(data_dir, str(sink["id"]), int(sink["batch_id"]), str(journal["job_id"]), results)
-    _unlink_durably(journal_path)
-    _remove_dirs(data_dir, list(journal.get("cleanup", [])))
-
-
-def failed_journal_dir(data_dir: str | Path) -> Path:
-    """``journal/failed/``: journals whose replay could not complete (see :func:`replay_pending`)."""
-    return journal_dir(data_dir) / "failed"
-
-
-def _quarantine(
-    manager: LogManager, data_dir: Path, path: Path, journal: Mapping[str, Any], error: str
-) -> Path:
-    ends: dict[str, dict[str, int]] = {}
-    for entry in journal["partitions"]:
-        topic, partition = str(entry["topic"]), int(entry["partition"])
-        with contextlib.suppress(KafkaError):
-            ends.setdefault(topic, {})[str(partition)] = manager.get_log(topic, partition).log_end_offset
-    doc = {**journal, "error": error, "failed_ms": _now_ms(), "log_end_offsets": ends}
-    fdir = failed_journal_dir(data_dir)
-    fdir.mkdir(parents=True, exist_ok=True)
-    target = fdir / path.name
-    atomic_write(target, (json.dumps(doc, indent=1) + "\n").encode())
-    _unlink_durably(path)
-    return target
-
-
-def _remove_temp_files(data_dir: Path) -> None:
-    """Temp files of an atomic write a crash cut short (only ever written under the data dir's lock)."""
-    for directory in (journal_dir(data_dir), sinks_dir(data_dir)):
-        if directory.is_dir():
-            for tmp in directory.glob("*.tmp"):
-                with contextlib.suppress(FileNotFoundError):
-                    tmp.unlink()
-
-
-def replay_pending(manager: LogManager) -> list[str]:
-    """Roll forward every pending commit journal in the manager's log dirs; the job ids replayed.
-
-    Contract: needs the manager's lock (any :class:`LogManager` holds it); idempotent; journals are replayed
-    oldest first, each one completely before the next. Before anything is appended, every staged file the
-    journal names is checked against the journal (:func:`_check_journal_files`); which records are already in
-    the log is decided batch by batch at ``[base_offset, log end)`` (record counts, and CRCs where the log
-    keeps the staged bytes). A journal that can never complete (a staged file missing or changed, a topic
-    deleted, a batch the log refuses: any :class:`~kafkalog.errors.KafkaError` but a storage error) is moved
-    to ``journal/failed/<job>.json`` with the error and the partitions' log end offsets, logged as an error,
-    and no longer blocks anything (docs/operations.md says what to do with it). An I/O error is raised and
-    leaves the journal pending. Also removes the temp files of interrupted journal and marker writes.
-    """
-    done: list[str] = []
-    for data_dir in manager.log_dirs:
-        _remove_temp_files(data_dir)
-        for path, journal in _pending_journals(data_dir):
-            _log.info("replaying commit journal %s", path)
-            try:
-                _check_journal_files(data_dir, journal)
-                results = _apply(manager, data_dir, journal)
-            except KafkaStorageError:
-                raise
-            except KafkaError as exc:
-                target = _quarantine(manager, data_dir, path, journal, f"{type(exc).__name__}: {exc}")
-                _log.error(
-                    "commit journal %s cannot be completed (%s): moved to %s; the job is incomplete "
-                    "(docs/operations.md, Spark sink recovery)",
-                    path,
-                    exc,
-                    target,
-                )
-                continue
-            _finish(manager, data_dir, path, journal, results)
-            done.append(str(journal["job_id"]))
-    return done
-
-
-# --- streaming sink markers --------------------------------------------------------------------------------
-
-
-def _marker_path(data_dir: Path, sink_id: str) -> Path:
-    return sinks_dir(data_dir) / f"{sink_id}.json"
-
-
-def last_committed_batch(data_dir: str | Path, sink_id: str) -> int | None:
-    """The last micro-batch id committed by a streaming sink, or None."""
-    try:
-        doc = json.loads(_marker_path(Path(data_dir), sink_id).read_text())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        raise KafkaError(f"unreadable sink marker for {sink_id!r}: {exc}") from None
-    return int(doc["batch_id"])
-
-
-def _write_marker(
-    data_dir: Path, sink_id: str, batch_id: int, job_id: str, results: list[PartitionResult]
-) -> None:
-    previous = last_committed_batch(data_dir, sink_id)
-    if previous is not None and previous >= batch_id:
-        return
-    offsets: dict[str, dict[str, list[int]]] = {}
-    for r in results:
-        offsets.setdefault(r.topic, {})[str(r.partition)] = [r.first_offset, r.last_offset]
-    doc = {
-        "version": 1,
-        "sink_id": sink_id,
-        "batch_id": batch_id,
-        "job_id": job_id,
-        "committed_ms": _now_ms(),
-        "offsets": offsets,
-    }
-    sdir = sinks_dir(data_dir)
-    sdir.mkdir(parents=True, exist_ok=True)
-    atomic_write(_marker_path(data_dir, sink_id), (json.dumps(doc, sort_keys=True) + "\n").encode())
 
 
 # --- staging sweep -----------------------------------------------------------------------------------------
@@ -554,7 +213,7 @@ def _newest_mtime_and_size(path: Path) -> tuple[float, int]:
 def _journaled_task_dirs(data_dir: Path) -> set[str]:
     """Task directories (``<job>/<task>``) named by a pending or a failed journal: never swept."""
     protected: set[str] = set()
-    docs = [doc for _, doc in _pending_journals(data_dir)]
+    docs = [doc for _, doc in pending_journals(data_dir)]
     fdir = failed_journal_dir(data_dir)
     if fdir.is_dir():
         for path in fdir.glob("*.json"):
@@ -753,7 +412,7 @@ def _precheck(
                     f"compacted topic {topic!r} cannot accept {staged.null_keys} records without key"
                 )
             checks.append((staged, limit))
-    crcs = _parallel(lambda item: _check_staged_file(data_dir, item[0], item[1]), checks)
+    crcs = parallel(lambda item: _check_staged_file(data_dir, item[0], item[1]), checks)
     return {staged.path: crc for (staged, _), crc in zip(checks, crcs, strict=True)}
 
 
@@ -781,19 +440,19 @@ def commit_staged(
                 _log.info(
                     "sink %s batch %d already committed (last %d): skipped", sink.sink_id, sink.batch_id, last
                 )
-                _remove_dirs(data_dir, cleanup)
+                remove_staging_dirs(data_dir, cleanup)
                 result.skipped = True
                 return result
         if not groups:  # nothing staged (an empty DataFrame or micro-batch)
             if sink is not None:
-                _write_marker(data_dir, sink.sink_id, sink.batch_id, job_id, [])
-            _remove_dirs(data_dir, cleanup)
+                write_marker(data_dir, sink.sink_id, sink.batch_id, job_id, [])
+            remove_staging_dirs(data_dir, cleanup)
             return result
         try:
             _ensure_topics(manager, options, groups)
             crcs = _precheck(manager, data_dir, groups, _now_ms())
         except BaseException:
-            _remove_dirs(data_dir, cleanup)
+            remove_staging_dirs(data_dir, cleanup)
             raise
         partitions = []
         for (topic, partition), files in groups.items():
@@ -825,10 +484,12 @@ def commit_staged(
             "cleanup": list(cleanup),
             "partitions": partitions,
         }
-        path = _write_journal(data_dir, journal)  # the commit point
-        bump_sink_commit_seq(data_dir)  # readers now bound these partitions at base_offset until _finish
-        result.partitions = _apply(manager, data_dir, journal)
-        _finish(manager, data_dir, path, journal, result.partitions)
+        path = write_journal(data_dir, journal)  # the commit point
+        bump_sink_commit_seq(
+            data_dir
+        )  # readers now bound these partitions at base_offset until finish_journal
+        result.partitions = apply_journal(manager, data_dir, journal)
+        finish_journal(manager, data_dir, path, journal, result.partitions)
         return result
     finally:
         manager.close()
@@ -841,7 +502,7 @@ def abort_staged(options: SinkOptions, cleanup: Sequence[str]) -> None:
     data_dir = Path(options.path)
     with open_manager(data_dir, options.lock_timeout_ms) as manager:
         replay_pending(manager)
-        _remove_dirs(data_dir, cleanup)
+        remove_staging_dirs(data_dir, cleanup)
         with contextlib.suppress(OSError):
             _sweep(data_dir, options)
 

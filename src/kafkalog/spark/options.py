@@ -67,7 +67,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from kafkalog.log.readonly import is_url, local_path
+from kafkalog.readonly.log import is_url, local_path
 from kafkalog.spark.offsets import (
     EARLIEST,
     LATEST,

@@ -8,7 +8,7 @@ aborted transactions that overlap its range, computed once on the driver from th
 the markers the LSO replay saw (a writer appends a marker before it indexes it).
 
 Executor (:func:`read_task`): the task's offsets are read from the segment files in large chunks of whole
-batches (:meth:`~kafkalog.log.readonly.ReadOnlyLog.iter_batch_chunks`, one reused buffer), batches of
+batches (:meth:`~kafkalog.readonly.log.ReadOnlyLog.iter_batch_chunks`, one reused buffer), batches of
 aborted transactions are cut out, and each run of batches is decoded by the numba columnar decoder
 (:func:`~kafkalog.records.columnar.iter_columnar`: CRC-checked, control batches skipped, offsets filtered
 to ``[start, end)``). Every decoded batch becomes an Arrow RecordBatch of :func:`arrow_schema` with no
@@ -50,7 +50,7 @@ from kafkalog.errors import (
     UnknownTopicOrPartitionError,
 )
 from kafkalog.log.names import TopicPartition
-from kafkalog.log.readonly import ReadOnlyDataDir, ReadOnlyLog
+from kafkalog.readonly.log import ReadOnlyDataDir, ReadOnlyLog
 from kafkalog.records import kernels as K
 from kafkalog.records.columnar import iter_columnar
 from kafkalog.spark.offsets import TP, PartitionBounds, resolve_offsets
@@ -217,7 +217,7 @@ class LogDirs:
 
     def offset_hint_for_timestamp(self, tp: TP, timestamp: int, read_committed: bool) -> int:
         """An offset below which every record of ``tp`` has a timestamp < ``timestamp``, from its time
-        indexes alone (:meth:`~kafkalog.log.readonly.ReadOnlyLog.offset_hint_for_timestamp`)."""
+        indexes alone (:meth:`~kafkalog.readonly.log.ReadOnlyLog.offset_hint_for_timestamp`)."""
         return self.log(tp).offset_hint_for_timestamp(
             timestamp, upper_offset=self.bounds(tp, read_committed).latest
         )

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from kafkalog.log.readonly import ReadOnlyDataDir
+from kafkalog.readonly.log import ReadOnlyDataDir
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -1,29 +1,22 @@
-"""Where the ``kafkalog`` sink keeps its files inside a data directory, and what a staged file is.
+"""What a staged file is, and where the ``kafkalog`` sink keeps its files inside a data directory.
 
-Layout owned here (everything under one hidden directory, which the LogManager and partition scans skip)::
-
-    <data dir>/.kafkalog-spark/
-        staging/<job>/<task>/<topic>-<partition>.batches   staged record batches (kafkalog.spark.staging)
-        journal/<job>.json                                 commit journals in progress (kafkalog.spark.commit)
-        journal/failed/<job>.json                          journals whose replay could not complete
-        commit.seq                                         commit counter readers use (kafkalog.datadir)
-        sinks/<sink id>.json                               last committed micro-batch of a streaming sink
-
-A batch job's ``<job>`` is ``<ms>-<12 hex>``; a streaming query's is ``stream-<sink id>`` and its task
-directories start with ``b<batch id>-``. Task directory names end in a random ``-<8 hex>`` per task attempt
-(Spark's attempt ids restart at 0 with every driver run), and are created exclusively. Paths recorded in commit messages and journals are relative to the
-data directory. This module needs nothing but :mod:`kafkalog.datadir` (which owns the directory's name and
-what readers read of it), so that a LogManager can look for pending journals cheaply.
+The layout under ``<data dir>/.kafkalog-spark/`` (staging, journals, failed journals, sink markers) is owned by
+:mod:`kafkalog.manager.sink_journal` (the commit journal's format and replay are a storage recovery rule that
+``LogManager.open`` runs); this module re-exports its path helpers for the sink's modules. A batch job's
+``<job>`` is ``<ms>-<12 hex>``; a streaming query's is ``stream-<sink id>`` and its task directories start
+with ``b<batch id>-``. Task directory names end in a random ``-<8 hex>`` per task attempt (Spark's attempt ids
+restart at 0 with every driver run), and are created exclusively. Paths recorded in commit messages and
+journals are relative to the data directory.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Final
 
+from kafkalog._durable import fsync_dir
 from kafkalog.datadir import SINK_DIR
+from kafkalog.manager.sink_journal import has_pending_journals, journal_dir, sinks_dir, staging_root
 
 __all__ = [
     "SPARK_DIR_NAME",
@@ -38,43 +31,6 @@ __all__ = [
 
 SPARK_DIR_NAME: Final = SINK_DIR
 STAGED_SUFFIX: Final = ".batches"
-
-
-def staging_root(data_dir: str | Path) -> Path:
-    """``<data dir>/.kafkalog-spark/staging``: one directory per job, one per task inside it."""
-    return Path(data_dir) / SPARK_DIR_NAME / "staging"
-
-
-def journal_dir(data_dir: str | Path) -> Path:
-    """``<data dir>/.kafkalog-spark/journal``."""
-    return Path(data_dir) / SPARK_DIR_NAME / "journal"
-
-
-def sinks_dir(data_dir: str | Path) -> Path:
-    """``<data dir>/.kafkalog-spark/sinks``."""
-    return Path(data_dir) / SPARK_DIR_NAME / "sinks"
-
-
-def has_pending_journals(data_dir: str | Path) -> bool:
-    """Whether a commit journal waits to be rolled forward (cheap: one directory listing)."""
-    try:
-        return any(name.endswith(".json") for name in os.listdir(journal_dir(data_dir)))
-    except FileNotFoundError:
-        return False
-
-
-def fsync_dir(path: str | Path) -> None:
-    """fsync a directory so the entries created in it survive a crash (no-op where unsupported)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 @dataclass(frozen=True)

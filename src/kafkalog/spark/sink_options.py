@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Final
 
 from kafkalog.datadir import TOPICS_FILE, read_topics
-from kafkalog.errors import KafkaError, UnknownTopicOrPartitionError
+from kafkalog.errors import KafkaError, SinkError, UnknownTopicOrPartitionError
 from kafkalog.log.config import LogConfig
 from kafkalog.log.names import validate_topic_name
 from kafkalog.records import Compression
@@ -86,10 +86,6 @@ _DEFAULT_LOCK_TIMEOUT_MS: Final = 120_000
 _DEFAULT_STAGING_TTL_MS: Final = 24 * 3600 * 1000
 _DEFAULT_STAGING_MAX_BYTES: Final = 1 << 30
 _PARTITION_DIR: Final = re.compile(r"^(?P<topic>[A-Za-z0-9._-]+)-(?P<partition>[0-9]+)$")
-
-
-class SinkError(KafkaError, ValueError):
-    """A write the sink refuses: bad options, unsupported columns, an unknown topic, a bad row."""
 
 
 _log = logging.getLogger("kafkalog.spark")

@@ -9,8 +9,8 @@ the producer state's map end offset is moved, which is all the replay does for t
 
 The bulk path stops at the first batch it does not vouch for (a framing error, a bad CRC, an offset out of
 range or out of order, a legacy batch, an index that would fill up); the caller's batch-at-a-time walk goes on
-from there, so every error is found, logged and raised exactly as before. On the reference VM this recovers a
-segment at about 0.6-0.7x the speed of a raw read + CRC-32C of the same bytes (0.25x batch by batch).
+from there, so every error is found, logged and raised exactly as before (its speed against a raw read +
+CRC-32C of the same bytes, and against the batch-by-batch walk: docs/benchmarks.md, "Design measurements").
 """
 
 from __future__ import annotations

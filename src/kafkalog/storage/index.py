@@ -41,7 +41,7 @@ loader rebuilds the indexes of every segment from the one holding the recovery p
 segment (one rebuilt after it failed its load check) ends in zero-filled slots, which fail that check again
 after a crash, as they do without deferral. A power failure loses what was never fsynced, as before:
 :meth:`~AbstractIndex.flush` writes the pending entries before its fsync. Readers in other processes
-(:mod:`kafkalog.log.readonly`) take index files as hints checked against the ``.log``, so a lagging file
+(:mod:`kafkalog.readonly.log`) take index files as hints checked against the ``.log``, so a lagging file
 only makes them scan from an earlier entry.
 """
 

@@ -5,7 +5,7 @@ means every topic. Every partition has this node as leader, only replica and onl
 log's latest leader epoch. An unknown topic is UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID when asked by
 id) unless ``auto_create_topics`` is on and the request allows it (v4+), when it is created with
 ``num.partitions`` partitions, as Kafka's ``auto.create.topics.enable``, within the partition limits
-(:mod:`kafkalog.manager_limits`; the partitions a request auto-creates are summed against
+(:mod:`kafkalog.manager.limits`; the partitions a request auto-creates are summed against
 ``max.partitions.per.request``, and a topic past a limit is POLICY_VIOLATION); an illegal name is
 INVALID_TOPIC_EXCEPTION. A partition whose log dir is offline has no leader (LEADER_NOT_AVAILABLE). A topic
 requested more than once is described once (Kafka reads the request's topics as a set): each description

@@ -8,7 +8,7 @@ INVALID_PARTITIONS, INVALID_CONFIG); a topic named twice in one request is INVAL
 ``validate_only`` checks everything and creates nothing. Topic operations write metadata with fsync, so they
 run on the I/O threads.
 
-Partition limits (:mod:`kafkalog.manager_limits`): the new partitions of the whole request are counted
+Partition limits (:mod:`kafkalog.manager.limits`): the new partitions of the whole request are counted
 before any topic is created; more than ``max.partitions.per.request``, a total past ``max.partitions`` or
 more file descriptors than the process has free refuses every topic of the request with POLICY_VIOLATION
 (as Kafka's controller answers an excessively large batch operation), and nothing is created. Internal

@@ -6,20 +6,23 @@ Invariants owned here:
   before reading anything and keeps it until :meth:`LogManager.close`; a second opener gets
   :class:`~kafkalog.errors.LogDirLockedError` and nothing on disk changes.
 * **Every log comes back where it stopped.** Logs open with what their dir's offset checkpoints and
-  ``.kafka_cleanshutdown`` marker recorded (:mod:`kafkalog.manager_dirs`): with the marker no segment is
+  ``.kafka_cleanshutdown`` marker recorded (:mod:`kafkalog.manager.dirs`): with the marker no segment is
   scanned, without it recovery starts at the checkpointed recovery point. :meth:`LogManager.close` writes
   the checkpoints and, only for a dir whose logs all loaded fully, the marker again (KAFKA-15375).
 * **A bad partition does not stop the others.** A partition directory that fails to load is skipped
-  (:mod:`kafkalog.manager_dirs`) and reported in :attr:`LogManager.load_failures`, and its partition raises
+  (:mod:`kafkalog.manager.dirs`) and reported in :attr:`LogManager.load_failures`, and its partition raises
   :class:`~kafkalog.errors.KafkaStorageError` instead of being recreated empty (which would hide its data);
   a directory whose name is not a partition's (``lost+found``) is left alone and listed in
   :attr:`LogManager.ignored_dirs`; an I/O error later takes only its log dir offline
   (Kafka's LogDirFailureChannel): the error is logged once with its cause, that dir's logs raise
   :class:`~kafkalog.errors.KafkaStorageError` from then on, logs in other dirs keep working.
+* **A decided Spark sink commit completes before anything else appends**: ``open`` replays the pending
+  commit journals (:mod:`kafkalog.manager.sink_journal`, which quarantines one that can never complete);
+  a replay failure that may pass leaves the journal pending and is logged, anything else fails the open.
 * **Topic names cannot escape the data directory**: they are validated as Kafka does before any path is
   built (``[a-zA-Z0-9._-]``, at most 249 characters, not ``.`` or ``..``).
 * **Topics are created whole or not at all** (:meth:`LogManager.create_topic`, :meth:`LogManager.add_partitions`):
-  the partition limits (:mod:`kafkalog.manager_limits`: ``max.partitions.per.request``, ``max.partitions``,
+  the partition limits (:mod:`kafkalog.manager.limits`: ``max.partitions.per.request``, ``max.partitions``,
   the file descriptors) are checked first, a failure half way removes the partitions already made, and
   ``kafkalog-topics.json`` is written only once they all exist, so it never records a partition that does
   not; on open, a stored count above the partition directories found is lowered to them (a topic with none
@@ -32,13 +35,13 @@ Invariants owned here:
   in-sync replica is the leader. With ``hw_follows_leo=False`` the caller moves it
   (``Log.update_high_watermark``), e.g. when replicating the partition itself.
 
-Background tasks (on the scheduler, Kafka's names and settings, :mod:`kafkalog.manager_tasks`; ``config``
+Background tasks (on the scheduler, Kafka's names and settings, :mod:`kafkalog.manager.tasks`; ``config``
 takes Kafka's broker names): retention, flushing logs whose last flush is older than their ``flush.ms``, the
 three offset checkpoints, and ``kafka-delete-logs`` (removes ``-delete`` directories
 ``log.segment.delete.delay.ms`` after they were renamed: Kafka's broker default for ``file.delete.delay.ms``,
 60 s; ``log.delete.delay.ms`` is accepted as an alias). Each log also runs its own
 ``PeriodicProducerExpirationCheck``. With ``log.cleaner.enable`` (``cleaner=``: Kafka's ``log.cleaner.*`` names) a
-:class:`~kafkalog.log.cleaner_service.LogCleaner` compacts the ``cleanup.policy=compact`` logs on threads of its
+:class:`~kafkalog.cleaner.service.LogCleaner` compacts the ``cleanup.policy=compact`` logs on threads of its
 own and keeps each dir's ``cleaner-offset-checkpoint``; retention of compacted logs is then its job (Kafka's
 split), and deleting a topic or moving a partition pauses its cleaning first.
 """
@@ -55,6 +58,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from kafkalog.cleaner.manager import CleanerConfig
+from kafkalog.cleaner.service import LogCleaner
 from kafkalog.datadir import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -72,8 +77,6 @@ from kafkalog.errors import (
     UnknownTopicOrPartitionError,
     is_resource_exhaustion,
 )
-from kafkalog.log.cleaner_manager import CleanerConfig
-from kafkalog.log.cleaner_service import LogCleaner
 from kafkalog.log.config import LogConfig, ManagerConfig
 from kafkalog.log.log import Log
 from kafkalog.log.names import (
@@ -86,16 +89,17 @@ from kafkalog.log.names import (
 )
 from kafkalog.log.scheduler import KafkaScheduler, ScheduledTask, Scheduler
 from kafkalog.log.types import AppendOrigin, FetchIsolation, LogAppendInfo
-from kafkalog.manager_dirs import DirOffsets, LoadFailure, LogDirState
-from kafkalog.manager_limits import check_new_partitions
-from kafkalog.manager_moves import copy_into, open_future_log
-from kafkalog.manager_tasks import schedule_background_tasks
+from kafkalog.manager.dirs import DirOffsets, LoadFailure, LogDirState
+from kafkalog.manager.limits import check_new_partitions
+from kafkalog.manager.moves import copy_into, open_future_log
+from kafkalog.manager.sink_journal import has_pending_journals, replay_pending
+from kafkalog.manager.tasks import schedule_background_tasks
+from kafkalog.manager.topics import TopicRegistry
 from kafkalog.partitioner import NullKeyPartitioner, partition_for_key
 from kafkalog.records import Compression, MemoryRecords, SimpleRecord
 from kafkalog.storage.file_records import FileRecords
 from kafkalog.storage.files import log_file, offset_index_file, time_index_file, transaction_index_file
 from kafkalog.time import SYSTEM_TIME, Time
-from kafkalog.topics import TopicRegistry
 
 __all__ = ["LoadFailure", "LogManager", "ManagerConfig"]
 
@@ -242,17 +246,28 @@ class LogManager:
 
     def _complete_pending_sink_commits(self) -> None:
         """Roll forward a Spark sink commit that a crash cut after its commit point, before anything else
-        appends (see :mod:`kafkalog.spark.commit`); a failure is logged and retried by the next commit."""
-        from kafkalog.spark.sink_layout import has_pending_journals
+        appends (:func:`kafkalog.manager.sink_journal.replay_pending`).
 
+        A journal that can never complete is quarantined by the replay itself (``journal/failed/``, logged as
+        an error). What the replay raises is a failure that may pass: an I/O error (the failing log dir is
+        already offline, as Kafka's LogDirFailureChannel takes it, and the other dirs keep serving) or a
+        journal this version cannot read (a newer version's, or damaged by hand). Either way the journal
+        stays pending and nothing was appended past it, so readers keep bounding its partitions at its base
+        offset (:func:`kafkalog.datadir.read_pending_sink_bounds`) and the next sink job or commit replays it
+        again and raises the error to the job; the open goes on and the error is logged once, here. Anything
+        else is a bug and fails the open (the manager releases its dirs)."""
         if not any(has_pending_journals(path) for path in self.log_dirs):
             return
-        from kafkalog.spark.commit import replay_pending
-
         try:
             replay_pending(self)
-        except Exception as exc:
-            _log.error("Could not complete a pending Spark sink commit in %s: %s", self.log_dirs, exc)
+        except (KafkaError, OSError) as exc:
+            _log.error(
+                "Could not complete a pending Spark sink commit in %s (%s: %s); its journal stays pending and "
+                "the next sink commit retries it (docs/operations.md, Spark sink recovery)",
+                self.log_dirs,
+                type(exc).__name__,
+                exc,
+            )
 
     def _load_one(self, d: LogDirState, path: Path, tp: TopicPartition, offsets: DirOffsets) -> None:
         config = self._topics.config_for(tp.topic)
@@ -387,7 +402,7 @@ class LogManager:
     ) -> list[Log]:
         """Create a topic with ``partitions`` partitions (``num.partitions`` by default) and config overrides,
         whole or not at all: nothing is written when the name, count or config is refused or the partition
-        limits (:mod:`kafkalog.manager_limits`) forbid it, and a failure half way removes the partitions
+        limits (:mod:`kafkalog.manager.limits`) forbid it, and a failure half way removes the partitions
         already made and leaves ``kafkalog-topics.json`` as it was."""
         self._check_open()
         count = self.config.num_partitions if partitions is None else partitions

@@ -1,5 +1,5 @@
 """Choosing what to clean and remembering what was cleaned (Kafka's ``LogCleanerManager``); the threads that
-do the cleaning are :mod:`kafkalog.log.cleaner_service`.
+do the cleaning are :mod:`kafkalog.cleaner.service`.
 
 **``cleaner-offset-checkpoint``** (one per log dir, at its root; Kafka's text checkpoint format written
 atomically by :mod:`kafkalog.log.checkpoint`)::
@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
+from kafkalog.cleaner.cleaner import LogToClean
 from kafkalog.errors import InvalidConfigurationError, KafkaError, LogCleaningAbortedError
 from kafkalog.log.checkpoint import CheckpointFile, offset_checkpoint
-from kafkalog.log.cleaner import LogToClean
 from kafkalog.log.names import TopicPartition
 from kafkalog.time import SYSTEM_TIME, Time
 

@@ -15,9 +15,8 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from kafkalog.errors import CorruptRecordError
-from kafkalog.log.cleaner_filter import control_type, raise_record_error, scratch_arrays
-from kafkalog.log.cleaner_kernels import (
+from kafkalog.cleaner.filter import control_type, raise_record_error, scratch_arrays
+from kafkalog.cleaner.kernels import (
     MS_ENTRIES,
     MS_ERR,
     MS_ERR_POS,
@@ -31,8 +30,9 @@ from kafkalog.log.cleaner_kernels import (
     N_MAP_STATE,
     map_batches,
 )
-from kafkalog.log.cleaner_txn import CleanedTransactionMetadata
-from kafkalog.log.offset_map import SkimpyOffsetMap
+from kafkalog.cleaner.offset_map import SkimpyOffsetMap
+from kafkalog.cleaner.txn import CleanedTransactionMetadata
+from kafkalog.errors import CorruptRecordError
 from kafkalog.records import RecordBatch, read_batch_at
 from kafkalog.records.compression import decompress
 from kafkalog.records.framing import RECORD_BATCH_OVERHEAD

@@ -5,7 +5,7 @@ does (whose varint readers, header parser and ``memcpy`` they reuse, with the ``
 :mod:`kafkalog.records.kernels`), never raise, and return an error code and a byte position instead
 (``ERR_*`` of that module; ``ERR_CAPACITY`` when an output array is too small, which sizing by the callers
 rules out). The rules they apply are documented in
-:mod:`kafkalog.log.cleaner_filter`; the encodings they write are Kafka's:
+:mod:`kafkalog.cleaner.filter`; the encodings they write are Kafka's:
 
 * record: ``length varint · attributes int8 (0) · timestampDelta varlong · offsetDelta varint ·`` then the
   original bytes from the key length on (key, value, headers), so only the timestamp delta (re-based on the
@@ -25,8 +25,8 @@ from typing import Any, Final
 import numpy as np
 from numba import njit
 
+from kafkalog.cleaner.offset_map import BYTES_PER_ENTRY, _get, _murmur, _put
 from kafkalog.jit import CACHE
-from kafkalog.log.offset_map import BYTES_PER_ENTRY, _get, _murmur, _put
 from kafkalog.records.framing import (
     ATTRIBUTES_OFFSET,
     BASE_OFFSET_OFFSET,

@@ -23,7 +23,7 @@ from kafkalog.log.log import Log
 from kafkalog.log.names import TopicPartition, log_future_dir_name
 from kafkalog.log.scheduler import Scheduler
 from kafkalog.log.types import FetchIsolation
-from kafkalog.manager_dirs import DirFailureHandler
+from kafkalog.manager.dirs import DirFailureHandler
 from kafkalog.records import MemoryRecords
 from kafkalog.time import Time
 

@@ -30,7 +30,7 @@ Every batch read is CRC-checked first (a corrupt batch aborts the cleaning with
 :class:`~kafkalog.errors.CorruptRecordError`); every record is parsed strictly inside its batch. The hot path
 (uncompressed v2 batches) is one compiled pass per chunk; compressed batches are decompressed and
 re-compressed (Kafka's default level for the codec) around the same compiled record filter
-(:mod:`kafkalog.log.cleaner_kernels`). Transaction state comes from :mod:`kafkalog.log.cleaner_txn`.
+(:mod:`kafkalog.cleaner.kernels`). Transaction state comes from :mod:`kafkalog.cleaner.txn`.
 """
 
 from __future__ import annotations
@@ -44,8 +44,7 @@ import numpy as np
 import numpy.typing as npt
 from crc32c import crc32c
 
-from kafkalog.errors import CorruptRecordError, InvalidRecordError
-from kafkalog.log.cleaner_kernels import (
+from kafkalog.cleaner.kernels import (
     F_DISCARD,
     F_MARKER_EMPTY_TXN,
     F_RETAIN_ALL,
@@ -71,8 +70,9 @@ from kafkalog.log.cleaner_kernels import (
     filter_batches,
     filter_payload,
 )
-from kafkalog.log.cleaner_txn import CleanedTransactionMetadata
-from kafkalog.log.offset_map import SkimpyOffsetMap
+from kafkalog.cleaner.offset_map import SkimpyOffsetMap
+from kafkalog.cleaner.txn import CleanedTransactionMetadata
+from kafkalog.errors import CorruptRecordError, InvalidRecordError
 from kafkalog.records import ControlRecordType, Record, RecordBatch, TimestampType, read_batch_at
 from kafkalog.records.batch import HEADER, MAGIC_V2, RECORD_BATCH_OVERHEAD
 from kafkalog.records.builder import MemoryRecordsBuilder
@@ -142,11 +142,12 @@ class FilterParams:
     upper_bound_offset: int
     retain_legacy_deletes: bool = True
     max_decompressed_bytes: int = 256 * 1024 * 1024
-    _last_offsets: npt.NDArray[np.int64] = field(init=False)
+    #: The producers' last data offsets, sorted (derived from ``last_records``: the vectorised retention check).
+    last_data_offsets: npt.NDArray[np.int64] = field(init=False)
 
     def __post_init__(self) -> None:
         offsets = [r.last_data_offset for r in self.last_records.values() if r.last_data_offset is not None]
-        self._last_offsets = np.array(sorted(offsets), np.int64)
+        self.last_data_offsets = np.array(sorted(offsets), np.int64)
 
     @property
     def new_horizon(self) -> int:
@@ -270,7 +271,7 @@ def _batch_flags(
     flags[no_horizon | (params.current_time < t[F_BASE_TIMESTAMP, :n])] |= F_RETAIN_DELETES
     retain_empty = last + 1 == params.upper_bound_offset
     if params.last_records:
-        hits = (pids >= 0) & np.isin(last, params._last_offsets)
+        hits = (pids >= 0) & np.isin(last, params.last_data_offsets)
         for i in np.flatnonzero(hits).tolist():
             if not params.is_last_of_producer(int(pids[i]), int(last[i]), False, int(t[F_PRODUCER_EPOCH, i])):
                 hits[i] = False

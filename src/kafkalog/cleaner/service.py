@@ -32,6 +32,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kafkalog.cleaner.cleaner import Cleaner, CleanerStats, LogToClean, Throttler
+from kafkalog.cleaner.manager import (
+    CleanerConfig,
+    CleaningError,
+    LogCleanerManager,
+    LogsSource,
+    PreCleanStats,
+)
+from kafkalog.cleaner.offset_map import SkimpyOffsetMap
 from kafkalog.errors import (
     InvalidConfigurationError,
     KafkaError,
@@ -39,16 +48,7 @@ from kafkalog.errors import (
     LogCleaningAbortedError,
     LogDirLockedError,
 )
-from kafkalog.log.cleaner import Cleaner, CleanerStats, LogToClean, Throttler
-from kafkalog.log.cleaner_manager import (
-    CleanerConfig,
-    CleaningError,
-    LogCleanerManager,
-    LogsSource,
-    PreCleanStats,
-)
 from kafkalog.log.names import TopicPartition
-from kafkalog.log.offset_map import SkimpyOffsetMap
 from kafkalog.log.scheduler import KafkaScheduler, ScheduledTask, Scheduler
 from kafkalog.time import SYSTEM_TIME, Time
 

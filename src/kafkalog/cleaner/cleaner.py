@@ -13,7 +13,7 @@ One cleaning round (:meth:`Cleaner.do_clean`):
 2. **Groups** (:meth:`Cleaner.group_segments_by_size`): consecutive segments of ``[0, end)`` are merged while the
    sum of their sizes stays within ``segment.bytes``, their index sizes within ``segment.index.bytes`` and
    their offsets within an int32 of the group's base (an empty segment is not range-checked, KAFKA-12889).
-3. **Clean** (:meth:`Cleaner.clean_segments`): each group is filtered (:mod:`kafkalog.log.cleaner_filter`) into
+3. **Clean** (:meth:`Cleaner.clean_segments`): each group is filtered (:mod:`kafkalog.cleaner.filter`) into
    ``<first base>.log.cleaned`` with its indexes and a rebuilt ``.txnindex``, which is trimmed, fsynced and
    given the last source segment's modification time.
 4. **Swap** (:func:`swap_in`): under the log's lock, after checking that every source segment is still the
@@ -37,7 +37,7 @@ Invariants kept here:
   that picked a replaced segment just before a swap collects aborted transactions from the segments after
   it at the time it looks: the index entries of a merged group's later segments have moved to the group's
   new segment, at its first base.)
-* Offsets and batch boundaries of retained records never change (see :mod:`kafkalog.log.cleaner_filter`).
+* Offsets and batch boundaries of retained records never change (see :mod:`kafkalog.cleaner.filter`).
 """
 
 from __future__ import annotations
@@ -49,18 +49,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
+from kafkalog.cleaner.filter import FilterParams, LastRecord, filter_chunk, finish_crc, pack_header
+from kafkalog.cleaner.map import map_chunk
+from kafkalog.cleaner.offset_map import SkimpyOffsetMap
+from kafkalog.cleaner.txn import CleanedTransactionMetadata
 from kafkalog.errors import (
     CorruptRecordError,
     KafkaError,
     LogCleaningAbortedError,
     LogSegmentOffsetOverflowError,
 )
-from kafkalog.log.cleaner_filter import FilterParams, LastRecord, filter_chunk, finish_crc, pack_header
-from kafkalog.log.cleaner_map import map_chunk
-from kafkalog.log.cleaner_txn import CleanedTransactionMetadata
 from kafkalog.log.local_log import open_segment, replace_segments
 from kafkalog.log.names import TopicPartition
-from kafkalog.log.offset_map import SkimpyOffsetMap
 from kafkalog.log.scheduler import ScheduledTask
 from kafkalog.records import MemoryRecords, RecordBatch
 from kafkalog.records.batch import DefaultRecordBatch

@@ -66,7 +66,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Final, NamedTuple, Protocol, TypeVar
+from typing import Any, Final, NamedTuple, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -92,6 +92,7 @@ from kafkalog.log.names import TopicPartition, parse_topic_partition_name
 from kafkalog.log.producer_state import parse_snapshot
 from kafkalog.objstore import ObjectStore, PartitionSource, RandomAccessFile
 from kafkalog.readonly.local import LocalPartitionSource
+from kafkalog.readonly.state import LogDirState, NoLogDirState, RemoteLayout, SegmentMetadata
 from kafkalog.records import MemoryRecords, read_batch_at
 from kafkalog.records import kernels as K
 from kafkalog.records.batch import DefaultRecordBatch
@@ -268,23 +269,6 @@ def _hw_follows_leo(log_dir: Path) -> bool:
 _T = TypeVar("_T")
 
 
-class LogDirState(Protocol):
-    """What a partition's offsets take from its log dir: checkpoints and Spark sink jobs still pending."""
-
-    def look(self, tp: TopicPartition, read: Callable[[], _T]) -> tuple[_T, int | None]:
-        """``read()`` and, taken consistently with it, the bound a pending sink job puts on ``tp``'s high
-        watermark (None: no bound)."""
-        ...
-
-    def log_start_offset(self, tp: TopicPartition) -> int:
-        """The log start offset checkpointed for ``tp`` (0 if none)."""
-        ...
-
-    def high_watermark(self, tp: TopicPartition) -> int | None:
-        """The high watermark checkpointed for ``tp``; None: it is the log end offset."""
-        ...
-
-
 class LocalLogDirState:
     """The checkpoints and sink journal of a local log dir, read afresh at each refresh (see the module doc)."""
 
@@ -310,27 +294,6 @@ class LocalLogDirState:
         if _hw_follows_leo(self.path):
             return None
         return _load_checkpoint(self.path / REPLICATION_OFFSET_CHECKPOINT).get(tp)
-
-
-class NoLogDirState:
-    """A partition without log-dir checkpoints (an archive): log start at the first segment, HW = LEO."""
-
-    __slots__ = ()
-
-    def __reduce__(self) -> tuple[type[NoLogDirState], tuple[()]]:
-        return type(self), ()
-
-    def look(self, tp: TopicPartition, read: Callable[[], _T]) -> tuple[_T, int | None]:
-        """``read()``; no sink bound."""
-        return read(), None
-
-    def log_start_offset(self, tp: TopicPartition) -> int:
-        """0 (the first segment's base offset decides)."""
-        return 0
-
-    def high_watermark(self, tp: TopicPartition) -> int | None:
-        """None: the high watermark is the log end offset."""
-        return None
 
 
 class _TxnState:
@@ -1054,44 +1017,6 @@ def _valid_end_legacy(file: RandomAccessFile, size: int, pos: int, next_offset: 
 
 
 # --- a data directory ---------------------------------------------------------------------------------------
-
-
-class SegmentMetadata(Protocol):
-    """What a source may know of its segments without reading them (an archive's manifests): a reader uses it
-    instead of scanning the last segment's tail and reading time indexes, so planning reads no data."""
-
-    def segment_end_offset(self, base_offset: int) -> int | None:
-        """The last offset (inclusive) of the complete segment at ``base_offset``; None if not known."""
-        ...
-
-    def segment_max_timestamp(self, base_offset: int) -> int | None:
-        """The largest timestamp of the segment at ``base_offset``; None if not known."""
-        ...
-
-
-class RemoteLayout(Protocol):
-    """A data directory in object storage as the reader sees it: partitions, their sources, checkpoints."""
-
-    @property
-    def name(self) -> str:
-        """The layout's root URL (never a credential)."""
-        ...
-
-    def partitions(self) -> dict[TopicPartition, str]:
-        """Every partition -> what errors call it."""
-        ...
-
-    def is_empty(self) -> bool:
-        """Whether nothing is stored under the root (it does not exist)."""
-        ...
-
-    def source(self, tp: TopicPartition) -> PartitionSource:
-        """The partition's files (cheap: no request until read)."""
-        ...
-
-    def log_dir_state(self) -> LogDirState:
-        """The checkpoints offsets come from."""
-        ...
 
 
 def is_url(path: object) -> bool:
