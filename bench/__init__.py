@@ -11,5 +11,7 @@ Modules:
 * :mod:`bench.bench_records` - the record layer (batch validation, decode, encode) against kafka-python;
 * :mod:`bench.bench_baselines` - raw file I/O, fsync, SQLite, LMDB and persist-queue figures that later
   benchmarks (log append/read) compare against;
-* ``bench.bench_columnar`` (when present) - columnar decode.
+* ``bench.bench_columnar`` (when present) - columnar decode;
+* :mod:`bench.bench_objstore` - the Spark source over Kafka tiered-storage archives in a real S3 server
+  (:mod:`bench.seaweed` starts SeaweedFS on loopback; the tests' ``s3_server`` fixture uses the same helper).
 """
