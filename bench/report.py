@@ -302,7 +302,7 @@ def _merge_text(report: Report) -> str:
             [*([f"{_area_list(old)} re-run"] if old else []), *([f"{_area_list(new)} added"] if new else [])]
         )
         clauses.append(
-            f"{what} on {run.started} by `{run.command}` in {run.seconds:.0f} s ({_load_text(run.machine)})"
+            f"{what} on {run.started} by `{run.command}` in {_seconds(run.seconds)} s ({_load_text(run.machine)})"
         )
     originals = report.original_areas()
     if originals:
@@ -400,6 +400,13 @@ def update_readme(report: Report, path: Path) -> None:
     path.write_text(text[:start] + readme_block(report) + text[end + len(README_END) :])
 
 
+def _seconds(value: float) -> str:
+    """Whole seconds as the report shows them, from the value rounded as the JSON stores it (0.1 s): the
+    Markdown written by a run and the one rendered from its JSON then agree (313.46 s is 313.5 in the JSON,
+    so "314" in both, never "313" in one)."""
+    return f"{round(value, 1):.0f}"
+
+
 def render_markdown(report: Report, charts: Mapping[str, str] | None = None) -> str:
     """The ``docs/benchmarks.md`` text: header, how-to-read, summary of targets, machine, one table per area.
 
@@ -413,7 +420,7 @@ def render_markdown(report: Report, charts: Mapping[str, str] | None = None) -> 
         "",
         f"{'Originally generated' if report.reruns else 'Generated'} by `{report.command}` "
         f"({'quick' if report.quick else 'full'} mode) on "
-        f"{report.started}, in {report.seconds:.0f} s. Do not edit by hand: run `make bench` "
+        f"{report.started}, in {_seconds(report.seconds)} s. Do not edit by hand: run `make bench` "
         "(or `make bench-quick`) to regenerate this file, `docs/benchmarks.json` and the charts in "
         "`docs/benchmarks/`.",
         "",
@@ -450,7 +457,7 @@ def render_markdown(report: Report, charts: Mapping[str, str] | None = None) -> 
         seconds = report.area_seconds.get(area)
         lines += [f"## {area}", ""]
         if seconds is not None:
-            lines += [f"Measured in {seconds:.0f} s.", ""]
+            lines += [f"Measured in {_seconds(seconds)} s.", ""]
         if area in charts:
             lines += [f"![{area}]({charts[area]})", ""]
         notes: list[str] = []

@@ -234,3 +234,17 @@ def test_merge_reports_and_reruns_round_trip() -> None:
     )
     with pytest.raises(ValueError, match="cannot merge a quick run into a full report"):
         merge_reports(base, Report([], {}, True, "D1", 1.0), ["a"])
+
+
+def test_markdown_of_a_run_equals_the_one_rendered_from_its_json() -> None:
+    """Seconds are shown from the value the JSON keeps (rounded to 0.1 s): 313.46 s of a merged run is
+    313.5 in the JSON, so both Markdowns say 314 (a re-render said 313 where the run wrote 314)."""
+    base = Report(
+        _rows("a", 1.0) + _rows("b", 1.0), {"cores": "2"}, False, "D0", 10.46, {"a": 1.46, "b": 2.0}
+    )
+    fresh = Report(_rows("b", 2.0), {"cores": "2"}, False, "D1", 313.46, {"b": 313.46})
+    merged = merge_reports(base, fresh, ["b"], order=["a", "b"])
+    reloaded = Report.from_dict(json.loads(json.dumps(merged.to_dict())))
+    text = render_markdown(merged)
+    assert "by `python -m bench` in 314 s" in text and "Measured in 2 s." in text  # 1.46 s: 1.5 in the JSON
+    assert render_markdown(reloaded) == text
