@@ -3,7 +3,14 @@
 Names, defaults and ranges follow Kafka 4.x (``LogConfig``, ``TopicConfig``, ``ServerLogConfigs``), with two
 deliberate differences: ``segment.bytes`` accepts values down to 14 bytes (Kafka 4.0 raised the minimum to
 1 MiB and added a test-only ``internal.segment.bytes``; an embedded store wants small segments in tests),
-and tiered storage (``remote.storage.enable=true``) is rejected as unsupported.
+and tiered storage (``remote.storage.enable=true``) is rejected while kafkalog has no tiering: the broker-level
+gate :data:`REMOTE_LOG_STORAGE_SYSTEM_ENABLE` (Kafka's ``remote.log.storage.system.enable``) is False, so Kafka's
+"system not enabled" error is raised. :func:`validate_remote_storage` holds the rest of Kafka's tiered checks
+(``validateRemoteStorageOnlyIfSystemEnabled``, ``validateNoRemoteStorageForCompactedTopic``,
+``validateRemoteStorageRetentionSize/Time``): they run only when ``remote.storage.enable=true``, exactly as in
+Kafka, so enabling tiering is a matter of flipping the gate. ``local.retention.ms`` / ``local.retention.bytes``
+of −2 follow ``retention.ms`` / ``retention.bytes`` (:attr:`LogConfig.effective_local_retention_ms` /
+``_bytes``, Kafka's ``localRetentionMs()`` / ``localRetentionBytes()``).
 
 A config is built from keyword arguments (``LogConfig(segment_bytes=1024)``) or from a mapping of dotted
 names (``LogConfig.from_props({"segment.bytes": "1024"})``; values may be strings, as in a
@@ -26,10 +33,27 @@ from typing import Any, ClassVar, Final
 from kafkalog.errors import InvalidConfigurationError
 from kafkalog.records import Compression, TimestampType
 
-__all__ = ["CONFIG_DEFS", "ConfigDef", "LogConfig", "ManagerConfig"]
+__all__ = [
+    "CONFIG_DEFS",
+    "DEFAULT_LOCAL_RETENTION_BYTES",
+    "DEFAULT_LOCAL_RETENTION_MS",
+    "REMOTE_LOG_STORAGE_SYSTEM_ENABLE",
+    "ConfigDef",
+    "LogConfig",
+    "ManagerConfig",
+    "validate_remote_storage",
+]
 
 LONG_MAX: Final = 2**63 - 1
 INT_MAX: Final = 2**31 - 1
+
+#: ``local.retention.ms`` / ``local.retention.bytes`` value meaning "follow ``retention.ms`` / ``retention.bytes``".
+DEFAULT_LOCAL_RETENTION_MS: Final = -2
+DEFAULT_LOCAL_RETENTION_BYTES: Final = -2
+
+#: Kafka's broker config ``remote.log.storage.system.enable``: kafkalog has no tiering yet (issue 25), so the
+#: gate is closed and every topic with ``remote.storage.enable=true`` is refused with Kafka's error text.
+REMOTE_LOG_STORAGE_SYSTEM_ENABLE: Final = False
 
 
 @dataclass(frozen=True)
@@ -215,10 +239,28 @@ CONFIG_DEFS: Final[tuple[ConfigDef, ...]] = (
     ),
     ConfigDef("min.insync.replicas", "min_insync_replicas", int, 1, "Not used by the log.", 1),
     ConfigDef(
-        "remote.storage.enable", "remote_storage_enable", bool, False, "Tiered storage (not supported)."
+        "remote.storage.enable",
+        "remote_storage_enable",
+        bool,
+        False,
+        "Tiered storage (refused until remote.log.storage.system.enable exists).",
     ),
-    ConfigDef("local.retention.ms", "local_retention_ms", int, -2, "Tiered storage only.", -2),
-    ConfigDef("local.retention.bytes", "local_retention_bytes", int, -2, "Tiered storage only.", -2),
+    ConfigDef(
+        "local.retention.ms",
+        "local_retention_ms",
+        int,
+        DEFAULT_LOCAL_RETENTION_MS,
+        "Local-tier retention time (-2: retention.ms). Tiered storage only.",
+        -2,
+    ),
+    ConfigDef(
+        "local.retention.bytes",
+        "local_retention_bytes",
+        int,
+        DEFAULT_LOCAL_RETENTION_BYTES,
+        "Local-tier retention size (-2: retention.bytes). Tiered storage only.",
+        -2,
+    ),
     # Broker-level settings that shape a single log's behaviour.
     ConfigDef(
         "producer.id.expiration.ms",
@@ -344,10 +386,7 @@ class LogConfig:
                 f"conflict topic config setting: min.compaction.lag.ms ({self.min_compaction_lag_ms}) is greater than "
                 f"max.compaction.lag.ms ({self.max_compaction_lag_ms})"
             )
-        if self.remote_storage_enable:
-            raise InvalidConfigurationError(
-                "remote.storage.enable=true: tiered storage is not supported by kafkalog"
-            )
+        validate_remote_storage(self, REMOTE_LOG_STORAGE_SYSTEM_ENABLE)
         if not self.overrides:
             defaults = LogConfig.__dataclass_fields__
             explicit = {d.name for d in CONFIG_DEFS if getattr(self, d.attr) != defaults[d.attr].default}
@@ -414,6 +453,20 @@ class LogConfig:
         return self.segment_ms
 
     @property
+    def effective_local_retention_ms(self) -> int:
+        """``local.retention.ms``, or ``retention.ms`` when it is −2 (Kafka's ``LogConfig.localRetentionMs()``)."""
+        if self.local_retention_ms == DEFAULT_LOCAL_RETENTION_MS:
+            return self.retention_ms
+        return self.local_retention_ms
+
+    @property
+    def effective_local_retention_bytes(self) -> int:
+        """``local.retention.bytes``, or ``retention.bytes`` when it is −2 (Kafka's ``localRetentionBytes()``)."""
+        if self.local_retention_bytes == DEFAULT_LOCAL_RETENTION_BYTES:
+            return self.retention_bytes
+        return self.local_retention_bytes
+
+    @property
     def init_file_size(self) -> int:
         """Initial ``.log`` size: ``segment.bytes`` when preallocating, else 0."""
         return self.segment_bytes if self.preallocate else 0
@@ -439,6 +492,43 @@ class LogConfig:
         if codec is Compression.ZSTD:
             return self.compression_zstd_level
         return None
+
+
+def validate_remote_storage(config: LogConfig, remote_log_storage_system_enable: bool) -> None:
+    """Kafka's tiered-storage topic checks (``LogConfig.validateTopicLogConfigValues``), in Kafka's order.
+
+    Nothing is checked when ``remote.storage.enable`` is false. Otherwise: the broker gate
+    ``remote.log.storage.system.enable`` must be on, ``cleanup.policy`` must not include ``compact``, and when
+    ``retention.bytes`` > −1 (``retention.ms`` ≠ −1) the matching ``local.retention.*`` must be −2 or neither −1
+    nor larger than the total. Raises :class:`~kafkalog.errors.InvalidConfigurationError` with Kafka's text.
+    """
+    if not config.remote_storage_enable:
+        return
+    if not remote_log_storage_system_enable:
+        raise InvalidConfigurationError(
+            "Tiered Storage functionality is disabled in the broker. "
+            "Topic cannot be configured with remote log storage."
+        )
+    if config.compact:
+        raise InvalidConfigurationError("Remote log storage is unsupported for the compacted topics")
+    checks = (
+        ("local.retention.bytes", config.local_retention_bytes, "retention.bytes", config.retention_bytes),
+        ("local.retention.ms", config.local_retention_ms, "retention.ms", config.retention_ms),
+    )
+    for local_name, local, total_name, total in checks:
+        # Kafka tests retention.bytes > -1 and retention.ms != -1; retention.ms is at least -1, so both read "> -1".
+        if total <= -1 or local == DEFAULT_LOCAL_RETENTION_MS:
+            continue
+        if local == -1:
+            raise InvalidConfigurationError(
+                f"Invalid value {local} for configuration {local_name}: "
+                f"Value must not be -1 as {total_name} value is set as {total}."
+            )
+        if local > total:
+            raise InvalidConfigurationError(
+                f"Invalid value {local} for configuration {local_name}: "
+                f"Value must not be more than {total_name} property value: {total}"
+            )
 
 
 _AT_LEAST_ONE: Final = frozenset(
