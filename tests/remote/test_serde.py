@@ -3,7 +3,8 @@
 No Kafka jar in reach ships the generated ``RemoteLogSegmentMetadata*Record`` classes (``kafka-storage``: the
 interop harness's ``pyflink/lib`` has only ``kafka-clients``), so the vectors below are built by hand, field by
 field, from Kafka's JSON schemas (``storage/src/main/resources/message/*.json``) and the flexible-version rules
-(compact strings/arrays/bytes as ``uvarint(n + 1)``, a tagged-field section after every struct).
+(compact strings/arrays/bytes as ``uvarint(n + 1)``, a tagged-field section after every struct). ``test_interop``
+checks the same codec against kafka-clients' protocol types through the Java harness.
 """
 
 from __future__ import annotations

@@ -5,7 +5,9 @@
   state enums with Kafka's valid transitions;
 * :mod:`~kafkalog.remote.serde`: the byte format of ``__remote_log_metadata`` record values;
 * :mod:`~kafkalog.remote.partitioner`: which metadata partition holds a topic partition's records;
-* :mod:`~kafkalog.remote.cache`: replaying records into per-partition, per-leader-epoch segment state.
+* :mod:`~kafkalog.remote.cache`: replaying records into per-partition, per-leader-epoch segment state;
+* :mod:`~kafkalog.remote.store`: the caches of all loaded partitions and their delete states, fed with the
+  decoded values of a ``__remote_log_metadata`` partition.
 
 Layering: this package sits above ``log`` (it may import ``records``, ``storage``, ``log``, ``errors``) and is
 imported by the layers above it; it owns no files yet.
@@ -29,6 +31,7 @@ from kafkalog.remote.partitioner import (
     RemoteLogMetadataTopicPartitioner,
 )
 from kafkalog.remote.serde import RemoteLogMetadata, deserialize, serialize
+from kafkalog.remote.store import RemotePartitionMetadataStore
 
 __all__ = [
     "DEFAULT_REMOTE_LOG_METADATA_TOPIC_PARTITIONS",
@@ -44,6 +47,7 @@ __all__ = [
     "RemoteLogSegmentState",
     "RemotePartitionDeleteMetadata",
     "RemotePartitionDeleteState",
+    "RemotePartitionMetadataStore",
     "TopicIdPartition",
     "Uuid",
     "deserialize",
