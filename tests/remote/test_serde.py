@@ -153,7 +153,18 @@ def test_uuid_strings_match_kafka() -> None:
         assert str(Uuid(msb, lsb)) == text
         assert Uuid.from_string(text) == Uuid(msb, lsb)
     assert Uuid(0, 1) == Uuid.METADATA_TOPIC_ID
-    for bad in ("", "AAAA", "not base64!!", "A" * 30):
+    # As kafka-clients 3.9.1's Uuid.fromString: padding "==" accepted, the last character's unused bits ignored.
+    assert Uuid.from_string("AAAAAAAAAAAAAAAAAAAAAQ==") == Uuid(0, 1)
+    assert Uuid.from_string("AAAAAAAAAAAAAAAAAAAAAR") == Uuid(0, 1)
+    for bad in (
+        "",
+        "AAAA",
+        "not base64!!",
+        "A" * 30,
+        "AAAAAAAAAAAAAAAAAAAA+Q",
+        "AAAAAAAAAAAAAAAAAAAAAQ=",
+        "A" * 23,
+    ):
         with pytest.raises(InvalidRecordError, match="Unable to parse UUID string"):
             Uuid.from_string(bad)
     fresh = Uuid.random_uuid()
@@ -189,6 +200,19 @@ def test_huge_array_count_is_refused_before_allocating() -> None:
     raw = SEGMENT_VECTOR[:head] + b"\xff\xff\xff\xff\x0f" + SEGMENT_VECTOR[head + 1 :]
     with pytest.raises(CorruptRecordError, match="SegmentLeaderEpochs claims 4294967294 entries"):
         deserialize(raw)
+
+
+def test_out_of_range_fields_are_typed_errors() -> None:
+    with pytest.raises(InvalidRecordError, match="cannot encode RemoteLogSegmentMetadataUpdate"):
+        serialize(
+            RemoteLogSegmentMetadataUpdate(
+                SEGMENT_ID, 0, None, RemoteLogSegmentState.COPY_SEGMENT_FINISHED, 2**31
+            )
+        )
+    with pytest.raises(InvalidRecordError, match="unknown RemoteLogSegmentState id 7"):
+        RemoteLogSegmentMetadataUpdate(SEGMENT_ID, 0, None, 7, 0)  # type: ignore[arg-type]
+    with pytest.raises(InvalidRecordError, match="unknown RemotePartitionDeleteState id 3"):
+        RemotePartitionDeleteMetadata(TP, 3, 0, 0)  # type: ignore[arg-type]
 
 
 def test_values_kafka_constructors_refuse_are_invalid() -> None:

@@ -12,7 +12,7 @@ Invariants, as Kafka's constructors enforce them (a violation is an
 from __future__ import annotations
 
 import base64
-import binascii
+import re
 import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -34,6 +34,8 @@ __all__ = [
     "Uuid",
 ]
 
+#: Kafka's ``Uuid.toString``: 22 base64url characters; ``fromString`` also takes the padded 24-character form.
+_UUID_TEXT: Final = re.compile(r"[A-Za-z0-9_-]{22}(?:==)?")
 _INT64_MIN: Final = -(1 << 63)
 _INT64_MAX: Final = (1 << 63) - 1
 _INT32_MIN: Final = -(1 << 31)
@@ -77,14 +79,14 @@ class Uuid:
 
     @classmethod
     def from_string(cls, text: str) -> Uuid:
-        """Kafka's ``Uuid.fromString``: 22 base64url characters (padding optional) decoding to 16 bytes."""
-        try:
-            raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-        except (binascii.Error, ValueError):
-            raise InvalidRecordError(f"Unable to parse UUID string {text!r}: not base64url") from None
-        if len(raw) != 16:
-            raise InvalidRecordError(f"Unable to parse UUID string {text!r}: {len(raw)} bytes, expected 16")
-        return cls.from_bytes(raw)
+        """Kafka's ``Uuid.fromString``: 22 base64url characters (or 24 with ``==``) decoding to 16 bytes."""
+        if _UUID_TEXT.fullmatch(text) is None:
+            shown = text[:24] + ("…" if len(text) > 24 else "")
+            raise InvalidRecordError(
+                f"Unable to parse UUID string {shown!r}: expected 22 base64url characters"
+            )
+        # Like Java's decoder, the 4 unused low bits of the last character are ignored.
+        return cls.from_bytes(base64.urlsafe_b64decode(text[:22] + "=="))
 
     @classmethod
     def random_uuid(cls) -> Uuid:
@@ -242,7 +244,7 @@ class RemoteLogSegmentMetadata:
     def __post_init__(self) -> None:
         epochs = _leader_epochs(self.segment_leader_epochs)
         object.__setattr__(self, "segment_leader_epochs", epochs)
-        object.__setattr__(self, "state", RemoteLogSegmentState(self.state))
+        object.__setattr__(self, "state", RemoteLogSegmentState.for_id(self.state))
         _check_segment(self.start_offset, self.end_offset, self.segment_size_in_bytes, epochs)
 
     @property
@@ -277,7 +279,7 @@ class RemoteLogSegmentMetadataUpdate:
     unknown_tagged_fields: TaggedFields = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "state", RemoteLogSegmentState(self.state))
+        object.__setattr__(self, "state", RemoteLogSegmentState.for_id(self.state))
 
     @property
     def topic_id_partition(self) -> TopicIdPartition:
@@ -296,7 +298,7 @@ class RemotePartitionDeleteMetadata:
     unknown_tagged_fields: TaggedFields = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "state", RemotePartitionDeleteState(self.state))
+        object.__setattr__(self, "state", RemotePartitionDeleteState.for_id(self.state))
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,5 +321,5 @@ class RemoteLogSegmentMetadataSnapshot:
     def __post_init__(self) -> None:
         epochs = _leader_epochs(self.segment_leader_epochs)
         object.__setattr__(self, "segment_leader_epochs", epochs)
-        object.__setattr__(self, "state", RemoteLogSegmentState(self.state))
+        object.__setattr__(self, "state", RemoteLogSegmentState.for_id(self.state))
         _check_segment(self.start_offset, self.end_offset, self.segment_size_in_bytes, epochs)

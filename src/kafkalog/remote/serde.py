@@ -153,7 +153,18 @@ class _Writer:
 
 
 def serialize(metadata: RemoteLogMetadata) -> bytes:
-    """The ``__remote_log_metadata`` record value of ``metadata`` (version 0, as Kafka's serde writes today)."""
+    """The ``__remote_log_metadata`` record value of ``metadata`` (version 0, as Kafka's serde writes today).
+
+    A field outside its schema type's range (an ``int32`` broker id of 2**31, say) is an
+    :class:`~kafkalog.errors.InvalidRecordError`.
+    """
+    try:
+        return _serialize(metadata)
+    except struct.error as exc:
+        raise InvalidRecordError(f"cannot encode {type(metadata).__name__}: {exc}") from None
+
+
+def _serialize(metadata: RemoteLogMetadata) -> bytes:
     w = _Writer()
     if isinstance(metadata, RemoteLogSegmentMetadata):
         w.uvarint(REMOTE_LOG_SEGMENT_METADATA_API_KEY)
