@@ -36,6 +36,8 @@ LONG_MAX = 2**63 - 1
 KAFKA_INVALID_VALUES: dict[str, tuple[str, ...]] = {
     "unclean.leader.election.enable": ("not a boolean",),
     "remote.storage.enable": ("not a boolean",),
+    "remote.log.copy.disable": ("not a boolean",),
+    "remote.log.delete.on.disable": ("not a boolean",),
     "retention.bytes": ("not_a_number",),
     "retention.ms": ("not_a_number",),
     "cleanup.policy": ("true", "foobar"),

@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 
 from kafkalog.errors import InvalidConfigurationError
-from kafkalog.log.config import REMOTE_LOG_STORAGE_SYSTEM_ENABLE, LogConfig, validate_remote_storage
+from kafkalog.log.config import (
+    REMOTE_LOG_STORAGE_SYSTEM_ENABLE,
+    LogConfig,
+    validate_remote_storage,
+    validate_remote_storage_change,
+)
 
 
 def _unchecked(**kwargs: object) -> LogConfig:
@@ -96,3 +101,40 @@ def test_local_retention_bounded_by_total(kwargs: dict[str, int], message: str) 
     with pytest.raises(InvalidConfigurationError) as info:
         validate_remote_storage(_unchecked(**kwargs), True)
     assert str(info.value) == message
+
+
+def test_copy_disabled_needs_local_retention_equal_to_total() -> None:
+    """Kafka's validateRetentionConfigsWhenRemoteCopyDisabled."""
+    validate_remote_storage(_unchecked(remote_log_copy_disable=True), True)
+    validate_remote_storage(
+        _unchecked(remote_log_copy_disable=True, retention_ms=500, local_retention_ms=500, retention_bytes=9,
+                   local_retention_bytes=9), True,
+    )  # fmt: skip
+    with pytest.raises(
+        InvalidConfigurationError, match=r"`local\.retention\.bytes` and `retention\.bytes` must be"
+    ):
+        validate_remote_storage(
+            _unchecked(remote_log_copy_disable=True, retention_bytes=9, local_retention_bytes=5), True
+        )
+    with pytest.raises(
+        InvalidConfigurationError, match=r"`local\.retention\.ms` and `retention\.ms` must be"
+    ):
+        validate_remote_storage(
+            _unchecked(remote_log_copy_disable=True, retention_ms=9, local_retention_ms=5), True
+        )
+    # Without remote storage Kafka does not look at it.
+    assert LogConfig.from_props(
+        {"remote.log.copy.disable": "true", "local.retention.ms": "5"}
+    ).remote_log_copy_disable
+
+
+def test_turning_remote_storage_off_needs_delete_on_disable() -> None:
+    """Kafka's validateTurningOffRemoteStorageWithDelete."""
+    on = _unchecked()
+    with pytest.raises(
+        InvalidConfigurationError, match=r"^It is invalid to disable remote storage without deleting"
+    ):
+        validate_remote_storage_change(on, LogConfig())
+    validate_remote_storage_change(on, LogConfig(remote_log_delete_on_disable=True))
+    validate_remote_storage_change(LogConfig(), LogConfig())
+    validate_remote_storage_change(on, on)

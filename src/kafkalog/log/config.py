@@ -7,7 +7,8 @@ and tiered storage (``remote.storage.enable=true``) is rejected while kafkalog h
 gate :data:`REMOTE_LOG_STORAGE_SYSTEM_ENABLE` (Kafka's ``remote.log.storage.system.enable``) is False, so Kafka's
 "system not enabled" error is raised. :func:`validate_remote_storage` holds the rest of Kafka's tiered checks
 (``validateRemoteStorageOnlyIfSystemEnabled``, ``validateNoRemoteStorageForCompactedTopic``,
-``validateRemoteStorageRetentionSize/Time``): they run only when ``remote.storage.enable=true``, exactly as in
+``validateRemoteStorageRetentionSize/Time``, ``validateRetentionConfigsWhenRemoteCopyDisabled``; and
+:func:`validate_remote_storage_change` for ``validateTurningOffRemoteStorageWithDelete``): they run only when ``remote.storage.enable=true``, exactly as in
 Kafka, so enabling tiering is a matter of flipping the gate. ``local.retention.ms`` / ``local.retention.bytes``
 of −2 follow ``retention.ms`` / ``retention.bytes`` (:attr:`LogConfig.effective_local_retention_ms` /
 ``_bytes``, Kafka's ``localRetentionMs()`` / ``localRetentionBytes()``).
@@ -42,6 +43,7 @@ __all__ = [
     "LogConfig",
     "ManagerConfig",
     "validate_remote_storage",
+    "validate_remote_storage_change",
 ]
 
 LONG_MAX: Final = 2**63 - 1
@@ -261,6 +263,20 @@ CONFIG_DEFS: Final[tuple[ConfigDef, ...]] = (
         "Local-tier retention size (-2: retention.bytes). Tiered storage only.",
         -2,
     ),
+    ConfigDef(
+        "remote.log.copy.disable",
+        "remote_log_copy_disable",
+        bool,
+        False,
+        "Tiered data becomes read only: no more uploads (local.* must then equal retention.*).",
+    ),
+    ConfigDef(
+        "remote.log.delete.on.disable",
+        "remote_log_delete_on_disable",
+        bool,
+        False,
+        "Delete the tiered data when remote.storage.enable turns false (required to turn it off).",
+    ),
     # Broker-level settings that shape a single log's behaviour.
     ConfigDef(
         "producer.id.expiration.ms",
@@ -371,6 +387,8 @@ class LogConfig:
     remote_storage_enable: bool = False
     local_retention_ms: int = -2
     local_retention_bytes: int = -2
+    remote_log_copy_disable: bool = False
+    remote_log_delete_on_disable: bool = False
     producer_id_expiration_ms: int = 86_400_000
     producer_id_expiration_check_interval_ms: int = 600_000
     transaction_max_timeout_ms: int = 900_000
@@ -500,7 +518,8 @@ def validate_remote_storage(config: LogConfig, remote_log_storage_system_enable:
     Nothing is checked when ``remote.storage.enable`` is false. Otherwise: the broker gate
     ``remote.log.storage.system.enable`` must be on, ``cleanup.policy`` must not include ``compact``, and when
     ``retention.bytes`` > −1 (``retention.ms`` ≠ −1) the matching ``local.retention.*`` must be −2 or neither −1
-    nor larger than the total. Raises :class:`~kafkalog.errors.InvalidConfigurationError` with Kafka's text.
+    nor larger than the total; with ``remote.log.copy.disable=true`` each ``local.retention.*`` must be −2 or
+    equal to its ``retention.*``. Raises :class:`~kafkalog.errors.InvalidConfigurationError` with Kafka's text.
     """
     if not config.remote_storage_enable:
         return
@@ -529,6 +548,31 @@ def validate_remote_storage(config: LogConfig, remote_log_storage_system_enable:
                 f"Invalid value {local} for configuration {local_name}: "
                 f"Value must not be more than {total_name} property value: {total}"
             )
+    # validateRetentionConfigsWhenRemoteCopyDisabled
+    if config.remote_log_copy_disable:
+        if config.local_retention_bytes not in (DEFAULT_LOCAL_RETENTION_BYTES, config.retention_bytes):
+            raise InvalidConfigurationError(
+                "When `remote.log.copy.disable` is set to true, the `local.retention.bytes` and `retention.bytes` "
+                "must be set to the identical value because there will be no more logs copied to the remote storage."
+            )
+        if config.local_retention_ms not in (DEFAULT_LOCAL_RETENTION_MS, config.retention_ms):
+            raise InvalidConfigurationError(
+                "When `remote.log.copy.disable` is set to true, the `local.retention.ms` and `retention.ms` "
+                "must be set to the identical value because there will be no more logs copied to the remote storage."
+            )
+
+
+def validate_remote_storage_change(old: LogConfig, new: LogConfig) -> None:
+    """Kafka's ``validateTurningOffRemoteStorageWithDelete``, for a topic's config change from ``old`` to ``new``:
+    turning ``remote.storage.enable`` off needs ``remote.log.delete.on.disable=true`` in the same change.
+    Unreachable while the system gate is closed (no config has ``remote.storage.enable=true``)."""
+    if old.remote_storage_enable and not new.remote_storage_enable and not new.remote_log_delete_on_disable:
+        raise InvalidConfigurationError(
+            "It is invalid to disable remote storage without deleting remote data. If you want to keep the remote "
+            "data and turn to read only, please set `remote.storage.enable=true,remote.log.copy.disable=true`. If "
+            "you want to disable remote storage and delete all remote data, please set "
+            "`remote.storage.enable=false,remote.log.delete.on.disable=true`."
+        )
 
 
 _AT_LEAST_ONE: Final = frozenset(
