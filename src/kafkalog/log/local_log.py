@@ -236,10 +236,6 @@ class LocalLog:
         return self.dir.name
 
     @property
-    def parent_dir(self) -> Path:
-        return self.dir.parent
-
-    @property
     def log_end_offset(self) -> int:
         return self._next_offset_metadata.message_offset
 
