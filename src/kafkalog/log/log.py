@@ -31,7 +31,6 @@ from typing import Any
 from kafkalog.errors import (
     InconsistentTopicIdError,
     InvalidRecordError,
-    KafkaError,
     KafkaStorageError,
     OffsetOutOfRangeError,
     ResourceExhaustedError,
@@ -43,7 +42,7 @@ from kafkalog.log.checkpoint import read_partition_metadata, write_clean_shutdow
 from kafkalog.log.config import LogConfig
 from kafkalog.log.leader_epoch import LeaderEpochFileCache
 from kafkalog.log.loader import LoadedLog, check_partition_dir, load_log, split_overflowed_segment
-from kafkalog.log.local_log import LocalLog, LogDirFailureHandler, replace_segments
+from kafkalog.log.local_log import LocalLog, LogDirFailureHandler
 from kafkalog.log.names import TopicPartition, parse_topic_partition_name
 from kafkalog.log.producer_state import ProducerStateManager
 from kafkalog.log.scheduler import ScheduledTask, Scheduler
@@ -204,16 +203,6 @@ class Log:
         if stored is not None:
             self.topic_id = stored
         elif self.topic_id is not None:
-            self._pending_metadata_flush = True
-
-    def assign_topic_id(self, topic_id: uuid.UUID) -> None:
-        """Record the topic id in ``partition.metadata`` (written before the next append)."""
-        with self.lock:
-            if self.topic_id is not None and self.topic_id != topic_id:
-                raise InconsistentTopicIdError(
-                    f"log {self.topic_partition} already has topic id {self.topic_id}"
-                )
-            self.topic_id = topic_id
             self._pending_metadata_flush = True
 
     def _maybe_flush_metadata_file(self) -> None:
@@ -515,11 +504,6 @@ class Log:
     def latest_epoch(self) -> int | None:
         return self.leader_epoch_cache.latest_epoch
 
-    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int] | None:
-        """``(epoch, end offset)`` for OffsetsForLeaderEpoch, or None when unknown."""
-        epoch, offset = self.leader_epoch_cache.end_offset_for(leader_epoch, self.log_end_offset)
-        return None if offset == -1 else (epoch, offset)
-
     # --- rolling and flushing -----------------------------------------------------------------------------
     def _maybe_roll(self, messages_size: int, info: LogAppendInfo) -> LogSegment:
         return roll_path.maybe_roll(self, messages_size, info)
@@ -660,20 +644,6 @@ class Log:
                 "",
             )
 
-    def replace_segments(self, new_segments: list[LogSegment], old_segments: list[LogSegment]) -> None:
-        """Swap cleaned segments in (the crash-safe ``.cleaned`` -> ``.swap`` protocol)."""
-        with self.lock:
-            deleted = replace_segments(
-                self.local_log.segments,
-                new_segments,
-                old_segments,
-                self.dir,
-                self.local_log.scheduler,
-                self.config,
-            )
-            for s in deleted:
-                self.producer_state.delete_snapshot(s.base_offset)
-
     def remove_expired_producers(self) -> None:
         """Expire producer ids idle for ``producer.id.expiration.ms`` (the periodic check)."""
         with self.lock:
@@ -684,9 +654,7 @@ class Log:
         """A clean close: flush everything (the empty active segment's files too), snapshot producer state at
         the log end offset, close every segment, then (for a standalone log that loaded fully) write the
         clean-shutdown marker so the next open scans nothing (KAFKA-15375: never for a partial load)."""
-        pending = self._pending_flush
-        if pending is not None:  # before the lock: the roll's flush takes it
-            concurrent.futures.wait([pending])
+        self._await_pending_flush()
         with self.lock:
             if self._closed:
                 return
@@ -704,6 +672,12 @@ class Log:
                 if self.owns_clean_shutdown_marker and self.loaded_fully:
                     write_clean_shutdown(self.dir)
             self._closed = True
+
+    def _await_pending_flush(self) -> None:
+        """Wait for a standalone log's background roll flush (before taking the lock: that flush takes it)."""
+        pending = self._pending_flush
+        if pending is not None:
+            concurrent.futures.wait([pending])
 
     def close_handlers(self) -> None:
         """Close file handles without flushing (the directory went offline, the log was deleted); its
@@ -723,9 +697,20 @@ class Log:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if not self._closed:
-            self.flush(include_offset=True)
+        """:meth:`close` (which flushes everything once); a log whose directory is offline, or goes offline
+        while closing, still lets go of its files (:meth:`close_handlers`): there is nothing left to flush
+        to a failed directory, and its owner was told when it failed."""
+        if self._closed:
+            return
+        if self.local_log.offline:
+            self._await_pending_flush()
+            self.close_handlers()
+            return
+        try:
             self.close()
+        except KafkaStorageError:
+            self.close_handlers()
+            raise
 
     def rename_dir(self, name: str) -> None:
         """Rename the partition directory (e.g. to ``<tp>.<uuid>-delete``)."""
@@ -746,7 +731,3 @@ class Log:
             self.producer_state.truncate_fully_and_start_at(0)
             self._closed = True
             self.local_log.delete_empty_dir()
-
-    def ensure_open(self) -> None:
-        if self._closed:
-            raise KafkaError(f"log {self.topic_partition} is closed")
