@@ -1,15 +1,24 @@
 """Log: one topic partition's log — offsets, validation, producer state, retention (Kafka's ``UnifiedLog``).
 
-``Log`` holds the state and the policy; :class:`~kafkalog.log.local_log.LocalLog` does the file work.
+``Log`` holds the state and the policy; :class:`~kafkalog.log.local_log.LocalLog` does the file work. The
+log start offset, high watermark and first unstable offset live in one
+:class:`~kafkalog.log.watermarks.Watermarks` (``self.watermarks``), which owns their invariant; roll and
+truncation are methods here (Kafka's ``maybeRoll``, ``roll``, ``truncateTo``, ``truncateFullyAndStartAt``);
+the append pipeline (:mod:`kafkalog.log.append`) and retention (:mod:`kafkalog.log.retention`) use this
+class's public names only.
 
 Invariants (checked by the tests and assumed everywhere):
 
-* ``log_start_offset <= high_watermark <= log_end_offset``; the recovery point is <= the log end offset
-  and >= the log start offset.
+* ``log_start_offset <= high_watermark <= log_end_offset`` and the last stable offset is
+  ``min(first unstable offset, high watermark)`` (:meth:`Log.check_watermarks`); the recovery point is <=
+  the log end offset and >= the log start offset.
 * Offsets only grow on append; a rejected append changes nothing on disk or in memory.
 * There is always an active segment; segments whose offsets reach past the high watermark are never
-  deleted by retention.
-* The last stable offset is ``min(first unstable offset, high watermark)``.
+  deleted by retention. A log rolls before an append exactly when ``LogSegment.should_roll_for`` says so,
+  asked once per append (:meth:`Log.maybe_roll`).
+* Truncation removes whole batches at and above the target, never below it; the producer state, the leader
+  epoch cache and the producer snapshots follow the log; the high watermark never stays above the log end
+  offset, the log start offset never above the target.
 * One writer at a time (``self.lock``); readers take no lock: they work from immutable offset metadata and
   segment snapshots, and a segment deleted under a reader yields :class:`OffsetOutOfRangeError`, never a
   crash. ``read`` returns records in memory, never a lazy slice of a segment that could be deleted later.
