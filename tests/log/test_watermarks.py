@@ -124,3 +124,40 @@ def test_update_config_replaces_what_appends_read(make_log: LogFactory) -> None:
     with pytest.raises(RecordTooLargeError):
         log.append([(None, b"x" * 200)])
     assert log.log_end_offset == 1
+
+
+class _LockTakenFirst:
+    """The log's lock, where another writer gets in first once: ``before`` runs (holding the real lock) on the
+    first acquisition after ``arm()``, as if that writer had taken the lock just before the caller."""
+
+    def __init__(self, lock: Any) -> None:
+        self._lock = lock
+        self.before: Any = None
+        self._armed = False
+
+    def arm(self, before: Any) -> None:
+        self.before, self._armed = before, True
+
+    def __enter__(self) -> None:
+        self._lock.__enter__()
+        if self._armed:
+            self._armed = False
+            self.before()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.__exit__(*exc)
+
+
+def test_update_high_watermark_clamps_under_the_lock(make_log: LogFactory) -> None:
+    # update_high_watermark used to clamp to the log start offset before taking the lock: a log start offset
+    # moved by another writer in between (DeleteRecords) left the high watermark below it.
+    log = make_log()
+    for i in range(10):
+        log.append([(None, b"%d" % i)])
+    log.update_high_watermark(10)
+    lock = _LockTakenFirst(log.lock)
+    log.lock = lock  # type: ignore[assignment]
+    lock.arm(lambda: log.maybe_increment_log_start_offset(5))
+    assert log.update_high_watermark(3) == 5
+    assert (log.log_start_offset, log.high_watermark) == (5, 5)
+    log.check_watermarks()

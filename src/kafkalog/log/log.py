@@ -337,17 +337,20 @@ class Log:
             self.watermarks.set_high_watermark(metadata)
 
     def update_high_watermark(self, hw: int | LogOffsetMetadata) -> int:
-        """Set the high watermark, clamped to ``[log_start_offset, log_end_offset]``; returns the value set."""
+        """Set the high watermark, clamped to ``[log_start_offset, log_end_offset]``; returns the value set.
+
+        Clamped under the lock: a log start offset or log end offset another writer moves in between is seen."""
         meta = hw if isinstance(hw, LogOffsetMetadata) else LogOffsetMetadata(hw)
-        end = self.log_end_offset_metadata
-        if meta.message_offset >= end.message_offset:
-            new = end
-        elif meta.message_offset < self.log_start_offset:
-            new = LogOffsetMetadata(self.log_start_offset)
-        else:
-            new = meta
-        self._update_high_watermark_metadata(new)
-        return new.message_offset
+        with self.lock:
+            end = self.log_end_offset_metadata
+            if meta.message_offset >= end.message_offset:
+                new = end
+            elif meta.message_offset < self.log_start_offset:
+                new = LogOffsetMetadata(self.log_start_offset)
+            else:
+                new = meta
+            self.watermarks.set_high_watermark(new)
+            return new.message_offset
 
     def maybe_update_high_watermark(self, hw: int) -> int | None:
         """Follower form: update only if the clamped value changes; returns the new value or None."""
