@@ -161,3 +161,18 @@ def test_update_high_watermark_clamps_under_the_lock(make_log: LogFactory) -> No
     assert log.update_high_watermark(3) == 5
     assert (log.log_start_offset, log.high_watermark) == (5, 5)
     log.check_watermarks()
+
+
+def test_maybe_increment_high_watermark_checks_the_log_end_under_the_lock(make_log: LogFactory) -> None:
+    # It compared with the log end offset before taking the lock: a truncation in between let the high
+    # watermark pass the new log end offset.
+    log = make_log()
+    for i in range(10):
+        log.append([(None, b"%d" % i)])
+    lock = _LockTakenFirst(log.lock)
+    log.lock = lock  # type: ignore[assignment]
+    lock.arm(lambda: log.truncate_to(5))
+    with pytest.raises(ValueError, match="exceeds current log end offset"):
+        log.maybe_increment_high_watermark(8)
+    assert (log.high_watermark, log.log_end_offset) == (0, 5)
+    log.check_watermarks()

@@ -363,13 +363,16 @@ class Log:
             return None
 
     def maybe_increment_high_watermark(self, new_hw: LogOffsetMetadata | int) -> LogOffsetMetadata | None:
-        """Leader form: move the high watermark forward only; returns the old metadata if it moved."""
-        meta = new_hw if isinstance(new_hw, LogOffsetMetadata) else self.convert_to_offset_metadata(new_hw)
-        if meta.message_offset > self.log_end_offset:
-            raise ValueError(
-                f"high watermark {meta} update exceeds current log end offset {self.log_end_offset_metadata}"
-            )
+        """Leader form: move the high watermark forward only; returns the old metadata if it moved (never past
+        the log end offset: checked under the lock, so a truncation in between is seen)."""
         with self.lock:
+            meta = (
+                new_hw if isinstance(new_hw, LogOffsetMetadata) else self.convert_to_offset_metadata(new_hw)
+            )
+            if meta.message_offset > self.log_end_offset:
+                raise ValueError(
+                    f"high watermark {meta} update exceeds current log end offset {self.log_end_offset_metadata}"
+                )
             old = self.watermarks.high_watermark_metadata
             if old.message_offset < meta.message_offset or (
                 old.message_offset == meta.message_offset
