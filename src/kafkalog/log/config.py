@@ -17,6 +17,7 @@ A config is built from keyword arguments (``LogConfig(segment_bytes=1024)``) or 
 names (``LogConfig.from_props({"segment.bytes": "1024"})``; values may be strings, as in a
 ``.properties`` file). Invalid names, types or ranges raise :class:`~kafkalog.errors.InvalidConfigurationError`.
 ``overrides`` remembers which names were set explicitly (what a topic stores as its overrides).
+:class:`AppendSettings` is what an append reads of a config, derived once per config object.
 
 :class:`ManagerConfig` holds the broker-level settings a :class:`~kafkalog.manager.LogManager` uses
 (``num.recovery.threads.per.data.dir``, the background tasks' intervals, ``num.partitions``, and the partition
@@ -39,6 +40,7 @@ __all__ = [
     "DEFAULT_LOCAL_RETENTION_BYTES",
     "DEFAULT_LOCAL_RETENTION_MS",
     "REMOTE_LOG_STORAGE_SYSTEM_ENABLE",
+    "AppendSettings",
     "ConfigDef",
     "LogConfig",
     "ManagerConfig",
@@ -573,6 +575,38 @@ def validate_remote_storage_change(old: LogConfig, new: LogConfig) -> None:
             "you want to disable remote storage and delete all remote data, please set "
             "`remote.storage.enable=false,remote.log.delete.on.disable=true`."
         )
+
+
+class AppendSettings:
+    """What every append reads of a :class:`LogConfig`, derived once per config object: a
+    :class:`~kafkalog.log.local_log.LocalLog` builds it with its config and again whenever the config is
+    replaced (``update_config``), so an append reads plain attributes and checks nothing."""
+
+    __slots__ = (
+        "after_ms",
+        "before_ms",
+        "compact",
+        "eligible",
+        "flush_messages",
+        "log_append_time",
+        "max_message_bytes",
+        "max_segment_ms",
+        "segment_bytes",
+    )
+
+    def __init__(self, config: LogConfig) -> None:
+        target = config.target_compression
+        #: whether the append fast paths may take a batch as it is (the topic keeps the producer's codec or
+        #: stores uncompressed)
+        self.eligible = target is None or target is Compression.NONE
+        self.log_append_time = config.timestamp_type is TimestampType.LOG_APPEND_TIME
+        self.before_ms = config.message_timestamp_before_max_ms
+        self.after_ms = config.message_timestamp_after_max_ms
+        self.compact = config.compact
+        self.max_message_bytes = config.max_message_bytes
+        self.segment_bytes = config.segment_bytes
+        self.max_segment_ms = config.max_segment_ms
+        self.flush_messages = config.flush_messages
 
 
 _AT_LEAST_ONE: Final = frozenset(
