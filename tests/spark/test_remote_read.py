@@ -325,3 +325,59 @@ def test_a_segment_missing_from_an_archive_is_data_loss(
                 assert f"[{segments[2].base_offset}, {segments[2].end_offset + 1})" in caplog.text
     finally:
         forget_memory_store(name)
+
+
+@pytest.mark.parametrize("encrypted", [False, True])
+def test_executors_read_an_archive_with_no_listing_or_manifest_request(
+    tmp_path: Path, encrypted: bool
+) -> None:
+    """Planning an archive on the driver costs LISTs and one GET per manifest; its tasks pickle the planned
+    segments (clipped to each task), so an executor makes no LIST and no manifest GET: ranged reads only."""
+    import pickle
+
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    from kafkalog.spark.reader import read_task
+
+    data = tmp_path / "data"
+    write_topic(data, "events", 2, 60, segment_bytes=2048)
+    name = f"ship-{tmp_path.name}"
+    store = open_store(f"memory://{name}")
+    options: dict[str, Any] = {"compression": True, "chunk_size": 700}
+    ring: dict[str, str] = {}
+    if encrypted:
+        kek = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        options["encryption"] = ("kek-1", kek.public_key())
+        ring["kek-1"] = kek.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        ).decode()
+    ends = archive_dir(data, store, "events", 2, **options)
+    manifests = sum(1 for k in store.list("", delimiter=False).objects if k.key.endswith(".rsm-manifest"))
+    requests: list[str] = []
+    get, get_range, get_ranges, listing = store.get, store.get_range, store.get_ranges, store.list
+    store.get = lambda key: requests.append(key) or get(key)  # type: ignore[method-assign]
+    store.get_range = lambda key, s, e: requests.append(key) or get_range(key, s, e)  # type: ignore[method-assign]
+    store.get_ranges = lambda key, r: requests.append(key) or get_ranges(key, r)  # type: ignore[method-assign]
+    store.list = lambda prefix="", **kw: requests.append(f"LIST {prefix}") or listing(prefix, **kw)  # type: ignore[method-assign]
+    try:
+        base = {"path": f"memory://{name}", "subscribe": "events", "minPartitions": "6"}
+        if encrypted:
+            base["keyRing"] = json.dumps(ring)
+        opts = parse_source_options(base, streaming=False)
+        tasks = plan_batch(opts)
+        assert len(tasks) >= 6
+        planning = list(requests)
+        assert sum(k.endswith(".rsm-manifest") for k in planning) == manifests  # each manifest once
+        assert any(k.startswith("LIST") for k in planning) and not [k for k in planning if k.endswith(".log")]
+        shipped = pickle.dumps(tasks)
+        assert ring.get("kek-1", "\0") not in repr(tasks)
+        requests.clear()
+        total = 0
+        for task in pickle.loads(shipped):  # what each executor gets
+            total += sum(b.num_rows for b in read_task(task, include_headers=False))
+        assert total == sum(ends.values())
+        assert not [k for k in requests if k.startswith("LIST") or k.endswith(".rsm-manifest")], requests
+        assert {k.rsplit(".", 1)[1] for k in requests} <= {"log", "indexes"}
+    finally:
+        forget_memory_store(name)

@@ -47,6 +47,14 @@ def open_store(url: str, options: Mapping[str, str] | None = None) -> ObjectStor
     return open_cloud_store(url, options)
 
 
+def registered_memory_store(url: str) -> MemoryStore | None:
+    """The process-wide store of ``memory://<name>``, None if there is none."""
+    if not url.startswith("memory://"):
+        return None
+    with _memory_lock:
+        return _memory.get(url.removeprefix("memory://").strip("/"))
+
+
 def forget_memory_store(name: str) -> None:
     """Drop the process-wide ``memory://<name>`` store (tests)."""
     with _memory_lock:

@@ -24,7 +24,7 @@ import builtins
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from kafkalog.errors import RemoteResourceNotFoundError, RemoteStorageError
 
@@ -120,7 +120,9 @@ class ObjectStore(Protocol):
 
 
 class MemoryStore:
-    """An :class:`ObjectStore` held in a dict (unit tests, test-archive writers). Thread-safe."""
+    """An :class:`ObjectStore` held in a dict (unit tests, test-archive writers). Thread-safe. It pickles as
+    its name when it is the process-wide store of its ``memory://<name>`` URL (so a planned reader unpickled in
+    the same process reads, and counts requests in, that one store), else as a copy of its objects."""
 
     def __init__(self, objects: dict[str, bytes] | None = None, *, url: str = "memory://") -> None:
         self._objects: dict[str, bytes] = dict(objects or {})
@@ -130,6 +132,15 @@ class MemoryStore:
 
     def __repr__(self) -> str:
         return f"MemoryStore({self._url!r}, {len(self._objects)} objects)"
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        from kafkalog.objstore.open import open_store, registered_memory_store  # open.py imports this module
+
+        if registered_memory_store(self._url) is self:
+            return open_store, (self._url,)
+        with self._lock:
+            objects = dict(self._objects)
+        return _memory_copy, (objects, self._url)
 
     @property
     def url(self) -> str:
@@ -192,3 +203,8 @@ class MemoryStore:
     def delete(self, key: str) -> None:
         with self._lock:
             self._objects.pop(key, None)
+
+
+def _memory_copy(objects: dict[str, bytes], url: str) -> MemoryStore:
+    """An unpickled copy of an unregistered :class:`MemoryStore`."""
+    return MemoryStore(objects, url=url)

@@ -378,6 +378,22 @@ class ReadOnlyLog:
     def __repr__(self) -> str:
         return f"ReadOnlyLog({self.source.name!r})"
 
+    def restricted(self, start_offset: int, end_offset: int) -> ReadOnlyLog | None:
+        """A view of the same partition whose source holds only the planned segments with offsets
+        ``[start_offset, end_offset)`` (a tiered-storage archive: its listing and manifests already read),
+        to pickle to an executor that then reads them with no listing or manifest request; None when the
+        source has no planned state to carry (a local directory, a log-dir copy)."""
+        clip = getattr(self.source, "within", None)
+        if clip is None:
+            return None
+        return ReadOnlyLog(
+            clip(start_offset, end_offset),
+            self._given_log_start,
+            self._given_hw,
+            topic_partition=self.topic_partition,
+            log_dir=self._log_dir,
+        )
+
     @property
     def name(self) -> str:
         """What errors call the partition: its directory or its source's URL (never a credential)."""
