@@ -381,3 +381,81 @@ def test_executors_read_an_archive_with_no_listing_or_manifest_request(
         assert {k.rsplit(".", 1)[1] for k in requests} <= {"log", "indexes"}
     finally:
         forget_memory_store(name)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_no_secret_in_plans_logs_or_errors(
+    spark: Any, s3_server: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: Any
+) -> None:
+    """Every secret a read can be given (the S3 secret key, a session token, an Azure account key, a SAS token,
+    a key ring's PEM) is absent from ``explain()``, kafkalog's logs at DEBUG, the ``repr`` of tasks, and the
+    error a failed task raises to the driver."""
+    import logging
+    import pickle
+
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    from kafkalog.spark.reader import read_task
+
+    pem = (
+        rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        .private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+        .decode()
+    )
+    data = tmp_path / "data"
+    write_topic(data, "events", 1, 40, segment_bytes=2048)
+    bucket = s3_server.make_bucket("secrets")
+    url = f"s3://{bucket}/tiered"
+    archive_dir(data, s3_server.open(url), "events", 1)
+    token, account_key, sas = (
+        "T0KEN-sentinel-9f3a",
+        base64.b64encode(b"ACCOUNT-sentinel-77").decode(),
+        "SAS-sentinel-1c",
+    )
+    options = {
+        **s3_server.options(),
+        f"fs.s3a.bucket.other-{bucket}.session.token": token,
+        "fs.azure.account.key.acct.dfs.core.windows.net": account_key,
+        "spark.hadoop.fs.azure.sas.fixed.token": sas,
+        "keyRing": json.dumps({"kek-1": pem}),
+    }
+    sentinels = [options["fs.s3a.secret.key"], token, account_key, sas, pem.splitlines()[5]]
+
+    def leaked(text: str) -> list[str]:
+        return [s for s in sentinels if s in text]
+
+    caplog.set_level(logging.DEBUG, logger="kafkalog")
+    # in this process: planning, the tasks' reprs and pickles, reading them, and the logs of both
+    opts = parse_source_options({"path": url, "subscribe": "events", **options}, streaming=False)
+    tasks = plan_batch(opts)
+    shipped = pickle.loads(pickle.dumps(tasks))
+    assert sum(b.num_rows for t in shipped for b in read_task(t, include_headers=False)) > 0
+    shown = " ".join(repr(x) for x in (*tasks, *map(KafkaLogInputPartition, tasks), opts, tasks[0].remote))
+    # Spark: the plan as explain() prints it, and the query's rows
+    df = spark.read.format("kafkalog").options(**options).option("subscribe", "events").load(url)
+    df.explain(True)
+    assert df.count() > 0
+    # a task that fails on an executor (a segment's bytes damaged in the bucket): the error the driver gets
+    store = s3_server.open(url)
+    for meta in store.list("", delimiter=False).objects:
+        if meta.key.endswith(".log"):
+            damaged = bytearray(store.get(meta.key))
+            damaged[100:140] = bytes(40)
+            store.put(meta.key, bytes(damaged))
+    with pytest.raises(Exception, match=r"CRC|[Cc]orrupt|damaged") as failed:
+        df.collect()
+    printed = capsys.readouterr()
+    logs = "\n".join(f"{r.getMessage()} {r.exc_text or ''}" for r in caplog.records)
+    assert "kafkalog" in printed.out  # the plan was printed
+    for where, text in [
+        ("repr", shown),
+        ("explain", printed.out),
+        ("stderr", printed.err),
+        ("logs", logs),
+        ("task error", str(failed.value)),
+    ]:
+        assert not leaked(text), where
