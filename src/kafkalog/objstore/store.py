@@ -134,10 +134,11 @@ class MemoryStore:
         return f"MemoryStore({self._url!r}, {len(self._objects)} objects)"
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        from kafkalog.objstore.open import open_store, registered_memory_store  # open.py imports this module
-
-        if registered_memory_store(self._url) is self:
-            return open_store, (self._url,)
+        name = _memory_name(self._url)
+        with _shared_lock:
+            shared = _shared.get(name) is self
+        if shared:
+            return shared_memory_store, (name,)
         with self._lock:
             objects = dict(self._objects)
         return _memory_copy, (objects, self._url)
@@ -208,3 +209,27 @@ class MemoryStore:
 def _memory_copy(objects: dict[str, bytes], url: str) -> MemoryStore:
     """An unpickled copy of an unregistered :class:`MemoryStore`."""
     return MemoryStore(objects, url=url)
+
+
+_shared: dict[str, MemoryStore] = {}
+_shared_lock = threading.Lock()
+
+
+def _memory_name(url: str) -> str:
+    return url.removeprefix("memory://").strip("/")
+
+
+def shared_memory_store(name: str) -> MemoryStore:
+    """The process-wide store ``memory://<name>`` (made empty on first use)."""
+    name = _memory_name(name)
+    with _shared_lock:
+        store = _shared.get(name)
+        if store is None:
+            store = _shared[name] = MemoryStore(url=f"memory://{name}")
+        return store
+
+
+def forget_shared_memory_store(name: str) -> None:
+    """Drop the process-wide store ``memory://<name>``."""
+    with _shared_lock:
+        _shared.pop(_memory_name(name), None)
