@@ -459,3 +459,69 @@ def test_no_secret_in_plans_logs_or_errors(
         ("task error", str(failed.value)),
     ]:
         assert not leaked(text), where
+
+
+@pytest.mark.spark
+def test_a_stream_over_an_archive_sees_uploads_and_restarts_from_its_checkpoint(
+    spark: Any, s3_server: Any, tmp_path: Path
+) -> None:
+    """``readStream`` of an archive in the bucket as a running Spark query with a checkpoint: segments uploaded
+    between triggers are read, a restart resumes from the checkpoint, and every record lands exactly once."""
+    from kafkalog.tiered.writer import segments_from_log_dir, write_aiven_segment
+
+    data = tmp_path / "data"
+    write_topic(data, "events", 2, 60, segment_bytes=2048)
+    segments = {p: segments_from_log_dir(data / f"events-{p}") for p in range(2)}
+    assert all(len(s) >= 4 for s in segments.values())
+    bucket = s3_server.make_bucket("stream")
+    url = f"s3://{bucket}/tiered"
+    store = s3_server.open(url)
+
+    def upload(lo: int, hi: int | None) -> dict[int, int]:
+        for p, segs in segments.items():
+            for seg in segs[lo:hi]:
+                write_aiven_segment(store, seg, topic="events", topic_id=TOPIC_ID, partition=p)
+        return {p: segs[:hi][-1].end_offset + 1 for p, segs in segments.items()}
+
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+
+    def start() -> Any:
+        df = (
+            spark.readStream.format("kafkalog")
+            .options(**s3_server.options())
+            .option("subscribe", "events")
+            .option("startingOffsets", "earliest")
+            .load(url)
+        )
+        return (
+            df.writeStream.format("parquet")
+            .option("path", str(out))
+            .option("checkpointLocation", str(checkpoint))
+            .start()
+        )
+
+    def sink() -> list[tuple[int, int]]:
+        return sorted((r.partition, r.offset) for r in spark.read.parquet(str(out)).collect())
+
+    def expected(ends: dict[int, int]) -> list[tuple[int, int]]:
+        return sorted((p, o) for p, end in ends.items() for o in range(end))
+
+    upload(0, 1)
+    query = start()
+    try:
+        query.processAllAvailable()
+        ends = upload(1, 2)  # uploaded while the query runs: the next trigger plans them
+        query.processAllAvailable()
+        assert query.exception() is None
+    finally:
+        query.stop()
+    assert sink() == expected(ends)
+    ends = upload(2, None)
+    query = start()  # the restart resumes from the checkpoint's offsets
+    try:
+        query.processAllAvailable()
+        assert query.exception() is None
+    finally:
+        query.stop()
+    assert sink() == expected(ends)  # every record exactly once
+    assert ends == {p: segs[-1].end_offset + 1 for p, segs in segments.items()}
