@@ -462,6 +462,7 @@ def test_no_secret_in_plans_logs_or_errors(
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 def test_a_stream_over_an_archive_sees_uploads_and_restarts_from_its_checkpoint(
     spark: Any, s3_server: Any, tmp_path: Path
 ) -> None:

@@ -13,8 +13,10 @@ Invariants owned here:
 * **Whole history** (:class:`TieredUnionSource`): a partition's local directory (recent segments) and its
   archive (older ones) read as one partition: every local segment, and the archived segments whose base
   offset is below the first local segment's (the same offsets archived and still local are read from the
-  local copy: Kafka archives whole segments under their local base offsets, so the two never split a
-  segment). Offsets and checkpoints are the local log dir's.
+  local copy). Kafka archives whole segments under the uploading leader's base offsets, which need not be
+  this replica's: an archived segment that straddles the first local offset is read only below it (the
+  reader ends every segment's data at the next segment's base offset). Offsets and checkpoints are the local
+  log dir's.
 * **Planned state travels**: a :class:`PlannedArchive` (and a :class:`TieredUnionSource` over one) pickles as its
   chosen segments and their manifests, clipped to a task's offsets by ``within``; its store pickles as its URL
   and options (never a live connection), so an executor reads by ranged GETs without planning again.
