@@ -77,7 +77,12 @@ CLIENT_OPTION_KEYS: dict[str, str] = {
 
 #: kafkalog's other storage keys: ``storage.endpoint`` (any scheme; S3's alias is ``fs.s3a.endpoint``) and
 #: how a ranged file reads (:class:`kafkalog.objstore.ranged.RangedSettings`).
-RANGED_OPTION_KEYS = ("storage.block.size", "storage.block.cache.count", "storage.readahead.blocks")
+RANGED_OPTION_KEYS = (
+    "storage.block.size",
+    "storage.block.cache.count",
+    "storage.readahead.blocks",
+    "storage.whole.file.max.bytes",
+)
 OTHER_STORAGE_KEYS = frozenset({"storage.endpoint", *RANGED_OPTION_KEYS})
 
 #: S3A keys (after ``fs.s3a.``) understood here.
