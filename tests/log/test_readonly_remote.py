@@ -256,6 +256,11 @@ def test_an_archive_reads_as_the_segments_it_holds(
     assert ours.last_stable_offset <= end
     assert rows(ours, 0, end) == rows(local, 0, end)
     assert rows(ours, 9, end - 3) == rows(local, 9, end - 3)
+    shipped = pickle.loads(pickle.dumps(ours.restricted(9, end - 3)))  # what a Spark task carries
+    assert shipped is not None and rows(shipped, 9, end - 3) == rows(local, 9, end - 3)
+    lo = ours.segments[1].base_offset
+    one = pickle.loads(pickle.dumps(ours.restricted(lo, lo + 3)))
+    assert [s.base_offset for s in one.segments] == [lo] and rows(one, lo, lo + 3) == rows(local, lo, lo + 3)
     assert ours.aborted_transactions(0, end) == local.aborted_transactions(0, end)
     for t in (0, 1_000, 1_020, 1_041):
         assert ours.offset_for_timestamp(t) == local.offset_for_timestamp(t, upper_offset=end)
