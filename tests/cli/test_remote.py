@@ -280,6 +280,15 @@ def test_dump_of_a_url_prints_what_the_local_file_holds(copied: tuple[Path, str]
             remote = _dumped(f"{url}/orders-0/{name}", *flags)
             assert remote[0] == local[0], (name, flags, remote[2])
             assert remote[1] == local[1].replace(str(local_dir).encode(), f"{url}/orders-0".encode()), name
+    # --max-bytes: only that much of the object is read (in 128-byte blocks here)
+    seg = max(local_dir.glob("*.log"), key=lambda p: p.stat().st_size)
+    assert seg.stat().st_size > 1024
+    store = open_store(url)
+    before = store.stats.bytes_read
+    small = ("--max-bytes", "300", "--storage-option", "storage.block.size=128")
+    remote = _dumped(f"{url}/orders-0/{seg.name}", *small, "--json")
+    assert remote[1] == _dumped(seg, *small[:2], "--json")[1] and remote[1].count(b"\n") > 1
+    assert store.stats.bytes_read - before <= 384
     # archives: the files the reader presents, decompressed, are the original files
     segments = segments_from_log_dir(local_dir)
     topic_id = "MWJ6FHTfRYy67jzwZdeqSQ"

@@ -269,7 +269,7 @@ def _dump_one(path: Path, settings: DumpSettings, out: DumpOutput) -> int:
 def _dump_url(url: str, options: Mapping[str, str], settings: DumpSettings, out: DumpOutput) -> int:
     """Dump a file in object storage (:mod:`kafkalog.cli.dumpremote`): the local dumpers, the URL shown."""
     try:
-        with staged(url, options) as (local, url_dir):
+        with staged(url, options, max_bytes=settings.max_bytes) as (local, url_dir):
             return _dump_one(local, settings, RemoteDumpOutput(out, local.parent, url_dir))
     except (BrokenPipeError, OutputError):
         raise

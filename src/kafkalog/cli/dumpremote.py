@@ -14,7 +14,8 @@ where, in an archive, ``<file>`` is a name of the partition directory the reader
 
 Invariants owned here: the file (and, for an index, its segment's ``.log``, which the index is checked
 against) is read through :class:`~kafkalog.objstore.PartitionSource` into a private temporary directory that is
-removed when the dump ends, so the dumpers are the local ones and the output is the local output with the URL
+removed when the dump ends (with ``--max-bytes`` only that much of a ``.log`` is read, the rest left a hole),
+so the dumpers are the local ones and the output is the local output with the URL
 where the local path would be. Nothing is written to the store; a storage option's value never appears in
 output or an error; a file that is not there exits 66 (``EX_NOINPUT``).
 """
@@ -32,6 +33,7 @@ from typing import Final
 from kafkalog.cli.dumpio import DumpOutput
 from kafkalog.log.names import TopicPartition
 from kafkalog.objstore import PartitionSource, open_store
+from kafkalog.objstore.ranged import RangedSettings
 from kafkalog.readonly.copies import CopiedPartitionSource, partition_of_dir_name
 from kafkalog.readonly.remote import PlannedArchive
 from kafkalog.tiered import AivenArchive, LocalTieredArchive
@@ -78,29 +80,37 @@ def partition_source_of(url: str, options: Mapping[str, str]) -> tuple[Partition
             f"{url}: not a file of a partition directory (<topic>-<n>/, <topic>-<topicId>/<n>/ or "
             "<topic>-<n>-<topicId>/)"
         )
-    return CopiedPartitionSource(open_store(parent_url, options), dir_name), name
+    store = open_store(parent_url, options)
+    return CopiedPartitionSource(store, dir_name, settings=RangedSettings.from_options(options)), name
 
 
-def _copy(source: PartitionSource, name: str, target: Path) -> None:
+def _copy(source: PartitionSource, name: str, target: Path, limit: int | None = None) -> None:
+    """``name`` into ``target``; with ``limit`` only its first ``limit`` bytes are read, the rest of the file
+    is a hole (a dumper told ``--max-bytes`` never reads past it, and still sees the file's size)."""
     f = source.open(name)
     try:
         with open(target, "xb") as out:
+            end = f.size if limit is None else min(limit, f.size)
             position = 0
-            while position < f.size:
-                data = f.pread(min(_READ_STEP, f.size - position), position)
+            while position < end:
+                data = f.pread(min(_READ_STEP, end - position), position)
                 if not data:
                     break
                 out.write(data)
                 position += len(data)
+            out.truncate(f.size)
     finally:
         f.close()
 
 
 @contextmanager
-def staged(url: str, options: Mapping[str, str]) -> Iterator[tuple[Path, str]]:
+def staged(
+    url: str, options: Mapping[str, str], *, max_bytes: int | None = None
+) -> Iterator[tuple[Path, str]]:
     """The file ``url`` names, read through the seam into a private temporary directory (with its segment's
     ``.log`` for an index), as ``(local path, URL of its directory)``; the directory is removed afterwards.
-    Raises ``FileNotFoundError`` (the file is not there) and the storage errors of the seam."""
+    ``max_bytes`` (``dump --max-bytes``): only that much of a ``.log`` is read. Raises ``FileNotFoundError``
+    (the file is not there) and the storage errors of the seam."""
     source, name = partition_source_of(url, options)
     files = source.list_files()
     if name not in files:
@@ -108,7 +118,7 @@ def staged(url: str, options: Mapping[str, str]) -> Iterator[tuple[Path, str]]:
     with tempfile.TemporaryDirectory(prefix="kafkalog-dump-") as tmp:
         os.chmod(tmp, 0o700)
         target = Path(tmp) / name
-        _copy(source, name, target)
+        _copy(source, name, target, max_bytes if name.endswith(".log") else None)
         stem, dot, suffix = name.partition(".")
         log_name = f"{stem}.log"
         if dot and f".{suffix}" in _CHECKED_AGAINST_LOG and log_name in files:
