@@ -131,6 +131,11 @@ def test_against_a_real_s3_server(tmp_path: Path, s3_server: Any) -> None:
     local_dump = run_process("dump", segment, "--deep-iteration")
     remote_dump = run_process("dump", f"{url}/events-0/{segment.name}", "--deep-iteration", *options)
     assert remote_dump.returncode == 0, remote_dump.stderr
+    refused_dump = run_process("dump", f"{url}/events-0/{segment.name}", *wrong)
+    assert (
+        refused_dump.returncode != 0
+        and b"not-the-secret-xyz" not in refused_dump.stderr + refused_dump.stdout
+    )
     assert remote_dump.stdout == local_dump.stdout.replace(
         str(segment.parent).encode(), f"{url}/events-0".encode()
     )
