@@ -384,7 +384,6 @@ def test_executors_read_an_archive_with_no_listing_or_manifest_request(
 
 
 @pytest.mark.spark
-@pytest.mark.slow
 def test_no_secret_in_plans_logs_or_errors(
     spark: Any, s3_server: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: Any
 ) -> None:
