@@ -52,7 +52,8 @@ from pathlib import Path
 
 from bench.bench_baselines import GIB, KIB, MIB, bench_tmpdir
 from bench.bench_log import batch_of, random_batch_reads, read_whole_log
-from bench.harness import Comparison, Row, compare, comparison_row, format_x, log, rate, runs_for
+from bench.charts import format_x
+from bench.harness import Comparison, Row, compare, comparison_row, log, rate, runs_for
 from kafkalog.log import Log, LogConfig
 from kafkalog.records import MemoryRecords
 

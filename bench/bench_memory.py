@@ -40,7 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.bench_baselines import GIB, KIB, MIB, bench_tmpdir
-from bench.harness import Row, Stats, evaluate_target, format_x, log
+from bench.charts import format_x
+from bench.harness import Row, Stats, evaluate_target, log
 
 __all__ = [
     "WORKERS",

@@ -17,10 +17,8 @@ Rows
 
 Report and charts
     The report model, merging and the Markdown / JSON writers live in :mod:`bench.report`, the PNG charts
-    in :mod:`bench.charts`; both build on this module. Their public names (:class:`~bench.report.Report`,
-    :func:`~bench.report.write_report`, :func:`~bench.charts.format_x` ...) are re-exported here, so
-    ``from bench.harness import write_report`` keeps working; they are imported on first use (see
-    :func:`__getattr__`), which keeps the imports one-way: those modules import this one, never the reverse.
+    in :mod:`bench.charts`; both build on this module and are imported from there (the imports are one-way:
+    those modules import this one, never the reverse).
 """
 
 from __future__ import annotations
@@ -42,7 +40,7 @@ import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 __all__ = [
     "FULL_RUNS",
@@ -50,12 +48,9 @@ __all__ = [
     "REGISTRY",
     "AreaResult",
     "Comparison",
-    "Report",
-    "Rerun",
     "Row",
     "Stats",
     "attainment",
-    "chart_path",
     "compare",
     "comparison_row",
     "discover",
@@ -63,24 +58,17 @@ __all__ = [
     "finalize_rows",
     "format_ratio",
     "format_value",
-    "format_x",
-    "line_rows",
     "load_average",
     "load_warning",
     "log",
     "machine_info",
-    "merge_reports",
     "now_text",
     "rate",
     "ratio_threshold",
-    "render_markdown",
     "run_area",
     "runs_for",
     "sample",
     "single_row",
-    "write_charts",
-    "write_json",
-    "write_report",
 ]
 
 #: Recorded runs per figure in ``--quick`` mode and in the full run (each after at least one warm-up run).
@@ -697,39 +685,3 @@ def load_kafka_java() -> Any:
         sys.modules.pop(name, None)
         raise
     return module
-
-
-# ------------------------------------------------------------------------------------------- re-exports
-
-if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ imports these on first use
-    from bench.charts import chart_path as chart_path
-    from bench.charts import format_x as format_x
-    from bench.charts import line_rows as line_rows
-    from bench.charts import write_charts as write_charts
-    from bench.report import Report as Report
-    from bench.report import Rerun as Rerun
-    from bench.report import merge_reports as merge_reports
-    from bench.report import render_markdown as render_markdown
-    from bench.report import write_json as write_json
-    from bench.report import write_report as write_report
-
-#: Public names that live in :mod:`bench.report` and :mod:`bench.charts` (which import this module) and
-#: are re-exported here: name -> owning module.
-_MOVED: dict[str, str] = {
-    **dict.fromkeys(
-        ("Report", "Rerun", "merge_reports", "render_markdown", "write_json", "write_report"), "bench.report"
-    ),
-    **dict.fromkeys(("chart_path", "format_x", "line_rows", "write_charts"), "bench.charts"),
-}
-
-
-def __getattr__(name: str) -> Any:
-    """``bench.harness.X`` for a name in :data:`_MOVED`: imported from its owning module on first use (an
-    import at the top would be circular, since :mod:`bench.report` and :mod:`bench.charts` import this
-    module), then cached in this module's namespace."""
-    owner = _MOVED.get(name)
-    if owner is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(owner), name)
-    globals()[name] = value
-    return value

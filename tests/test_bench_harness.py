@@ -19,7 +19,6 @@ if str(REPO_ROOT) not in sys.path:  # `bench` lives at the repository root, next
 
 from bench.__main__ import AREA_ORDER, main, ordered_areas, parse_args  # noqa: E402
 from bench.harness import (  # noqa: E402
-    Report,
     Row,
     Stats,
     attainment,
@@ -31,14 +30,13 @@ from bench.harness import (  # noqa: E402
     format_ratio,
     format_value,
     load_warning,
-    render_markdown,
     run_area,
     sample,
     single_row,
-    write_report,
 )
+from bench.report import Report, render_markdown, write_report  # noqa: E402
 
-from bench import harness  # noqa: E402
+from bench import charts, harness  # noqa: E402
 
 # ----------------------------------------------------------------------------------------------- statistics
 
@@ -486,13 +484,13 @@ def test_row_chart_fields_round_trip_and_default_to_none() -> None:
 
 
 def test_format_x_and_line_rows() -> None:
-    assert harness.format_x(1 << 20, "bytes") == "1 MiB"
-    assert harness.format_x(10 << 30, "bytes") == "10 GiB"
-    assert harness.format_x(512, "bytes") == "512 B"
-    assert harness.format_x(10_000, "segments") == "10,000"
-    assert harness.format_x(0.5, None) == "0.5"
+    assert charts.format_x(1 << 20, "bytes") == "1 MiB"
+    assert charts.format_x(10 << 30, "bytes") == "10 GiB"
+    assert charts.format_x(512, "bytes") == "512 B"
+    assert charts.format_x(10_000, "segments") == "10,000"
+    assert charts.format_x(0.5, None) == "0.5"
     rows = _line_report().rows
-    lined = harness.line_rows(rows)
+    lined = charts.line_rows(rows)
     assert {row.area for row in lined} == {"growth", "memory"}
     assert all(row.x is not None for row in lined) and len(lined) == 8
 
@@ -535,7 +533,7 @@ def test_growth_rows_on_tiny_sizes(tmp_path: Path) -> None:
         pool_bytes=256 << 10,
         budget_s=0.0,
     )
-    points = harness.line_rows(rows)
+    points = charts.line_rows(rows)
     assert len(points) == 16  # 4 metrics x (2 sizes + 2 segment counts)
     assert {row.series for row in points} == set(bench_growth.METRICS)
     assert {row.x_unit for row in points} == {"bytes", "segments"}
@@ -576,7 +574,7 @@ def test_memory_rows_and_flatness_from_peaks() -> None:
     assert set(flat) == {"append", "Log.read scan", "ReadOnlyLog scan", "columnar decode"}
     assert flat["append"].value == 100.0 and flat["append"].passed is False
     assert flat["Log.read scan"].value == 0.0 and flat["Log.read scan"].passed is True
-    points = harness.line_rows(rows)
+    points = charts.line_rows(rows)
     assert len(points) == 8 and all(row.unit == "MiB" and row.ratio is None for row in points)
     assert "+30 MiB" in points[0].note  # 200 MiB peak over 170 MiB of interpreter + imports
 

@@ -56,9 +56,11 @@ from kafkalog.errors import (
     TopicExistsError,
     TransactionCoordinatorFencedError,
     UnexpectedAppendOffsetError,
+    UnknownArchiveLayoutError,
     UnknownTopicOrPartitionError,
     UnsupportedCompressionTypeError,
     UnsupportedForMessageFormatError,
+    UnsupportedRemoteSegmentError,
     is_resource_exhaustion,
 )
 
@@ -122,9 +124,11 @@ __all__ = [
     "TopicExistsError",
     "TransactionCoordinatorFencedError",
     "UnexpectedAppendOffsetError",
+    "UnknownArchiveLayoutError",
     "UnknownTopicOrPartitionError",
     "UnsupportedCompressionTypeError",
     "UnsupportedForMessageFormatError",
+    "UnsupportedRemoteSegmentError",
     "__version__",
     "is_resource_exhaustion",
     "warm_up",

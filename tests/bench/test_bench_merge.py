@@ -15,7 +15,8 @@ from typing import Any
 
 import bench.__main__ as cli
 import pytest
-from bench.harness import AreaResult, Report, Rerun, Row, finalize_rows, merge_reports, render_markdown
+from bench.harness import AreaResult, Row, finalize_rows
+from bench.report import Report, Rerun, merge_reports, render_markdown
 
 
 @dataclass

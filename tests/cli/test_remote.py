@@ -127,6 +127,18 @@ def test_against_a_real_s3_server(tmp_path: Path, s3_server: Any) -> None:
     assert refused.returncode != 0
     assert b"not-the-secret-xyz" not in refused.stderr + refused.stdout
     assert s3_server.secret_key.encode() not in refused.stderr + refused.stdout
+    segment = sorted((data / "events-0").glob("*.log"))[0]
+    local_dump = run_process("dump", segment, "--deep-iteration")
+    remote_dump = run_process("dump", f"{url}/events-0/{segment.name}", "--deep-iteration", *options)
+    assert remote_dump.returncode == 0, remote_dump.stderr
+    refused_dump = run_process("dump", f"{url}/events-0/{segment.name}", *wrong)
+    assert (
+        refused_dump.returncode != 0
+        and b"not-the-secret-xyz" not in refused_dump.stderr + refused_dump.stdout
+    )
+    assert remote_dump.stdout == local_dump.stdout.replace(
+        str(segment.parent).encode(), f"{url}/events-0".encode()
+    )
 
 
 def test_verify_of_an_archive_reports_orphans_overlaps_and_manifest_disagreements(tmp_path: Path) -> None:
@@ -251,3 +263,62 @@ def test_consume_follow_sees_segments_uploaded_to_an_archive(
         assert printed == list(range(end)) and len(waits) >= 1
     finally:
         forget_memory_store(name)
+
+
+def _dumped(*args: str | Path) -> tuple[int, bytes, str]:
+    result = run("dump", *args)
+    return result.exit_code, result.stdout_bytes, result.stderr
+
+
+def test_dump_of_a_url_prints_what_the_local_file_holds(copied: tuple[Path, str], tmp_path: Path) -> None:
+    """``dump URL``: every kind of file of a copied partition directory and of an archive (Aiven zstd-chunked,
+    LocalTieredStorage) dumps byte for byte as the local file, with the URL where the local path would be."""
+    from kafkalog.tiered.writer import segments_from_log_dir, write_aiven_segment, write_local_tiered_segment
+
+    data, url = copied
+    local_dir = data / "orders-0"
+    names = sorted(p.name for p in local_dir.iterdir() if p.is_file())
+    assert {n.rsplit(".", 1)[-1] for n in names} >= {"log", "index", "timeindex", "txnindex", "snapshot"}
+    for name in names:
+        for flags in ((), ("--deep-iteration", "--print-data-log"), ("--json",)):
+            local = _dumped(local_dir / name, *flags)
+            remote = _dumped(f"{url}/orders-0/{name}", *flags)
+            assert remote[0] == local[0], (name, flags, remote[2])
+            assert remote[1] == local[1].replace(str(local_dir).encode(), f"{url}/orders-0".encode()), name
+    # --max-bytes: only that much of the object is read (in 128-byte blocks here)
+    seg = max(local_dir.glob("*.log"), key=lambda p: p.stat().st_size)
+    assert seg.stat().st_size > 1024
+    store = open_store(url)
+    before = store.stats.bytes_read
+    small = ("--max-bytes", "300", "--storage-option", "storage.block.size=128")
+    remote = _dumped(f"{url}/orders-0/{seg.name}", *small, "--json")
+    assert remote[1] == _dumped(seg, *small[:2], "--json")[1] and remote[1].count(b"\n") > 1
+    assert store.stats.bytes_read - before <= 384
+    # archives: the files the reader presents, decompressed, are the original files
+    segments = segments_from_log_dir(local_dir)
+    topic_id = "MWJ6FHTfRYy67jzwZdeqSQ"
+    name = f"dump-archive-{tmp_path.name}"
+    store, lts = open_store(f"memory://{name}"), open_store(f"memory://{name}-lts")
+    try:
+        for seg in segments:
+            write_aiven_segment(
+                store, seg, topic="orders", topic_id=topic_id, partition=0, compression=True, chunk_size=500
+            )
+            write_local_tiered_segment(lts, seg, topic="orders", topic_id=topic_id, partition=0)
+        first = segments[0]
+        files = [f"{first.base_offset:020d}.{s}" for s in ("log", "index", "timeindex")]
+        files.append(f"{first.end_offset + 1:020d}.snapshot")
+        for directory in (f"memory://{name}/orders-{topic_id}/0", f"memory://{name}-lts/orders-0-{topic_id}"):
+            for file in files:
+                local = _dumped(local_dir / file, "--deep-iteration")
+                remote = _dumped(f"{directory}/{file}", "--deep-iteration")
+                assert remote[0] == local[0] == 0, (directory, file, remote[2])
+                assert remote[1] == local[1].replace(str(local_dir).encode(), directory.encode()), (
+                    directory,
+                    file,
+                )
+        missing = _dumped(f"memory://{name}/orders-{topic_id}/0/{segments[-1].end_offset + 1:020d}.log")
+        assert missing[0] == 66 and "no such file" in missing[2]
+    finally:
+        forget_memory_store(name)
+        forget_memory_store(f"{name}-lts")

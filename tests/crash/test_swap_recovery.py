@@ -20,7 +20,7 @@ import pytest
 from crash.faults import crash_after, fast_tmp_dir, initialize_log_dir_with_overflowed_segment, leftovers
 from crash.verify import assert_valid_partition_dir
 from kafkalog.log import Log, LogConfig, MockScheduler
-from kafkalog.log.local_log import open_segment
+from kafkalog.log.local_log import open_segment, replace_segments
 from kafkalog.records import MemoryRecords, SimpleRecord
 from kafkalog.storage import LogSegment
 from kafkalog.time import MockTime
@@ -161,7 +161,7 @@ def _cleaned_copy(log: Log, old: list[LogSegment], keep: Callable[[int], bool]) 
     "replaced", [(1, 2), (0,), (2, 3, 4)], ids=lambda r: "segments-" + "-".join(map(str, r))
 )
 def test_crash_at_every_step_of_a_replace(work_dir: Path, replaced: tuple[int, ...]) -> None:
-    """``Log.replace_segments`` (the cleaner's swap: ``.cleaned`` -> ``.swap`` -> delete old -> strip ``.swap``)
+    """``local_log.replace_segments`` (the cleaner's swap: ``.cleaned`` -> ``.swap`` -> delete old -> strip ``.swap``)
     crashed at every step: the reloaded log holds the old segments' records or the cleaned ones, never a mix."""
     template = template_log(work_dir)
     outcomes: set[str] = set()
@@ -181,7 +181,10 @@ def test_crash_at_every_step_of_a_replace(work_dir: Path, replaced: tuple[int, .
         after_records.sort()
         end = log.log_end_offset
         with crash_after(directory, crash_at, ALL_OPS) as ops:
-            log.replace_segments([cleaned], old)
+            with log.lock:
+                replace_segments(
+                    log.local_log.segments, [cleaned], old, log.dir, log.local_log.scheduler, log.config
+                )
             process.run_delayed_deletes()
         log.close_handlers()
         cleaned.close_handlers()

@@ -8,7 +8,10 @@ compatibility against Kafka itself:
   ``FileRecords.append``;
 * :meth:`KafkaJava.dump` reads a segment with ``FileRecords.batches()`` and returns the JSON Lines that
   ``kafkalog dump --json`` must reproduce byte for byte (see the ``dump`` docstring in the Java source);
-* :meth:`KafkaJava.validate`, :meth:`KafkaJava.murmur2` and the two benchmarks.
+* :meth:`KafkaJava.validate`, :meth:`KafkaJava.murmur2` and the two benchmarks;
+* :meth:`KafkaJava.rlmm_encode` / :meth:`KafkaJava.rlmm_decode` / :meth:`KafkaJava.rlmm_partition`: the
+  ``__remote_log_metadata`` values and partitioner, with kafka-clients' protocol types (the generated record
+  classes live in Kafka's storage jar, which no reachable package ships).
 
 :meth:`KafkaJava.locate` finds ``java``/``javac`` (``$JAVA_HOME/bin`` first, then ``PATH``) and the jars, and compiles
 the harness once into ``<repo>/.interop-build/<sha256>/``, keyed by the Java source and the jar list. Anything missing
@@ -259,6 +262,38 @@ class KafkaJava:
         if len(values) != len(keys):
             raise InteropError(f"murmur2 returned {len(values)} values for {len(keys)} keys")
         return values
+
+    def rlmm_partition(self, lines: list[tuple[int, int, int, int]]) -> list[int]:
+        """RemoteLogMetadataTopicPartitioner's partition for each ``(msb, lsb, partition, num_partitions)``."""
+        with tempfile.TemporaryDirectory(prefix="kafkalog-interop-") as tmp:
+            path = Path(tmp) / "lines.txt"
+            path.write_text("".join(f"{msb} {lsb} {p} {n}\n" for msb, lsb, p, n in lines))
+            text, _ = self._call(["rlmm-partition", str(path)])
+        values = [int(line) for line in text.splitlines()]
+        if len(values) != len(lines):
+            raise InteropError(f"rlmm-partition returned {len(values)} values for {len(lines)} lines")
+        return values
+
+    def rlmm_encode(self, values: list[dict[str, Any]]) -> list[bytes]:
+        """``__remote_log_metadata`` values encoded by kafka-clients' protocol types from their generic JSON form
+        (``{"apiKey", "version", "value"}``; see ``RemoteLogMetadata`` in the Java source)."""
+        with tempfile.TemporaryDirectory(prefix="kafkalog-interop-") as tmp:
+            path = Path(tmp) / "values.json"
+            path.write_text(json.dumps(values))
+            text, _ = self._call(["rlmm-encode", str(path)])
+        return [base64.b64decode(line) for line in text.splitlines()]
+
+    def rlmm_decode(self, raws: list[bytes]) -> list[dict[str, Any]]:
+        """Each value decoded by kafka-clients' protocol types: ``{"apiKey", "remaining", "value"}`` or
+        ``{"error"}``."""
+        with tempfile.TemporaryDirectory(prefix="kafkalog-interop-") as tmp:
+            path = Path(tmp) / "values.txt"
+            path.write_text("".join(base64.b64encode(raw).decode("ascii") + "\n" for raw in raws))
+            text, _ = self._call(["rlmm-decode", str(path)])
+        out: list[dict[str, Any]] = [json.loads(line) for line in text.splitlines()]
+        if len(out) != len(raws):
+            raise InteropError(f"rlmm-decode returned {len(out)} values for {len(raws)} inputs")
+        return out
 
     def bench_append(
         self, out: Path, batch_bytes: int, total_bytes: int, *, validate: bool = False

@@ -236,6 +236,7 @@ def assert_valid_log_offset_metadata(log: Log, metadata: LogOffsetMetadata) -> N
 
 def check_log_invariants(log: Log) -> None:
     """What holds for every open log at rest (see ``kafkalog.log.log`` module doc)."""
+    log.check_watermarks()  # log start <= HW <= LEO, LSO = min(FUO, HW)
     assert log.log_start_offset <= log.high_watermark <= log.log_end_offset
     assert log.recovery_point <= log.log_end_offset
     bases = segment_bases(log)

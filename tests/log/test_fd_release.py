@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import os
+import threading
 import time as _time
 import weakref
 from collections.abc import Iterator
@@ -111,3 +112,44 @@ def test_an_index_dropped_without_close_closes_its_descriptor(
     os.unlink(path)
     del index
     assert _fds_under(tmp_path) == []
+
+
+def test_a_log_left_offline_in_a_with_block_lets_go_of_its_files(tmp_path: Path) -> None:
+    # ``__exit__`` used to flush before ``close()``: on an offline log the flush raised and the log stayed open
+    # with every descriptor held.
+    directory = tmp_path / "t-0"
+    with Log.open(directory, LogConfig(segment_bytes=1024)) as log:
+        for i in range(20):
+            log.append([(None, b"v%d" % i * 20)])
+        assert _fds_under(directory)
+        log.local_log.offline = True  # as an I/O error leaves it
+    assert log.closed
+    assert _fds_under(directory) == []
+
+
+def test_leaving_a_with_block_costs_what_close_costs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # ``__exit__`` used to flush and then ``close()``, which flushes again: a second fsync round.
+    real_fsync = os.fsync
+    me = threading.get_ident()
+    counts: dict[str, int] = {}
+    counting: list[str] = []
+
+    def counting_fsync(fd: int) -> None:
+        if counting and threading.get_ident() == me:  # not another test's background flush
+            counts[counting[0]] = counts.get(counting[0], 0) + 1
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", counting_fsync)
+    for name in ("close", "with"):
+        log = Log.open(tmp_path / f"{name}-0", LogConfig(segment_bytes=1 << 20))
+        log.append([(None, b"v" * 100)] * 10)
+        counting.append(name)
+        if name == "with":
+            with log:
+                pass
+        else:
+            log.close()
+        counting.clear()
+        assert log.closed
+    assert counts["close"] > 0
+    assert counts["with"] == counts["close"]

@@ -717,7 +717,7 @@ def test_transaction_started_by_a_rolling_append_points_into_the_new_segment(mak
     )
     log.append_as_leader(txn, 0)
     assert log.num_log_segments == 3
-    fuo = log._first_unstable_offset
+    fuo = log.watermarks.first_unstable_offset_metadata
     assert fuo is not None
     assert (fuo.message_offset, fuo.segment_base_offset, fuo.relative_position_in_segment) == (2, 2, 0)
 

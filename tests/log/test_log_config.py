@@ -9,7 +9,7 @@ Ported from Kafka (same values):
 
 Deliberate differences (documented in ``kafkalog.log.config``): ``segment.bytes`` accepts values down to 14
 (Kafka 4 requires 1 MiB and has a test-only ``internal.segment.bytes``, which is why Kafka's own
-testFromPropsInvalid skips it); ``remote.storage.enable=true`` is rejected (no tiered storage).
+testFromPropsInvalid skips it); ``remote.storage.enable=true`` is rejected (remote.log.storage.system.enable is off).
 
 Skipped: testKafkaConfigToProps / testOverriddenConfigsAsLoggableString / testGetConfigValue / the HTML/RST
 doc tests (broker config and documentation generation are not part of the log); the remote-storage validation
@@ -36,6 +36,8 @@ LONG_MAX = 2**63 - 1
 KAFKA_INVALID_VALUES: dict[str, tuple[str, ...]] = {
     "unclean.leader.election.enable": ("not a boolean",),
     "remote.storage.enable": ("not a boolean",),
+    "remote.log.copy.disable": ("not a boolean",),
+    "remote.log.delete.on.disable": ("not a boolean",),
     "retention.bytes": ("not_a_number",),
     "retention.ms": ("not_a_number",),
     "cleanup.policy": ("true", "foobar"),
@@ -201,7 +203,10 @@ def test_updated_validates_and_keeps_overrides() -> None:
 
 
 def test_tiered_storage_rejected() -> None:
-    with pytest.raises(InvalidConfigurationError, match="tiered storage"):
+    """Kafka's validateRemoteStorageOnlyIfSystemEnabled text: remote.log.storage.system.enable is off."""
+    with pytest.raises(
+        InvalidConfigurationError, match="Tiered Storage functionality is disabled in the broker"
+    ):
         LogConfig.from_props({"remote.storage.enable": "true"})
 
 

@@ -256,6 +256,11 @@ def test_an_archive_reads_as_the_segments_it_holds(
     assert ours.last_stable_offset <= end
     assert rows(ours, 0, end) == rows(local, 0, end)
     assert rows(ours, 9, end - 3) == rows(local, 9, end - 3)
+    shipped = pickle.loads(pickle.dumps(ours.restricted(9, end - 3)))  # what a Spark task carries
+    assert shipped is not None and rows(shipped, 9, end - 3) == rows(local, 9, end - 3)
+    lo = ours.segments[1].base_offset
+    one = pickle.loads(pickle.dumps(ours.restricted(lo, lo + 3)))
+    assert [s.base_offset for s in one.segments] == [lo] and rows(one, lo, lo + 3) == rows(local, lo, lo + 3)
     assert ours.aborted_transactions(0, end) == local.aborted_transactions(0, end)
     for t in (0, 1_000, 1_020, 1_041):
         assert ours.offset_for_timestamp(t) == local.offset_for_timestamp(t, upper_offset=end)
@@ -287,3 +292,44 @@ def test_whole_history_a_local_dir_and_its_archive(
         assert ReadOnlyLog.open(log_dir).log_start_offset > 0  # the local log alone has lost them
     finally:
         forget_memory_store("history")
+
+
+def test_an_archived_segment_straddling_the_first_local_offset_is_read_once(tmp_path: Path) -> None:
+    """``tiered_path`` where the archive's segment boundaries are not the local ones (the leader that uploaded
+    rolled elsewhere): the archived segment holding the first local offset is read only below it."""
+    from kafkalog.log import LogConfig
+    from kafkalog.tiered.writer import segments_from_log_dir, write_aiven_segment
+
+    local_dir = tmp_path / "local" / "test_topic-1"
+    leader_dir = tmp_path / "leader" / "test_topic-1"
+    local = Log.open(local_dir, SMALL)
+    leader = Log.open(leader_dir, LogConfig(segment_bytes=5000, index_interval_bytes=128))
+    for log in (local, leader):
+        fill(log, 60)
+        log.roll()
+        log.close()
+    local_bases = sorted(int(p.stem) for p in local_dir.glob("*.log"))
+    archived = [s for s in segments_from_log_dir(leader_dir) if s.end_offset >= 0]
+    first_local = next(b for b in local_bases if all(b != s.base_offset for s in archived) and b > 0)
+    straddling = [s for s in archived if s.base_offset < first_local <= s.end_offset]
+    assert straddling  # the fixture makes the case
+    name = f"straddle-{tmp_path.name}"
+    store = open_store(f"memory://{name}")
+    try:
+        for seg in archived:
+            if seg.base_offset < first_local:
+                write_aiven_segment(store, seg, topic="test_topic", topic_id=TOPIC_ID, partition=1)
+        for base in local_bases:  # local retention deleted what is below first_local
+            if base < first_local:
+                for path in local_dir.glob(f"{base:020d}.*"):
+                    path.unlink()
+        history = ReadOnlyDataDir(local_dir.parent, tiered_path=f"memory://{name}").log("test_topic", 1)
+        end = history.log_end_offset
+        assert end == 240
+        offsets = [r[0] for r in rows(history, 0, end)]
+        assert offsets == list(range(end))
+        assert [r[0] for r in rows(history, first_local - 3, first_local + 3)] == list(
+            range(first_local - 3, first_local + 3)
+        )
+    finally:
+        forget_memory_store(name)

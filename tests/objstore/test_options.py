@@ -235,6 +235,31 @@ def test_credentials_in_the_url_are_refused_without_echoing_them() -> None:
     assert resolve("abfss://container@acct.dfs.core.windows.net/p").bucket == "container"  # not credentials
 
 
+@pytest.mark.parametrize(
+    "url,key",
+    [
+        ("s3://bucket/p", "fs.s3a.endpoint"),
+        ("s3://bucket/p", "storage.endpoint"),
+        ("gs://bucket/p", "fs.gs.storage.root.url"),
+        ("az://container/p", "storage.endpoint"),
+    ],
+)
+def test_credentials_in_an_endpoint_are_refused_without_echoing_them(url: str, key: str) -> None:
+    """An endpoint is named by every connection error: a password in it would leak, so it is refused."""
+    with pytest.raises(InvalidConfigurationError, match="carries credentials") as info:
+        resolve(
+            url,
+            {
+                key: f"http://AKID:{SECRET}@127.0.0.1:9000",
+                "fs.azure.account.key.acct.blob.core.windows.net": "a2V5",
+            },
+        )
+    assert SECRET not in str(info.value) and "127.0.0.1:9000" in str(info.value)
+    with pytest.raises(InvalidConfigurationError) as info:
+        resolve(url, {key: f"ftp://AKID:{SECRET}@host"})
+    assert SECRET not in str(info.value)
+
+
 def test_keys_are_matched_whatever_their_case() -> None:
     # Spark passes a Python data source its options with lower-cased keys; Hadoop's own spelling works too
     options = {"FS.S3A.Endpoint": "http://h:1", "fs.s3a.bucket.legacybucket.endpoint.region": "eu-west-1"}

@@ -190,6 +190,35 @@ def test_absent_partition_is_an_error_not_empty() -> None:
     assert StorePartitionSource(store, "p/t-12/").list_files() == {"00000000000000000000.log": 0}
 
 
+def test_a_file_read_whole_is_bounded(caplog: pytest.LogCaptureFixture) -> None:
+    """``read`` of a partition directory's file (an index, a snapshot) takes at most
+    ``storage.whole.file.max.bytes`` of memory: a bigger object is refused before its GET, naming the option."""
+    from kafkalog.readonly.copies import CopiedPartitionSource
+
+    store = MemoryStore(
+        {"t-0/00000000000000000000.index": bytes(2048), "t-0/leader-epoch-checkpoint": b"0\n0\n"}
+    )
+    settings = RangedSettings.from_options({"storage.whole.file.max.bytes": "1024"})
+    assert settings.whole_file_max_bytes == 1024
+    for source in (
+        StorePartitionSource(store, "t-0", settings=settings),
+        CopiedPartitionSource(store, "t-0", settings=settings),
+    ):
+        for listed in (False, True):
+            if listed:
+                source.list_files()
+            gets = store.stats.get_requests
+            with pytest.raises(
+                RemoteStorageError, match=r"2048 bytes, more than storage\.whole\.file\.max\.bytes"
+            ):
+                source.read("00000000000000000000.index")
+            assert store.stats.get_requests == gets  # refused before the GET
+            assert source.read("leader-epoch-checkpoint") == b"0\n0\n"
+    assert RangedSettings().whole_file_max_bytes == 128 * 1024 * 1024
+    with pytest.raises(InvalidConfigurationError):
+        RangedSettings.from_options({"storage.whole.file.max.bytes": "0"})
+
+
 def test_partition_prefixes() -> None:
     assert partition_prefixes(_store(), "p") == {"t-0": "p/t-0/", "t-12": "p/t-12/"}
 

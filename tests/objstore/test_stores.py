@@ -165,6 +165,12 @@ def test_cloud_store_repr_pickle_and_no_io_on_open() -> None:
     assert secret not in repr(s) and secret not in repr(s.config)
     again = pickle.loads(pickle.dumps(s))  # re-opened from URL and options on the other side
     assert isinstance(again, ObstoreStore) and again.config.config == s.config.config
+    # ... once per process: the tasks a worker unpickles share one client (and its connections)
+    assert pickle.loads(pickle.dumps(s)) is again
+    other = pickle.loads(
+        pickle.dumps(open_store("s3a://bucket/prefix", {**options, "fs.s3a.access.key": "AK2"}))
+    )
+    assert other is not again
 
 
 def test_missing_obstore_is_a_typed_error_naming_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

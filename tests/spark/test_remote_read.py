@@ -325,3 +325,203 @@ def test_a_segment_missing_from_an_archive_is_data_loss(
                 assert f"[{segments[2].base_offset}, {segments[2].end_offset + 1})" in caplog.text
     finally:
         forget_memory_store(name)
+
+
+@pytest.mark.parametrize("encrypted", [False, True])
+def test_executors_read_an_archive_with_no_listing_or_manifest_request(
+    tmp_path: Path, encrypted: bool
+) -> None:
+    """Planning an archive on the driver costs LISTs and one GET per manifest; its tasks pickle the planned
+    segments (clipped to each task), so an executor makes no LIST and no manifest GET: ranged reads only."""
+    import pickle
+
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    from kafkalog.spark.reader import read_task
+
+    data = tmp_path / "data"
+    write_topic(data, "events", 2, 60, segment_bytes=2048)
+    name = f"ship-{tmp_path.name}"
+    store = open_store(f"memory://{name}")
+    options: dict[str, Any] = {"compression": True, "chunk_size": 700}
+    ring: dict[str, str] = {}
+    if encrypted:
+        kek = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        options["encryption"] = ("kek-1", kek.public_key())
+        ring["kek-1"] = kek.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        ).decode()
+    ends = archive_dir(data, store, "events", 2, **options)
+    manifests = sum(1 for k in store.list("", delimiter=False).objects if k.key.endswith(".rsm-manifest"))
+    requests: list[str] = []
+    get, get_range, get_ranges, listing = store.get, store.get_range, store.get_ranges, store.list
+    store.get = lambda key: requests.append(key) or get(key)  # type: ignore[method-assign]
+    store.get_range = lambda key, s, e: requests.append(key) or get_range(key, s, e)  # type: ignore[method-assign]
+    store.get_ranges = lambda key, r: requests.append(key) or get_ranges(key, r)  # type: ignore[method-assign]
+    store.list = lambda prefix="", **kw: requests.append(f"LIST {prefix}") or listing(prefix, **kw)  # type: ignore[method-assign]
+    try:
+        base = {"path": f"memory://{name}", "subscribe": "events", "minPartitions": "6"}
+        if encrypted:
+            base["keyRing"] = json.dumps(ring)
+        opts = parse_source_options(base, streaming=False)
+        tasks = plan_batch(opts)
+        assert len(tasks) >= 6
+        planning = list(requests)
+        assert sum(k.endswith(".rsm-manifest") for k in planning) == manifests  # each manifest once
+        assert any(k.startswith("LIST") for k in planning) and not [k for k in planning if k.endswith(".log")]
+        shipped = pickle.dumps(tasks)
+        assert ring.get("kek-1", "\0") not in repr(tasks)
+        requests.clear()
+        total = 0
+        for task in pickle.loads(shipped):  # what each executor gets
+            total += sum(b.num_rows for b in read_task(task, include_headers=False))
+        assert total == sum(ends.values())
+        assert not [k for k in requests if k.startswith("LIST") or k.endswith(".rsm-manifest")], requests
+        assert {k.rsplit(".", 1)[1] for k in requests} <= {"log", "indexes"}
+    finally:
+        forget_memory_store(name)
+
+
+@pytest.mark.spark
+def test_no_secret_in_plans_logs_or_errors(
+    spark: Any, s3_server: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: Any
+) -> None:
+    """Every secret a read can be given (the S3 secret key, a session token, an Azure account key, a SAS token,
+    a key ring's PEM) is absent from ``explain()``, kafkalog's logs at DEBUG, the ``repr`` of tasks, and the
+    error a failed task raises to the driver."""
+    import logging
+    import pickle
+
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    from kafkalog.spark.reader import read_task
+
+    pem = (
+        rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        .private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+        .decode()
+    )
+    data = tmp_path / "data"
+    write_topic(data, "events", 1, 40, segment_bytes=2048)
+    bucket = s3_server.make_bucket("secrets")
+    url = f"s3://{bucket}/tiered"
+    archive_dir(data, s3_server.open(url), "events", 1)
+    token, account_key, sas = (
+        "T0KEN-sentinel-9f3a",
+        base64.b64encode(b"ACCOUNT-sentinel-77").decode(),
+        "SAS-sentinel-1c",
+    )
+    options = {
+        **s3_server.options(),
+        f"fs.s3a.bucket.other-{bucket}.session.token": token,
+        "fs.azure.account.key.acct.dfs.core.windows.net": account_key,
+        "spark.hadoop.fs.azure.sas.fixed.token": sas,
+        "keyRing": json.dumps({"kek-1": pem}),
+    }
+    sentinels = [options["fs.s3a.secret.key"], token, account_key, sas, pem.splitlines()[5]]
+
+    def leaked(text: str) -> list[str]:
+        return [s for s in sentinels if s in text]
+
+    caplog.set_level(logging.DEBUG, logger="kafkalog")
+    # in this process: planning, the tasks' reprs and pickles, reading them, and the logs of both
+    opts = parse_source_options({"path": url, "subscribe": "events", **options}, streaming=False)
+    tasks = plan_batch(opts)
+    shipped = pickle.loads(pickle.dumps(tasks))
+    assert sum(b.num_rows for t in shipped for b in read_task(t, include_headers=False)) > 0
+    shown = " ".join(repr(x) for x in (*tasks, *map(KafkaLogInputPartition, tasks), opts, tasks[0].remote))
+    # Spark: the plan as explain() prints it, and the query's rows
+    df = spark.read.format("kafkalog").options(**options).option("subscribe", "events").load(url)
+    df.explain(True)
+    assert df.count() > 0
+    # a task that fails on an executor (a segment's bytes damaged in the bucket): the error the driver gets
+    store = s3_server.open(url)
+    for meta in store.list("", delimiter=False).objects:
+        if meta.key.endswith(".log"):
+            damaged = bytearray(store.get(meta.key))
+            damaged[100:140] = bytes(40)
+            store.put(meta.key, bytes(damaged))
+    with pytest.raises(Exception, match=r"CRC|[Cc]orrupt|damaged") as failed:
+        df.collect()
+    printed = capsys.readouterr()
+    logs = "\n".join(f"{r.getMessage()} {r.exc_text or ''}" for r in caplog.records)
+    assert "kafkalog" in printed.out  # the plan was printed
+    for where, text in [
+        ("repr", shown),
+        ("explain", printed.out),
+        ("stderr", printed.err),
+        ("logs", logs),
+        ("task error", str(failed.value)),
+    ]:
+        assert not leaked(text), where
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_stream_over_an_archive_sees_uploads_and_restarts_from_its_checkpoint(
+    spark: Any, s3_server: Any, tmp_path: Path
+) -> None:
+    """``readStream`` of an archive in the bucket as a running Spark query with a checkpoint: segments uploaded
+    between triggers are read, a restart resumes from the checkpoint, and every record lands exactly once."""
+    from kafkalog.tiered.writer import segments_from_log_dir, write_aiven_segment
+
+    data = tmp_path / "data"
+    write_topic(data, "events", 2, 60, segment_bytes=2048)
+    segments = {p: segments_from_log_dir(data / f"events-{p}") for p in range(2)}
+    assert all(len(s) >= 4 for s in segments.values())
+    bucket = s3_server.make_bucket("stream")
+    url = f"s3://{bucket}/tiered"
+    store = s3_server.open(url)
+
+    def upload(lo: int, hi: int | None) -> dict[int, int]:
+        for p, segs in segments.items():
+            for seg in segs[lo:hi]:
+                write_aiven_segment(store, seg, topic="events", topic_id=TOPIC_ID, partition=p)
+        return {p: segs[:hi][-1].end_offset + 1 for p, segs in segments.items()}
+
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+
+    def start() -> Any:
+        df = (
+            spark.readStream.format("kafkalog")
+            .options(**s3_server.options())
+            .option("subscribe", "events")
+            .option("startingOffsets", "earliest")
+            .load(url)
+        )
+        return (
+            df.writeStream.format("parquet")
+            .option("path", str(out))
+            .option("checkpointLocation", str(checkpoint))
+            .start()
+        )
+
+    def sink() -> list[tuple[int, int]]:
+        return sorted((r.partition, r.offset) for r in spark.read.parquet(str(out)).collect())
+
+    def expected(ends: dict[int, int]) -> list[tuple[int, int]]:
+        return sorted((p, o) for p, end in ends.items() for o in range(end))
+
+    upload(0, 1)
+    query = start()
+    try:
+        query.processAllAvailable()
+        ends = upload(1, 2)  # uploaded while the query runs: the next trigger plans them
+        query.processAllAvailable()
+        assert query.exception() is None
+    finally:
+        query.stop()
+    assert sink() == expected(ends)
+    ends = upload(2, None)
+    query = start()  # the restart resumes from the checkpoint's offsets
+    try:
+        query.processAllAvailable()
+        assert query.exception() is None
+    finally:
+        query.stop()
+    assert sink() == expected(ends)  # every record exactly once
+    assert ends == {p: segs[-1].end_offset + 1 for p, segs in segments.items()}

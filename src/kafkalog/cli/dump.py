@@ -18,7 +18,7 @@ is a terminal and stdout is not.
 from __future__ import annotations
 
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
@@ -54,6 +54,9 @@ from kafkalog.cli.dumplog import (
     text_record_line,
 )
 from kafkalog.cli.dumpmeta import checkpoint_dumper_for, dump_producer_snapshot
+from kafkalog.cli.dumpremote import RemoteDumpOutput, staged
+from kafkalog.cli.remote import is_url, parse_storage_options, storage_option
+from kafkalog.errors import KafkaError, RemoteResourceNotFoundError
 from kafkalog.storage.files import file_kind
 
 __all__ = [
@@ -263,6 +266,21 @@ def _dump_one(path: Path, settings: DumpSettings, out: DumpOutput) -> int:
         return EXIT_NOINPUT if isinstance(exc, (FileNotFoundError, PermissionError)) else EXIT_UNREADABLE
 
 
+def _dump_url(url: str, options: Mapping[str, str], settings: DumpSettings, out: DumpOutput) -> int:
+    """Dump a file in object storage (:mod:`kafkalog.cli.dumpremote`): the local dumpers, the URL shown."""
+    try:
+        with staged(url, options, max_bytes=settings.max_bytes) as (local, url_dir):
+            return _dump_one(local, settings, RemoteDumpOutput(out, local.parent, url_dir))
+    except (BrokenPipeError, OutputError):
+        raise
+    except FileNotFoundError as exc:
+        out.stderr.print(f"[bold red]error:[/] {escape(str(exc))}")
+        return EXIT_NOINPUT
+    except KafkaError as exc:  # a storage error (typed, naming the object and the option to check)
+        out.stderr.print(f"[bold red]error:[/] {escape(str(exc))}")
+        return EXIT_NOINPUT if isinstance(exc, RemoteResourceNotFoundError) else EXIT_UNREADABLE
+
+
 # --------------------------------------------------------------------------------------------------- command
 
 _DECODER_CHOICE = click.Choice(sorted(DECODERS), case_sensitive=False)
@@ -287,7 +305,8 @@ Exit codes (several files: the highest of them):
     epilog=_EXIT_HELP,
     short_help="Print what log, index, snapshot and checkpoint files hold.",
 )
-@click.argument("files", metavar="FILE...", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("files", metavar="FILE...", nargs=-1, required=True)
+@storage_option
 @click.option(
     "--deep-iteration",
     is_flag=True,
@@ -341,7 +360,8 @@ Exit codes (several files: the highest of them):
 @click.pass_context
 def dump(
     ctx: click.Context,
-    files: tuple[Path, ...],
+    files: tuple[str, ...],
+    storage_options: tuple[str, ...],
     deep_iteration: bool,
     print_data_log: bool,
     max_bytes: int | None,
@@ -365,6 +385,14 @@ def dump(
       log-start-offset-checkpoint, replication-offset-checkpoint,
       cleaner-offset-checkpoint, partition.metadata
     A .deleted, .cleaned or .swap suffix is looked through.
+
+    \b
+    FILE may be a URL (s3://, gs://, az://, with --storage-option) of a
+    file in a copy of a log dir (PREFIX/TOPIC-N/FILE) or in a tiered-storage
+    archive (Aiven: PREFIX/TOPIC-TOPICID/N/FILE; LocalTieredStorage:
+    PREFIX/TOPIC-N-TOPICID/FILE, FILE named as in a partition directory:
+    00000000000000000000.log, .index, .timeindex, ...); it is read through
+    the object store and dumped as the local file would be.
 
     The text output is kafka-dump-log's: for a .log a line per batch and,
     with --deep-iteration, a "| offset: ..." line per record; for an
@@ -398,8 +426,12 @@ def dump(
     out = DumpOutput()
     code = EXIT_OK
     try:
-        for path in files:
-            code = max(code, _dump_one(path, settings, out))
+        options = parse_storage_options(storage_options)
+        for file in files:
+            if is_url(file):
+                code = max(code, _dump_url(file, options, settings, out))
+            else:
+                code = max(code, _dump_one(Path(file), settings, out))
             out.flush()
     except BrokenPipeError:
         silence_stdout()

@@ -3,12 +3,21 @@
 Names, defaults and ranges follow Kafka 4.x (``LogConfig``, ``TopicConfig``, ``ServerLogConfigs``), with two
 deliberate differences: ``segment.bytes`` accepts values down to 14 bytes (Kafka 4.0 raised the minimum to
 1 MiB and added a test-only ``internal.segment.bytes``; an embedded store wants small segments in tests),
-and tiered storage (``remote.storage.enable=true``) is rejected as unsupported.
+and tiered storage (``remote.storage.enable=true``) is rejected while kafkalog has no tiering: the broker-level
+gate :data:`REMOTE_LOG_STORAGE_SYSTEM_ENABLE` (Kafka's ``remote.log.storage.system.enable``) is False, so Kafka's
+"system not enabled" error is raised. :func:`validate_remote_storage` holds the rest of Kafka's tiered checks
+(``validateRemoteStorageOnlyIfSystemEnabled``, ``validateNoRemoteStorageForCompactedTopic``,
+``validateRemoteStorageRetentionSize/Time``, ``validateRetentionConfigsWhenRemoteCopyDisabled``; and
+:func:`validate_remote_storage_change` for ``validateTurningOffRemoteStorageWithDelete``): they run only when ``remote.storage.enable=true``, exactly as in
+Kafka, so enabling tiering is a matter of flipping the gate. ``local.retention.ms`` / ``local.retention.bytes``
+of −2 follow ``retention.ms`` / ``retention.bytes`` (:attr:`LogConfig.effective_local_retention_ms` /
+``_bytes``, Kafka's ``localRetentionMs()`` / ``localRetentionBytes()``).
 
 A config is built from keyword arguments (``LogConfig(segment_bytes=1024)``) or from a mapping of dotted
 names (``LogConfig.from_props({"segment.bytes": "1024"})``; values may be strings, as in a
 ``.properties`` file). Invalid names, types or ranges raise :class:`~kafkalog.errors.InvalidConfigurationError`.
 ``overrides`` remembers which names were set explicitly (what a topic stores as its overrides).
+:class:`AppendSettings` is what an append reads of a config, derived once per config object.
 
 :class:`ManagerConfig` holds the broker-level settings a :class:`~kafkalog.manager.LogManager` uses
 (``num.recovery.threads.per.data.dir``, the background tasks' intervals, ``num.partitions``, and the partition
@@ -26,10 +35,29 @@ from typing import Any, ClassVar, Final
 from kafkalog.errors import InvalidConfigurationError
 from kafkalog.records import Compression, TimestampType
 
-__all__ = ["CONFIG_DEFS", "ConfigDef", "LogConfig", "ManagerConfig"]
+__all__ = [
+    "CONFIG_DEFS",
+    "DEFAULT_LOCAL_RETENTION_BYTES",
+    "DEFAULT_LOCAL_RETENTION_MS",
+    "REMOTE_LOG_STORAGE_SYSTEM_ENABLE",
+    "AppendSettings",
+    "ConfigDef",
+    "LogConfig",
+    "ManagerConfig",
+    "validate_remote_storage",
+    "validate_remote_storage_change",
+]
 
 LONG_MAX: Final = 2**63 - 1
 INT_MAX: Final = 2**31 - 1
+
+#: ``local.retention.ms`` / ``local.retention.bytes`` value meaning "follow ``retention.ms`` / ``retention.bytes``".
+DEFAULT_LOCAL_RETENTION_MS: Final = -2
+DEFAULT_LOCAL_RETENTION_BYTES: Final = -2
+
+#: Kafka's broker config ``remote.log.storage.system.enable``: kafkalog has no tiering yet (issue 25), so the
+#: gate is closed and every topic with ``remote.storage.enable=true`` is refused with Kafka's error text.
+REMOTE_LOG_STORAGE_SYSTEM_ENABLE: Final = False
 
 
 @dataclass(frozen=True)
@@ -215,10 +243,42 @@ CONFIG_DEFS: Final[tuple[ConfigDef, ...]] = (
     ),
     ConfigDef("min.insync.replicas", "min_insync_replicas", int, 1, "Not used by the log.", 1),
     ConfigDef(
-        "remote.storage.enable", "remote_storage_enable", bool, False, "Tiered storage (not supported)."
+        "remote.storage.enable",
+        "remote_storage_enable",
+        bool,
+        False,
+        "Tiered storage (refused until remote.log.storage.system.enable exists).",
     ),
-    ConfigDef("local.retention.ms", "local_retention_ms", int, -2, "Tiered storage only.", -2),
-    ConfigDef("local.retention.bytes", "local_retention_bytes", int, -2, "Tiered storage only.", -2),
+    ConfigDef(
+        "local.retention.ms",
+        "local_retention_ms",
+        int,
+        DEFAULT_LOCAL_RETENTION_MS,
+        "Local-tier retention time (-2: retention.ms). Tiered storage only.",
+        -2,
+    ),
+    ConfigDef(
+        "local.retention.bytes",
+        "local_retention_bytes",
+        int,
+        DEFAULT_LOCAL_RETENTION_BYTES,
+        "Local-tier retention size (-2: retention.bytes). Tiered storage only.",
+        -2,
+    ),
+    ConfigDef(
+        "remote.log.copy.disable",
+        "remote_log_copy_disable",
+        bool,
+        False,
+        "Tiered data becomes read only: no more uploads (local.* must then equal retention.*).",
+    ),
+    ConfigDef(
+        "remote.log.delete.on.disable",
+        "remote_log_delete_on_disable",
+        bool,
+        False,
+        "Delete the tiered data when remote.storage.enable turns false (required to turn it off).",
+    ),
     # Broker-level settings that shape a single log's behaviour.
     ConfigDef(
         "producer.id.expiration.ms",
@@ -329,6 +389,8 @@ class LogConfig:
     remote_storage_enable: bool = False
     local_retention_ms: int = -2
     local_retention_bytes: int = -2
+    remote_log_copy_disable: bool = False
+    remote_log_delete_on_disable: bool = False
     producer_id_expiration_ms: int = 86_400_000
     producer_id_expiration_check_interval_ms: int = 600_000
     transaction_max_timeout_ms: int = 900_000
@@ -344,10 +406,7 @@ class LogConfig:
                 f"conflict topic config setting: min.compaction.lag.ms ({self.min_compaction_lag_ms}) is greater than "
                 f"max.compaction.lag.ms ({self.max_compaction_lag_ms})"
             )
-        if self.remote_storage_enable:
-            raise InvalidConfigurationError(
-                "remote.storage.enable=true: tiered storage is not supported by kafkalog"
-            )
+        validate_remote_storage(self, REMOTE_LOG_STORAGE_SYSTEM_ENABLE)
         if not self.overrides:
             defaults = LogConfig.__dataclass_fields__
             explicit = {d.name for d in CONFIG_DEFS if getattr(self, d.attr) != defaults[d.attr].default}
@@ -414,6 +473,20 @@ class LogConfig:
         return self.segment_ms
 
     @property
+    def effective_local_retention_ms(self) -> int:
+        """``local.retention.ms``, or ``retention.ms`` when it is −2 (Kafka's ``LogConfig.localRetentionMs()``)."""
+        if self.local_retention_ms == DEFAULT_LOCAL_RETENTION_MS:
+            return self.retention_ms
+        return self.local_retention_ms
+
+    @property
+    def effective_local_retention_bytes(self) -> int:
+        """``local.retention.bytes``, or ``retention.bytes`` when it is −2 (Kafka's ``localRetentionBytes()``)."""
+        if self.local_retention_bytes == DEFAULT_LOCAL_RETENTION_BYTES:
+            return self.retention_bytes
+        return self.local_retention_bytes
+
+    @property
     def init_file_size(self) -> int:
         """Initial ``.log`` size: ``segment.bytes`` when preallocating, else 0."""
         return self.segment_bytes if self.preallocate else 0
@@ -439,6 +512,101 @@ class LogConfig:
         if codec is Compression.ZSTD:
             return self.compression_zstd_level
         return None
+
+
+def validate_remote_storage(config: LogConfig, remote_log_storage_system_enable: bool) -> None:
+    """Kafka's tiered-storage topic checks (``LogConfig.validateTopicLogConfigValues``), in Kafka's order.
+
+    Nothing is checked when ``remote.storage.enable`` is false. Otherwise: the broker gate
+    ``remote.log.storage.system.enable`` must be on, ``cleanup.policy`` must not include ``compact``, and when
+    ``retention.bytes`` > −1 (``retention.ms`` ≠ −1) the matching ``local.retention.*`` must be −2 or neither −1
+    nor larger than the total; with ``remote.log.copy.disable=true`` each ``local.retention.*`` must be −2 or
+    equal to its ``retention.*``. Raises :class:`~kafkalog.errors.InvalidConfigurationError` with Kafka's text.
+    """
+    if not config.remote_storage_enable:
+        return
+    if not remote_log_storage_system_enable:
+        raise InvalidConfigurationError(
+            "Tiered Storage functionality is disabled in the broker. "
+            "Topic cannot be configured with remote log storage."
+        )
+    if config.compact:
+        raise InvalidConfigurationError("Remote log storage is unsupported for the compacted topics")
+    checks = (
+        ("local.retention.bytes", config.local_retention_bytes, "retention.bytes", config.retention_bytes),
+        ("local.retention.ms", config.local_retention_ms, "retention.ms", config.retention_ms),
+    )
+    for local_name, local, total_name, total in checks:
+        # Kafka tests retention.bytes > -1 and retention.ms != -1; retention.ms is at least -1, so both read "> -1".
+        if total <= -1 or local == DEFAULT_LOCAL_RETENTION_MS:
+            continue
+        if local == -1:
+            raise InvalidConfigurationError(
+                f"Invalid value {local} for configuration {local_name}: "
+                f"Value must not be -1 as {total_name} value is set as {total}."
+            )
+        if local > total:
+            raise InvalidConfigurationError(
+                f"Invalid value {local} for configuration {local_name}: "
+                f"Value must not be more than {total_name} property value: {total}"
+            )
+    # validateRetentionConfigsWhenRemoteCopyDisabled
+    if config.remote_log_copy_disable:
+        if config.local_retention_bytes not in (DEFAULT_LOCAL_RETENTION_BYTES, config.retention_bytes):
+            raise InvalidConfigurationError(
+                "When `remote.log.copy.disable` is set to true, the `local.retention.bytes` and `retention.bytes` "
+                "must be set to the identical value because there will be no more logs copied to the remote storage."
+            )
+        if config.local_retention_ms not in (DEFAULT_LOCAL_RETENTION_MS, config.retention_ms):
+            raise InvalidConfigurationError(
+                "When `remote.log.copy.disable` is set to true, the `local.retention.ms` and `retention.ms` "
+                "must be set to the identical value because there will be no more logs copied to the remote storage."
+            )
+
+
+def validate_remote_storage_change(old: LogConfig, new: LogConfig) -> None:
+    """Kafka's ``validateTurningOffRemoteStorageWithDelete``, for a topic's config change from ``old`` to ``new``:
+    turning ``remote.storage.enable`` off needs ``remote.log.delete.on.disable=true`` in the same change.
+    Unreachable while the system gate is closed (no config has ``remote.storage.enable=true``)."""
+    if old.remote_storage_enable and not new.remote_storage_enable and not new.remote_log_delete_on_disable:
+        raise InvalidConfigurationError(
+            "It is invalid to disable remote storage without deleting remote data. If you want to keep the remote "
+            "data and turn to read only, please set `remote.storage.enable=true,remote.log.copy.disable=true`. If "
+            "you want to disable remote storage and delete all remote data, please set "
+            "`remote.storage.enable=false,remote.log.delete.on.disable=true`."
+        )
+
+
+class AppendSettings:
+    """What every append reads of a :class:`LogConfig`, derived once per config object: a
+    :class:`~kafkalog.log.local_log.LocalLog` builds it with its config and again whenever the config is
+    replaced (``update_config``), so an append reads plain attributes and checks nothing."""
+
+    __slots__ = (
+        "after_ms",
+        "before_ms",
+        "compact",
+        "eligible",
+        "flush_messages",
+        "log_append_time",
+        "max_message_bytes",
+        "max_segment_ms",
+        "segment_bytes",
+    )
+
+    def __init__(self, config: LogConfig) -> None:
+        target = config.target_compression
+        #: whether the append fast paths may take a batch as it is (the topic keeps the producer's codec or
+        #: stores uncompressed)
+        self.eligible = target is None or target is Compression.NONE
+        self.log_append_time = config.timestamp_type is TimestampType.LOG_APPEND_TIME
+        self.before_ms = config.message_timestamp_before_max_ms
+        self.after_ms = config.message_timestamp_after_max_ms
+        self.compact = config.compact
+        self.max_message_bytes = config.max_message_bytes
+        self.segment_bytes = config.segment_bytes
+        self.max_segment_ms = config.max_segment_ms
+        self.flush_messages = config.flush_messages
 
 
 _AT_LEAST_ONE: Final = frozenset(

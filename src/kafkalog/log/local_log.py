@@ -39,7 +39,7 @@ from kafkalog.errors import (
     is_resource_exhaustion,
 )
 from kafkalog.log.checkpoint import fsync_dir
-from kafkalog.log.config import LogConfig
+from kafkalog.log.config import AppendSettings, LogConfig
 from kafkalog.log.names import TopicPartition
 from kafkalog.log.scheduler import Scheduler
 from kafkalog.log.segments import LogSegments
@@ -174,6 +174,8 @@ class LocalLog:
     ) -> None:
         self.dir = Path(directory)
         self.config = config
+        #: derived from ``config``, replaced with it (:meth:`update_config`)
+        self.append_settings = AppendSettings(config)
         self.segments = segments
         self.recovery_point = recovery_point
         self._next_offset_metadata = next_offset_metadata
@@ -194,20 +196,21 @@ class LocalLog:
     def io(self, message: str) -> Iterator[None]:
         """Run file operations; an ``OSError`` takes the directory offline as a ``KafkaStorageError``."""
         if self.offline:
-            raise self._offline_error()
+            raise self.offline_error()
         try:
             yield
         except NotRegularFileError as exc:  # a file swapped for a link or FIFO under a live log: an I/O error
-            raise self._io_failed(message, exc) from exc
+            raise self.io_failed(message, exc) from exc
         except KafkaStorageError:
             raise
         except OSError as exc:
-            raise self._io_failed(message, exc) from exc
+            raise self.io_failed(message, exc) from exc
 
-    def _offline_error(self) -> KafkaStorageError:
+    def offline_error(self) -> KafkaStorageError:
+        """The error every operation on an offline directory fails fast with."""
         return KafkaStorageError(f"the log dir {self.dir.parent} is offline due to a previous IO exception")
 
-    def _io_failed(self, message: str, exc: OSError) -> KafkaStorageError:
+    def io_failed(self, message: str, exc: OSError) -> KafkaStorageError:
         """Take the directory offline after ``exc``; returns the error to raise. Running out of descriptors or
         memory is no disk fault: a retriable :class:`ResourceExhaustedError`, the directory stays online."""
         if is_resource_exhaustion(exc):
@@ -234,10 +237,6 @@ class LocalLog:
     @property
     def name(self) -> str:
         return self.dir.name
-
-    @property
-    def parent_dir(self) -> Path:
-        return self.dir.parent
 
     @property
     def log_end_offset(self) -> int:
@@ -275,6 +274,8 @@ class LocalLog:
         return self.log_end_offset - self.recovery_point
 
     def update_config(self, config: LogConfig) -> None:
+        """Replace the config (and the append settings derived from it)."""
+        self.append_settings = AppendSettings(config)
         self.config = config
 
     # --- append, flush, roll ------------------------------------------------------------------------------
@@ -285,17 +286,21 @@ class LocalLog:
         shallow_offset_of_max_timestamp: int,
         records: MemoryRecords,
         active: LogSegment | None = None,
-    ) -> None:
-        """Append to the active segment and move the log end offset past ``last_offset``.
+    ) -> LogOffsetMetadata:
+        """Append to the active segment and move the log end offset past ``last_offset``; returns the new log
+        end offset's metadata.
 
         ``active`` is the active segment when the caller (under the log's lock) just looked it up."""
         if active is None:
             active = self.active_segment
         active.append(last_offset, largest_timestamp, shallow_offset_of_max_timestamp, records)
         end_offset = last_offset + 1
-        self._next_offset_metadata = offset_metadata(end_offset, active.base_offset, active.log.size_in_bytes)
+        end = self._next_offset_metadata = offset_metadata(
+            end_offset, active.base_offset, active.log.size_in_bytes
+        )
         if self.recovery_point > end_offset:
             self.recovery_point = end_offset
+        return end
 
     def flush(self, offset: int, *, active_indexes: bool = False) -> None:
         """fsync segments holding offsets in ``[recovery point, offset)`` (and the directory).
@@ -421,7 +426,7 @@ class LocalLog:
         ``Log.read`` reports as :class:`OffsetOutOfRangeError`.
         """
         if self.offline:
-            raise self._offline_error()
+            raise self.offline_error()
         segment: LogSegment | None = None
         try:
             end_offset = self._next_offset_metadata.message_offset
@@ -466,7 +471,7 @@ class LocalLog:
             ):
                 raise KafkaStorageError(f"segment {segment} was deleted during the read: {exc}") from exc
             message = f"exception while reading from {self.topic_partition} in dir {self.dir.parent}"
-            raise self._io_failed(message, exc) from exc
+            raise self.io_failed(message, exc) from exc
 
     def _empty(self, metadata: LogOffsetMetadata, include_aborted_txns: bool) -> FetchDataInfo:
         return FetchDataInfo(

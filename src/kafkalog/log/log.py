@@ -1,15 +1,24 @@
 """Log: one topic partition's log — offsets, validation, producer state, retention (Kafka's ``UnifiedLog``).
 
-``Log`` holds the state and the policy; :class:`~kafkalog.log.local_log.LocalLog` does the file work.
+``Log`` holds the state and the policy; :class:`~kafkalog.log.local_log.LocalLog` does the file work. The
+log start offset, high watermark and first unstable offset live in one
+:class:`~kafkalog.log.watermarks.Watermarks` (``self.watermarks``), which owns their invariant; roll and
+truncation are methods here (Kafka's ``maybeRoll``, ``roll``, ``truncateTo``, ``truncateFullyAndStartAt``);
+the append pipeline (:mod:`kafkalog.log.append`) and retention (:mod:`kafkalog.log.retention`) use this
+class's public names only.
 
 Invariants (checked by the tests and assumed everywhere):
 
-* ``log_start_offset <= high_watermark <= log_end_offset``; the recovery point is <= the log end offset
-  and >= the log start offset.
+* ``log_start_offset <= high_watermark <= log_end_offset`` and the last stable offset is
+  ``min(first unstable offset, high watermark)`` (:meth:`Log.check_watermarks`); the recovery point is <=
+  the log end offset and >= the log start offset.
 * Offsets only grow on append; a rejected append changes nothing on disk or in memory.
 * There is always an active segment; segments whose offsets reach past the high watermark are never
-  deleted by retention.
-* The last stable offset is ``min(first unstable offset, high watermark)``.
+  deleted by retention. A log rolls before an append exactly when ``LogSegment.should_roll_for`` says so,
+  asked once per append (:meth:`Log.maybe_roll`).
+* Truncation removes whole batches at and above the target, never below it; the producer state, the leader
+  epoch cache and the producer snapshots follow the log; the high watermark never stays above the log end
+  offset, the log start offset never above the target.
 * One writer at a time (``self.lock``); readers take no lock: they work from immutable offset metadata and
   segment snapshots, and a segment deleted under a reader yields :class:`OffsetOutOfRangeError`, never a
   crash. ``read`` returns records in memory, never a lazy slice of a segment that could be deleted later.
@@ -22,9 +31,10 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import os
 import threading
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -37,17 +47,23 @@ from kafkalog.errors import (
     ResourceExhaustedError,
 )
 from kafkalog.log import append as append_path
-from kafkalog.log import retention, truncation
-from kafkalog.log import roll as roll_path
+from kafkalog.log import retention
 from kafkalog.log.checkpoint import read_partition_metadata, write_clean_shutdown, write_partition_metadata
 from kafkalog.log.config import LogConfig
 from kafkalog.log.leader_epoch import LeaderEpochFileCache
-from kafkalog.log.loader import LoadedLog, check_partition_dir, load_log, split_overflowed_segment
-from kafkalog.log.local_log import LocalLog, LogDirFailureHandler, replace_segments
+from kafkalog.log.loader import (
+    LoadedLog,
+    check_partition_dir,
+    load_log,
+    rebuild_producer_state,
+    split_overflowed_segment,
+)
+from kafkalog.log.local_log import LocalLog, LogDirFailureHandler
 from kafkalog.log.names import TopicPartition, parse_topic_partition_name
 from kafkalog.log.producer_state import ProducerStateManager
-from kafkalog.log.scheduler import ScheduledTask, Scheduler
+from kafkalog.log.scheduler import ScheduledTask, Scheduler, background_executor
 from kafkalog.log.types import AppendOrigin, FetchIsolation, LogAppendInfo, LogOffsetSnapshot
+from kafkalog.log.watermarks import Watermarks
 from kafkalog.records import Compression, MemoryRecords, Record, SimpleRecord
 from kafkalog.records.simple import build_plain_batch
 from kafkalog.storage import (
@@ -56,6 +72,8 @@ from kafkalog.storage import (
     LogSegment,
     TimestampAndOffset,
 )
+from kafkalog.storage.files import open_regular
+from kafkalog.storage.types import UNKNOWN_OFFSET
 from kafkalog.time import SYSTEM_TIME, Time
 
 __all__ = ["EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "Log"]
@@ -70,6 +88,7 @@ LATEST_TIERED_TIMESTAMP = -5
 _HIGH_WATERMARK = FetchIsolation.HIGH_WATERMARK
 _LOG_END = FetchIsolation.LOG_END
 _TXN_COMMITTED = FetchIsolation.TXN_COMMITTED
+_INT32_MAX = 2**31 - 1
 
 
 class _LogAdapter(logging.LoggerAdapter):  # type: ignore[type-arg]
@@ -93,25 +112,22 @@ class Log:
         self.producer_state = producer_state
         self.leader_epoch_cache = leader_epoch_cache
         self.lock = threading.RLock()
-        self._log_start_offset = log_start_offset
-        self._high_watermark = LogOffsetMetadata(log_start_offset)
-        self._first_unstable_offset: LogOffsetMetadata | None = None
         self.topic_id = topic_id
         self.had_clean_shutdown = had_clean_shutdown
         self.loaded_fully = True
         self.owns_clean_shutdown_marker = False
-        self._hw_follows_leo = False
         self._closed = False
         self._expiry_task: ScheduledTask | None = None
-        self._pending_metadata_flush = False
+        #: whether ``partition.metadata`` still has to be written (:meth:`maybe_flush_metadata_file`)
+        self.metadata_flush_pending = False
         self._pending_flush: concurrent.futures.Future[None] | None = None
-        #: What the append fast path reads of the config, rebuilt when the config object changes.
-        self._fast_settings: Any = None
         self.logger = _LogAdapter(
             _log, {"prefix": f"[Log partition={self.topic_partition}, dir={self.dir.parent}] "}
         )
+        #: log start offset, high watermark, first unstable offset (written only through its methods)
+        self.watermarks = Watermarks(log_start_offset, producer_state, self.logger)
         self._update_log_start_offset(log_start_offset)
-        self._maybe_increment_first_unstable_offset()
+        self.watermarks.update_first_unstable_offset()
         self._initialize_topic_id()
         scheduler = local_log.scheduler
         if scheduler is not None:
@@ -204,22 +220,13 @@ class Log:
         if stored is not None:
             self.topic_id = stored
         elif self.topic_id is not None:
-            self._pending_metadata_flush = True
+            self.metadata_flush_pending = True
 
-    def assign_topic_id(self, topic_id: uuid.UUID) -> None:
-        """Record the topic id in ``partition.metadata`` (written before the next append)."""
-        with self.lock:
-            if self.topic_id is not None and self.topic_id != topic_id:
-                raise InconsistentTopicIdError(
-                    f"log {self.topic_partition} already has topic id {self.topic_id}"
-                )
-            self.topic_id = topic_id
-            self._pending_metadata_flush = True
-
-    def _maybe_flush_metadata_file(self) -> None:
-        if self._pending_metadata_flush and self.topic_id is not None:
+    def maybe_flush_metadata_file(self) -> None:
+        """Write ``partition.metadata`` if the topic id is not on disk yet (before the first append)."""
+        if self.metadata_flush_pending and self.topic_id is not None:
             write_partition_metadata(self.dir, self.topic_id)
-            self._pending_metadata_flush = False
+            self.metadata_flush_pending = False
 
     # --- basic properties ---------------------------------------------------------------------------------
     @property
@@ -266,7 +273,7 @@ class Log:
 
     @property
     def log_start_offset(self) -> int:
-        return self._log_start_offset
+        return self.watermarks.log_start_offset
 
     @property
     def recovery_point(self) -> int:
@@ -274,23 +281,19 @@ class Log:
 
     @property
     def high_watermark(self) -> int:
-        return self._high_watermark.message_offset
+        return self.watermarks.high_watermark
 
     @property
     def high_watermark_metadata(self) -> LogOffsetMetadata:
-        return self._high_watermark
+        return self.watermarks.high_watermark_metadata
 
     @property
     def last_stable_offset(self) -> int:
-        fuo = self._first_unstable_offset
-        if fuo is not None and fuo.message_offset < self.high_watermark:
-            return fuo.message_offset
-        return self.high_watermark
+        return self.watermarks.last_stable_offset
 
     @property
     def first_unstable_offset(self) -> int | None:
-        fuo = self._first_unstable_offset
-        return None if fuo is None else fuo.message_offset
+        return self.watermarks.first_unstable_offset
 
     def metrics(self) -> dict[str, int]:
         """Kafka's per-log gauges: ``NumLogSegments``, ``LogStartOffset``, ``LogEndOffset``, ``Size``."""
@@ -318,37 +321,36 @@ class Log:
             return old
 
     # --- watermarks ---------------------------------------------------------------------------------------
+    def check_watermarks(self) -> None:
+        """Raise ``AssertionError`` if ``log start <= HW <= LEO`` or ``LSO = min(FUO, HW)`` does not hold
+        (:meth:`Watermarks.check <kafkalog.log.watermarks.Watermarks.check>`; the stateful tests call it)."""
+        with self.lock:
+            self.watermarks.check(self.log_end_offset)
+
     def _update_log_start_offset(self, offset: int) -> None:
-        self._log_start_offset = offset
-        if self.high_watermark < offset:
-            self._update_high_watermark_metadata(LogOffsetMetadata(offset))
+        self.watermarks.set_log_start_offset(offset)
         if self.local_log.recovery_point < offset:
             self.local_log.update_recovery_point(offset)
 
     def _update_high_watermark_metadata(self, metadata: LogOffsetMetadata) -> None:
-        if metadata.message_offset < 0:
-            raise ValueError("high watermark offset should be non-negative")
         with self.lock:
-            if metadata.message_offset < self._high_watermark.message_offset:
-                self.logger.warning(
-                    "Non-monotonic update of high watermark from %s to %s", self._high_watermark, metadata
-                )
-            self._high_watermark = metadata
-            self.producer_state.on_high_watermark_updated(metadata.message_offset)
-            self._maybe_increment_first_unstable_offset()
+            self.watermarks.set_high_watermark(metadata)
 
     def update_high_watermark(self, hw: int | LogOffsetMetadata) -> int:
-        """Set the high watermark, clamped to ``[log_start_offset, log_end_offset]``; returns the value set."""
+        """Set the high watermark, clamped to ``[log_start_offset, log_end_offset]``; returns the value set.
+
+        Clamped under the lock: a log start offset or log end offset another writer moves in between is seen."""
         meta = hw if isinstance(hw, LogOffsetMetadata) else LogOffsetMetadata(hw)
-        end = self.log_end_offset_metadata
-        if meta.message_offset >= end.message_offset:
-            new = end
-        elif meta.message_offset < self.log_start_offset:
-            new = LogOffsetMetadata(self.log_start_offset)
-        else:
-            new = meta
-        self._update_high_watermark_metadata(new)
-        return new.message_offset
+        with self.lock:
+            end = self.log_end_offset_metadata
+            if meta.message_offset >= end.message_offset:
+                new = end
+            elif meta.message_offset < self.log_start_offset:
+                new = LogOffsetMetadata(self.log_start_offset)
+            else:
+                new = meta
+            self.watermarks.set_high_watermark(new)
+            return new.message_offset
 
     def maybe_update_high_watermark(self, hw: int) -> int | None:
         """Follower form: update only if the clamped value changes; returns the new value or None."""
@@ -361,14 +363,17 @@ class Log:
             return None
 
     def maybe_increment_high_watermark(self, new_hw: LogOffsetMetadata | int) -> LogOffsetMetadata | None:
-        """Leader form: move the high watermark forward only; returns the old metadata if it moved."""
-        meta = new_hw if isinstance(new_hw, LogOffsetMetadata) else self.convert_to_offset_metadata(new_hw)
-        if meta.message_offset > self.log_end_offset:
-            raise ValueError(
-                f"high watermark {meta} update exceeds current log end offset {self.log_end_offset_metadata}"
-            )
+        """Leader form: move the high watermark forward only; returns the old metadata if it moved (never past
+        the log end offset: checked under the lock, so a truncation in between is seen)."""
         with self.lock:
-            old = self._high_watermark
+            meta = (
+                new_hw if isinstance(new_hw, LogOffsetMetadata) else self.convert_to_offset_metadata(new_hw)
+            )
+            if meta.message_offset > self.log_end_offset:
+                raise ValueError(
+                    f"high watermark {meta} update exceeds current log end offset {self.log_end_offset_metadata}"
+                )
+            old = self.watermarks.high_watermark_metadata
             if old.message_offset < meta.message_offset or (
                 old.message_offset == meta.message_offset
                 and not old.message_offset_only
@@ -384,26 +389,17 @@ class Log:
         """Whether the high watermark follows the log end offset after every append (a partition whose only
         in-sync replica is the leader, as in a :class:`~kafkalog.manager.LogManager`); False leaves it to
         :meth:`update_high_watermark` / :meth:`maybe_increment_high_watermark` (the caller replicates)."""
-        return self._hw_follows_leo
+        return self.watermarks.follows_log_end
 
     @hw_follows_leo.setter
     def hw_follows_leo(self, value: bool) -> None:
         with self.lock:
-            self._hw_follows_leo = bool(value)
-            if self._hw_follows_leo:
-                self._update_high_watermark_metadata(self.log_end_offset_metadata)
+            self.watermarks.set_follows_log_end(bool(value), self.log_end_offset_metadata)
 
     def _update_high_watermark_with_log_end_offset(self) -> None:
         end = self.log_end_offset_metadata
         if end.message_offset <= self.high_watermark:
             self._update_high_watermark_metadata(end)
-
-    def _maybe_increment_first_unstable_offset(self) -> None:
-        with self.lock:
-            fuo = self.producer_state.first_unstable_offset()
-            if fuo is not None and fuo.message_offset < self.log_start_offset:
-                fuo = LogOffsetMetadata(self.log_start_offset)
-            self._first_unstable_offset = fuo
 
     def maybe_increment_log_start_offset(
         self, new_log_start_offset: int, reason: str = "client delete records"
@@ -421,7 +417,7 @@ class Log:
             self.logger.info("Incremented log start offset to %d due to %s", new_log_start_offset, reason)
             self.leader_epoch_cache.truncate_from_start(new_log_start_offset)
             self.producer_state.on_log_start_offset_incremented(new_log_start_offset)
-            self._maybe_increment_first_unstable_offset()
+            self.watermarks.update_first_unstable_offset()
             return True
 
     def convert_to_offset_metadata(self, offset: int) -> LogOffsetMetadata:
@@ -433,7 +429,7 @@ class Log:
 
     def fetch_offset_snapshot(self) -> LogOffsetSnapshot:
         """Log start, log end, high watermark and last stable offset captured together."""
-        hw = self._high_watermark
+        hw = self.watermarks.high_watermark_metadata
         if hw.message_offset_only:
             hw = self.convert_to_offset_metadata(hw.message_offset)
         lso = LogOffsetMetadata(self.last_stable_offset)
@@ -515,18 +511,93 @@ class Log:
     def latest_epoch(self) -> int | None:
         return self.leader_epoch_cache.latest_epoch
 
-    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int] | None:
-        """``(epoch, end offset)`` for OffsetsForLeaderEpoch, or None when unknown."""
-        epoch, offset = self.leader_epoch_cache.end_offset_for(leader_epoch, self.log_end_offset)
-        return None if offset == -1 else (epoch, offset)
-
     # --- rolling and flushing -----------------------------------------------------------------------------
-    def _maybe_roll(self, messages_size: int, info: LogAppendInfo) -> LogSegment:
-        return roll_path.maybe_roll(self, messages_size, info)
+    def maybe_roll(self, messages_size: int, info: LogAppendInfo, now: int | None = None) -> LogSegment:
+        """The segment an append of ``messages_size`` bytes described by ``info`` goes to, rolling first when
+        :meth:`LogSegment.should_roll_for` says so (size, ``segment.ms`` minus jitter on record time, full
+        indexes, relative offset overflow) at ``now`` (default: the clock). The new segment starts at the
+        append's first offset or, when that is unknown, its last offset minus ``2**31 - 1``, as Kafka does.
+        Called under the lock, once per append: the decision is made here only."""
+        local = self.local_log
+        segment = local.active_segment
+        settings = local.append_settings
+        if not segment.should_roll_for(
+            settings.max_segment_ms,
+            settings.segment_bytes,
+            info.max_timestamp,
+            info.last_offset,
+            messages_size,
+            self.time.milliseconds() if now is None else now,
+        ):
+            return segment
+        self.logger.debug(
+            "Rolling new log segment (log_size = %d/%d), offset_index_size = %d/%d, time_index_size = %d/%d",
+            segment.size,
+            settings.segment_bytes,
+            segment.offset_index.entries,
+            segment.offset_index.max_entries,
+            segment.time_index.entries,
+            segment.time_index.max_entries,
+        )
+        first = info.first_offset
+        return self.roll(first if first != UNKNOWN_OFFSET else info.last_offset - _INT32_MAX)
 
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
-        """Start a new active segment; the previous one is flushed in the background (``flush-log``)."""
-        return roll_path.roll(self, expected_next_offset)
+        """Start a new active segment (Kafka's ``UnifiedLog.roll``) and return at once.
+
+        The producer state's map end offset moves to the new base offset and a producer snapshot is written
+        (not synced); the high watermark moves with the log end offset when it follows it. The rolled
+        segment, its snapshot and everything below the new base offset are fsynced in the background
+        (``flush-log``: on the log's scheduler, or on one shared thread for a standalone log, which
+        :meth:`close` waits for), including the rolled segment's trimmed indexes and final time-index entry
+        even when a flush just before the roll already passed them."""
+        with self.lock:
+            local = self.local_log
+            rolled = local.segments.active_segment
+            new_segment = local.roll(expected_next_offset)
+            self.producer_state.update_map_end_offset(new_segment.base_offset)
+            snapshot = self.producer_state.take_snapshot(sync=False)
+            self._update_high_watermark_with_log_end_offset()
+            base = new_segment.base_offset
+
+            def flush_log() -> None:
+                if snapshot is not None and snapshot.exists():
+                    fd = open_regular(snapshot, os.O_RDONLY)
+                    try:
+                        os.fsync(fd)
+                    finally:
+                        os.close(fd)
+                self.flush_up_to_offset_exclusive(base)
+                # The rolled segment's trimmed indexes and final time-index entry must reach the disk even when
+                # the recovery point already passed it (a flush just before the roll).
+                if rolled is not None and rolled is not new_segment and not rolled.deleted:
+                    try:
+                        rolled.flush()
+                    except (OSError, KafkaError):
+                        pass  # deleted concurrently by retention or truncation
+
+            scheduler = local.scheduler
+            if scheduler is not None:
+                scheduler.schedule_once("flush-log", self._guarded(flush_log))
+            else:
+                # No scheduler (a standalone log): still in the background, as Kafka does, on one shared
+                # thread, so a roll costs the appender no fsyncs; close() waits for it.
+                self._pending_flush = background_executor().submit(self._guarded(flush_log))
+            return new_segment
+
+    def _guarded(self, fn: Callable[[], None]) -> Callable[[], None]:
+        """``fn`` as a background task: skipped once the log is closed, quiet on a storage error (the log is
+        then offline and its owner was told)."""
+
+        def run() -> None:
+            if self._closed:
+                return
+            try:
+                fn()
+            except KafkaStorageError:
+                pass
+
+        return run
 
     def flush(
         self, offset: int | None = None, *, include_offset: bool = False, indexes: bool = False
@@ -538,7 +609,7 @@ class Log:
         flush_offset = target + 1 if include_offset else target
         local = self.local_log
         if local.offline:
-            raise local._offline_error()
+            raise local.offline_error()
         try:  # not ``local.io(message)``: this runs after every append with flush.messages=1
             if flush_offset > local.recovery_point:
                 local.flush(flush_offset, active_indexes=indexes)
@@ -550,7 +621,7 @@ class Log:
             raise
         except OSError as exc:
             message = f"error while flushing log for {self.topic_partition} in dir {self.dir.parent}"
-            raise local._io_failed(message, exc) from exc
+            raise local.io_failed(message, exc) from exc
 
     def flush_up_to_offset_exclusive(self, offset: int) -> None:
         self.flush(offset)
@@ -574,14 +645,15 @@ class Log:
         (retention deletes files without delay when ``file.delete.delay.ms`` is 0), and a deleted segment
         must read as ``OffsetOutOfRangeError``.
         """
-        if start_offset < self._log_start_offset:
+        watermarks = self.watermarks  # lock-free: each of its fields is replaced whole (see its module doc)
+        if start_offset < watermarks.log_start_offset:
             raise OffsetOutOfRangeError(
                 f"received request for offset {start_offset} for partition {self.topic_partition}, but we only have "
                 f"log segments starting from offset: {self.log_start_offset}."
             )
         local = self.local_log
         if isolation is _HIGH_WATERMARK:
-            max_meta = self._high_watermark
+            max_meta = watermarks.high_watermark_metadata
             if max_meta.segment_base_offset < 0:  # offset only: resolve it (``_fetch_hw_metadata``)
                 max_meta = self._fetch_hw_metadata()
         elif isolation is _LOG_END:
@@ -607,17 +679,17 @@ class Log:
             ) from None
 
     def _fetch_hw_metadata(self) -> LogOffsetMetadata:
-        hw = self._high_watermark
+        watermarks = self.watermarks
+        hw = watermarks.high_watermark_metadata
         if hw.message_offset_only:
             with self.lock:
-                hw = self.convert_to_offset_metadata(self._high_watermark.message_offset)
-                if not hw.message_offset_only:
-                    self._high_watermark = hw
+                hw = self.convert_to_offset_metadata(watermarks.high_watermark)
+                watermarks.resolve_high_watermark(hw)
         return hw
 
     def _fetch_lso_metadata(self) -> LogOffsetMetadata:
         hw = self._fetch_hw_metadata()
-        fuo = self._first_unstable_offset
+        fuo = self.watermarks.first_unstable_offset_metadata
         if fuo is not None and fuo.message_offset < hw.message_offset:
             if fuo.message_offset_only:
                 fuo = self.convert_to_offset_metadata(fuo.message_offset)
@@ -640,12 +712,69 @@ class Log:
         return retention.delete_old_segments(self)
 
     def truncate_to(self, target_offset: int) -> bool:
-        """Drop every offset >= ``target_offset`` (whole batches); returns whether anything was truncated."""
-        return truncation.truncate_to(self, target_offset)
+        """Drop every offset >= ``target_offset`` (whole batches); returns whether anything was truncated.
+
+        Nothing below the target goes. The producer state, the leader epoch cache and the producer snapshots
+        follow the log (snapshots of deleted segments are deleted, the state is rebuilt up to the new log end
+        offset); the high watermark never stays above the log end offset, the log start offset never above
+        the target; a target below the first segment truncates fully (:meth:`truncate_fully_and_start_at`)."""
+        if target_offset < 0:
+            raise ValueError(
+                f"cannot truncate partition {self.topic_partition} to a negative offset ({target_offset})"
+            )
+        with self.lock:
+            if target_offset >= self.log_end_offset:
+                self.logger.info(
+                    "Truncating to %d has no effect as the largest offset in the log is %d",
+                    target_offset,
+                    self.log_end_offset - 1,
+                )
+                self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+                return False
+            self.logger.info("Truncating to offset %d", target_offset)
+            local = self.local_log
+            first = local.segments.first_segment
+            if first is not None and first.base_offset > target_offset:
+                self.truncate_fully_and_start_at(target_offset)
+                return True
+            with local.io(f"error while truncating log to offset {target_offset} for {self.topic_partition}"):
+                deleted = local.truncate_to(target_offset)
+                for s in deleted:
+                    self.producer_state.delete_snapshot(s.base_offset)
+                self.leader_epoch_cache.truncate_from_end(target_offset)
+                self.watermarks.set_log_start_offset(min(target_offset, self.log_start_offset))
+                self._rebuild_producer_state(target_offset)
+                if self.high_watermark >= self.log_end_offset:
+                    self._update_high_watermark_metadata(self.log_end_offset_metadata)
+            return True
 
     def truncate_fully_and_start_at(self, new_offset: int, log_start_offset: int | None = None) -> None:
-        """Delete everything and start an empty log at ``new_offset``."""
-        truncation.truncate_fully_and_start_at(self, new_offset, log_start_offset)
+        """Delete everything and start an empty log at ``new_offset`` (one empty segment; the log start offset
+        is ``log_start_offset``, default ``new_offset``); the recovery point moves to ``new_offset`` when it
+        falls outside the log."""
+        with self.lock:
+            self.logger.debug(
+                "Truncate and start at offset %d, logStartOffset: %s", new_offset, log_start_offset
+            )
+            local = self.local_log
+            local.truncate_fully_and_start_at(new_offset)
+            self.leader_epoch_cache.clear_and_flush()
+            self.producer_state.truncate_fully_and_start_at(new_offset)
+            self.watermarks.set_log_start_offset(new_offset if log_start_offset is None else log_start_offset)
+            self._rebuild_producer_state(new_offset)
+            self._update_high_watermark_metadata(self.log_end_offset_metadata)
+            if local.recovery_point > new_offset or local.recovery_point < self.log_start_offset:
+                local.update_recovery_point(new_offset)
+
+    def _rebuild_producer_state(self, last_offset: int) -> None:
+        rebuild_producer_state(
+            self.producer_state,
+            self.local_log.segments,
+            self.log_start_offset,
+            last_offset,
+            self.time,
+            reload_from_clean_shutdown=False,
+        )
 
     def split_overflowed_segment(self, segment: LogSegment) -> list[LogSegment]:
         """Split a legacy segment whose offsets overflow its base (KAFKA-6264)."""
@@ -660,20 +789,6 @@ class Log:
                 "",
             )
 
-    def replace_segments(self, new_segments: list[LogSegment], old_segments: list[LogSegment]) -> None:
-        """Swap cleaned segments in (the crash-safe ``.cleaned`` -> ``.swap`` protocol)."""
-        with self.lock:
-            deleted = replace_segments(
-                self.local_log.segments,
-                new_segments,
-                old_segments,
-                self.dir,
-                self.local_log.scheduler,
-                self.config,
-            )
-            for s in deleted:
-                self.producer_state.delete_snapshot(s.base_offset)
-
     def remove_expired_producers(self) -> None:
         """Expire producer ids idle for ``producer.id.expiration.ms`` (the periodic check)."""
         with self.lock:
@@ -684,9 +799,7 @@ class Log:
         """A clean close: flush everything (the empty active segment's files too), snapshot producer state at
         the log end offset, close every segment, then (for a standalone log that loaded fully) write the
         clean-shutdown marker so the next open scans nothing (KAFKA-15375: never for a partial load)."""
-        pending = self._pending_flush
-        if pending is not None:  # before the lock: the roll's flush takes it
-            concurrent.futures.wait([pending])
+        self._await_pending_flush()
         with self.lock:
             if self._closed:
                 return
@@ -696,7 +809,7 @@ class Log:
             with self.local_log.io(
                 f"error while closing log for {self.topic_partition} in dir {self.dir.parent}"
             ):
-                self._maybe_flush_metadata_file()
+                self.maybe_flush_metadata_file()
                 if not self.local_log.offline:
                     self.flush(include_offset=True, indexes=True)
                 self.producer_state.take_snapshot()
@@ -704,6 +817,12 @@ class Log:
                 if self.owns_clean_shutdown_marker and self.loaded_fully:
                     write_clean_shutdown(self.dir)
             self._closed = True
+
+    def _await_pending_flush(self) -> None:
+        """Wait for a standalone log's background roll flush (before taking the lock: that flush takes it)."""
+        pending = self._pending_flush
+        if pending is not None:
+            concurrent.futures.wait([pending])
 
     def close_handlers(self) -> None:
         """Close file handles without flushing (the directory went offline, the log was deleted); its
@@ -723,9 +842,20 @@ class Log:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if not self._closed:
-            self.flush(include_offset=True)
+        """:meth:`close` (which flushes everything once); a log whose directory is offline, or goes offline
+        while closing, still lets go of its files (:meth:`close_handlers`): there is nothing left to flush
+        to a failed directory, and its owner was told when it failed."""
+        if self._closed:
+            return
+        if self.local_log.offline:
+            self._await_pending_flush()
+            self.close_handlers()
+            return
+        try:
             self.close()
+        except KafkaStorageError:
+            self.close_handlers()
+            raise
 
     def rename_dir(self, name: str) -> None:
         """Rename the partition directory (e.g. to ``<tp>.<uuid>-delete``)."""
@@ -746,7 +876,3 @@ class Log:
             self.producer_state.truncate_fully_and_start_at(0)
             self._closed = True
             self.local_log.delete_empty_dir()
-
-    def ensure_open(self) -> None:
-        if self._closed:
-            raise KafkaError(f"log {self.topic_partition} is closed")

@@ -158,12 +158,6 @@ class LogSegments:
             return self._map[self._keys[0]] if self._keys else None
 
     @property
-    def first_segment_base_offset(self) -> int | None:
-        """The oldest segment's base offset."""
-        with self._lock:
-            return self._keys[0] if self._keys else None
-
-    @property
     def last_segment(self) -> LogSegment | None:
         """The newest segment (lock-free, from the same snapshot as :meth:`floor_segment`)."""
         snapshot = self._snapshot

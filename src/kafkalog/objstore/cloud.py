@@ -21,9 +21,10 @@ import math
 import os
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from types import ModuleType
-from typing import Any
+from typing import Any, Final
 
 from kafkalog.errors import InvalidConfigurationError, RemoteResourceNotFoundError, RemoteStorageError
 from kafkalog.objstore.keys import check_key, check_prefix
@@ -224,7 +225,7 @@ class ObstoreStore:
     def __reduce__(self) -> tuple[Any, tuple[str, dict[str, str]]]:
         if self._options is None:
             raise TypeError(f"{self!r} was not opened from a URL and cannot be pickled")
-        return (open_cloud_store, (self._url, self._options))
+        return (reopened_cloud_store, (self._url, self._options))
 
     @property
     def url(self) -> str:
@@ -388,3 +389,26 @@ def open_cloud_store(url: str, options: Mapping[str, str] | None = None) -> Obst
             f"check {cfg.credential_options} and {cfg.endpoint_option}"
         ) from None
     return ObstoreStore(inner, cfg, options=dict(options or {}), url=cfg.url)
+
+
+#: Stores :func:`reopened_cloud_store` keeps per process (unpickled tasks share their clients' connections).
+_REOPENED_STORES: Final = 8
+_reopened: OrderedDict[tuple[str, tuple[tuple[str, str], ...]], ObstoreStore] = OrderedDict()
+_reopened_lock = threading.Lock()
+
+
+def reopened_cloud_store(url: str, options: Mapping[str, str]) -> ObstoreStore:
+    """What an unpickled :class:`ObstoreStore` becomes: the store for ``url`` and ``options`` opened once per
+    process (the last few kept), so the tasks a Spark worker unpickles reuse one client and its connections."""
+    key = (url, tuple(sorted(options.items())))
+    with _reopened_lock:
+        store = _reopened.get(key)
+        if store is not None:
+            _reopened.move_to_end(key)
+            return store
+    store = open_cloud_store(url, options)
+    with _reopened_lock:
+        store = _reopened.setdefault(key, store)
+        while len(_reopened) > _REOPENED_STORES:
+            _reopened.popitem(last=False)
+    return store

@@ -13,14 +13,10 @@ and a store's ``url`` / ``repr`` never carry a credential.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
 
 from kafkalog.objstore.options import resolve
-from kafkalog.objstore.store import MemoryStore, ObjectStore
-
-_memory: dict[str, MemoryStore] = {}
-_memory_lock = threading.Lock()
+from kafkalog.objstore.store import ObjectStore, forget_shared_memory_store, shared_memory_store
 
 
 def open_store(url: str, options: Mapping[str, str] | None = None) -> ObjectStore:
@@ -32,12 +28,7 @@ def open_store(url: str, options: Mapping[str, str] | None = None) -> ObjectStor
     """
     cfg = resolve(url, options)  # validates the options whatever the scheme
     if cfg.kind == "memory":
-        name = cfg.prefix
-        with _memory_lock:
-            store = _memory.get(name)
-            if store is None:
-                store = _memory[name] = MemoryStore(url=f"memory://{name}")
-        return store
+        return shared_memory_store(cfg.prefix)
     if cfg.kind == "file":
         from kafkalog.objstore.local import LocalFileStore
 
@@ -49,5 +40,4 @@ def open_store(url: str, options: Mapping[str, str] | None = None) -> ObjectStor
 
 def forget_memory_store(name: str) -> None:
     """Drop the process-wide ``memory://<name>`` store (tests)."""
-    with _memory_lock:
-        _memory.pop(name.removeprefix("memory://").strip("/"), None)
+    forget_shared_memory_store(name)

@@ -77,7 +77,12 @@ CLIENT_OPTION_KEYS: dict[str, str] = {
 
 #: kafkalog's other storage keys: ``storage.endpoint`` (any scheme; S3's alias is ``fs.s3a.endpoint``) and
 #: how a ranged file reads (:class:`kafkalog.objstore.ranged.RangedSettings`).
-RANGED_OPTION_KEYS = ("storage.block.size", "storage.block.cache.count", "storage.readahead.blocks")
+RANGED_OPTION_KEYS = (
+    "storage.block.size",
+    "storage.block.cache.count",
+    "storage.readahead.blocks",
+    "storage.whole.file.max.bytes",
+)
 OTHER_STORAGE_KEYS = frozenset({"storage.endpoint", *RANGED_OPTION_KEYS})
 
 #: S3A keys (after ``fs.s3a.``) understood here.
@@ -267,6 +272,18 @@ def split_url(url: str) -> tuple[str, str, str, str]:
     return kind, scheme, bucket, parts.path.strip("/")
 
 
+def _checked_endpoint(key: str, endpoint: str) -> str:
+    """``endpoint`` unless it carries credentials (``https://user:secret@host``): those would show in every
+    error naming the endpoint, so they are refused, as in a storage URL (the message never repeats them)."""
+    if "@" in urlsplit(endpoint).netloc:
+        raise InvalidConfigurationError(
+            f"storage option {key}: {safe_url(endpoint)!r} (credentials removed) carries credentials in its "
+            "host part; they are not accepted there (they would show in errors): give them as the "
+            "credential options (fs.s3a.access.key / fs.s3a.secret.key, ...) instead"
+        )
+    return endpoint
+
+
 def safe_url(url: str) -> str:
     """``url`` without a password in its authority (``s3://key:secret@b`` -> ``s3://b``); for messages."""
     parts = urlsplit(url)
@@ -421,10 +438,10 @@ def _resolve_s3(
         if "://" not in endpoint:
             endpoint = ("https://" if ssl else "http://") + endpoint
         endpoint = endpoint.rstrip("/")
-        parts = urlsplit(endpoint)
+        parts = urlsplit(_checked_endpoint("fs.s3a.endpoint", endpoint))
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise InvalidConfigurationError(
-                f"storage option fs.s3a.endpoint: {endpoint!r} is not an http(s) endpoint"
+                f"storage option fs.s3a.endpoint: {safe_url(endpoint)!r} is not an http(s) endpoint"
             )
         if parts.scheme == "http":
             client["allow_http"] = True
@@ -487,6 +504,8 @@ def _resolve_gcs(
             config["skip_signature"] = True
     if "storage.endpoint" in opts:
         config["base_url"] = opts["storage.endpoint"]
+    if "base_url" in config:
+        _checked_endpoint("fs.gs.storage.root.url / storage.endpoint", str(config["base_url"]))
     if str(config.get("base_url", "")).startswith("http://") or _env_allows_http("GOOGLE_", ()):
         client["allow_http"] = True
     return StoreConfig(
@@ -562,7 +581,7 @@ def _resolve_azure(
         if parts.scheme and parts.netloc:
             config["authority_host"] = f"{parts.scheme}://{parts.netloc}"
     if "storage.endpoint" in opts:
-        config["endpoint"] = opts["storage.endpoint"]
+        config["endpoint"] = _checked_endpoint("storage.endpoint", opts["storage.endpoint"])
     if str(config.get("endpoint", "")).startswith("http://") or _env_allows_http(
         "AZURE_", ("AZURE_STORAGE_ENDPOINT", "AZURE_ENDPOINT")
     ):

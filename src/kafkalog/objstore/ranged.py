@@ -28,7 +28,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import ClassVar
 
-from kafkalog.errors import InvalidConfigurationError, RemoteResourceNotFoundError
+from kafkalog.errors import InvalidConfigurationError, RemoteResourceNotFoundError, RemoteStorageError
 from kafkalog.objstore.options import RANGED_OPTION_KEYS, parse_int
 from kafkalog.objstore.store import ObjectStore
 
@@ -38,6 +38,9 @@ DEFAULT_BLOCK_SIZE = 4 * 1024 * 1024
 DEFAULT_CACHE_BLOCKS = 4
 #: Blocks fetched ahead of a sequential reader.
 DEFAULT_READAHEAD_BLOCKS = 1
+#: Largest file read whole into memory (``storage.whole.file.max.bytes``): the small files of a partition
+#: directory (indexes: ``segment.index.bytes`` is 10 MiB by default; producer snapshots; checkpoints).
+DEFAULT_WHOLE_FILE_MAX_BYTES = 128 * 1024 * 1024
 #: Threads fetching read-ahead blocks, shared by every open file of the process.
 READAHEAD_THREADS = 8
 
@@ -66,8 +69,13 @@ class RangedSettings:
     block_size: int = DEFAULT_BLOCK_SIZE
     cache_blocks: int = DEFAULT_CACHE_BLOCKS
     readahead_blocks: int = DEFAULT_READAHEAD_BLOCKS
+    whole_file_max_bytes: int = DEFAULT_WHOLE_FILE_MAX_BYTES
 
     def __post_init__(self) -> None:
+        if self.whole_file_max_bytes < 1:
+            raise InvalidConfigurationError(
+                f"storage.whole.file.max.bytes must be positive, not {self.whole_file_max_bytes}"
+            )
         if self.block_size < 1:
             raise InvalidConfigurationError(f"storage.block.size must be positive, not {self.block_size}")
         if self.cache_blocks < 1:
@@ -85,7 +93,8 @@ class RangedSettings:
     @classmethod
     def from_options(cls, options: Mapping[str, str] | None) -> RangedSettings:
         """The settings named in storage ``options`` (``storage.block.size`` in bytes,
-        ``storage.block.cache.count``, ``storage.readahead.blocks``), defaults for the rest."""
+        ``storage.block.cache.count``, ``storage.readahead.blocks``, ``storage.whole.file.max.bytes``),
+        defaults for the rest."""
         o = options or {}
         return cls(
             parse_int("storage.block.size", o["storage.block.size"], minimum=1)
@@ -97,6 +106,9 @@ class RangedSettings:
             parse_int("storage.readahead.blocks", o["storage.readahead.blocks"], minimum=0)
             if "storage.readahead.blocks" in o
             else DEFAULT_READAHEAD_BLOCKS,
+            parse_int("storage.whole.file.max.bytes", o["storage.whole.file.max.bytes"], minimum=1)
+            if "storage.whole.file.max.bytes" in o
+            else DEFAULT_WHOLE_FILE_MAX_BYTES,
         )
 
 
@@ -274,7 +286,25 @@ class StorePartitionSource:
         )
 
     def read(self, name: str) -> bytes:
-        return self._store.get(self._key(name))
+        key = self._key(name)
+        return read_whole(self._store, key, self._sizes.get(name), self._settings, self._name + name)
+
+
+def read_whole(
+    store: ObjectStore, key: str, size: int | None, settings: RangedSettings | None, name: str
+) -> bytes:
+    """The whole object ``key`` (``size`` from a listing; None: one HEAD first), refused with
+    :class:`~kafkalog.errors.RemoteStorageError` when larger than ``storage.whole.file.max.bytes``, so a
+    file read whole (an index, a snapshot, a checkpoint) never takes more memory than that bound."""
+    limit = (settings or RangedSettings()).whole_file_max_bytes
+    if size is None:
+        size = store.head(key).size
+    if size > limit:
+        raise RemoteStorageError(
+            f"{name}: {size} bytes, more than storage.whole.file.max.bytes ({limit}) allows for a file read "
+            "whole (an index, snapshot or checkpoint); raise that storage option if the file is right"
+        )
+    return store.get(key)
 
 
 def partition_prefixes(store: ObjectStore, prefix: str = "") -> dict[str, str]:

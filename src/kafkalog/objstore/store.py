@@ -24,7 +24,7 @@ import builtins
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from kafkalog.errors import RemoteResourceNotFoundError, RemoteStorageError
 
@@ -120,7 +120,9 @@ class ObjectStore(Protocol):
 
 
 class MemoryStore:
-    """An :class:`ObjectStore` held in a dict (unit tests, test-archive writers). Thread-safe."""
+    """An :class:`ObjectStore` held in a dict (unit tests, test-archive writers). Thread-safe. It pickles as
+    its name when it is the process-wide store of its ``memory://<name>`` URL (so a planned reader unpickled in
+    the same process reads, and counts requests in, that one store), else as a copy of its objects."""
 
     def __init__(self, objects: dict[str, bytes] | None = None, *, url: str = "memory://") -> None:
         self._objects: dict[str, bytes] = dict(objects or {})
@@ -130,6 +132,16 @@ class MemoryStore:
 
     def __repr__(self) -> str:
         return f"MemoryStore({self._url!r}, {len(self._objects)} objects)"
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        name = _memory_name(self._url)
+        with _shared_lock:
+            shared = _shared.get(name) is self
+        if shared:
+            return shared_memory_store, (name,)
+        with self._lock:
+            objects = dict(self._objects)
+        return _memory_copy, (objects, self._url)
 
     @property
     def url(self) -> str:
@@ -192,3 +204,32 @@ class MemoryStore:
     def delete(self, key: str) -> None:
         with self._lock:
             self._objects.pop(key, None)
+
+
+def _memory_copy(objects: dict[str, bytes], url: str) -> MemoryStore:
+    """An unpickled copy of an unregistered :class:`MemoryStore`."""
+    return MemoryStore(objects, url=url)
+
+
+_shared: dict[str, MemoryStore] = {}
+_shared_lock = threading.Lock()
+
+
+def _memory_name(url: str) -> str:
+    return url.removeprefix("memory://").strip("/")
+
+
+def shared_memory_store(name: str) -> MemoryStore:
+    """The process-wide store ``memory://<name>`` (made empty on first use)."""
+    name = _memory_name(name)
+    with _shared_lock:
+        store = _shared.get(name)
+        if store is None:
+            store = _shared[name] = MemoryStore(url=f"memory://{name}")
+        return store
+
+
+def forget_shared_memory_store(name: str) -> None:
+    """Drop the process-wide store ``memory://<name>``."""
+    with _shared_lock:
+        _shared.pop(_memory_name(name), None)

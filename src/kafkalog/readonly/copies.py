@@ -30,7 +30,7 @@ from kafkalog.errors import KafkaError, RemoteResourceNotFoundError
 from kafkalog.log.checkpoint import offset_checkpoint
 from kafkalog.log.names import TopicPartition, parse_topic_partition_name
 from kafkalog.objstore import ObjectStore
-from kafkalog.objstore.ranged import RangedFile, RangedSettings
+from kafkalog.objstore.ranged import RangedFile, RangedSettings, read_whole
 from kafkalog.storage.files import LOG_FILE_SUFFIX, offset_from_file_name
 
 __all__ = [
@@ -111,9 +111,12 @@ class CopiedPartitionSource:
         )
 
     def read(self, name: str) -> bytes:
-        """The whole object ``name`` (``FileNotFoundError`` if it does not exist)."""
+        """The whole object ``name`` (``FileNotFoundError`` if it does not exist; a
+        :class:`~kafkalog.errors.RemoteStorageError` above ``storage.whole.file.max.bytes``)."""
+        key = self.prefix + name
+        size = None if self._listing is None else self._listing.get(name)
         try:
-            return self.store.get(self.prefix + name)
+            return read_whole(self.store, key, size, self.settings, object_url(self.store, key))
         except RemoteResourceNotFoundError as exc:
             raise FileNotFoundError(str(exc)) from None
 

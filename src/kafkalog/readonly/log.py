@@ -31,6 +31,9 @@ This module is how they do it. Invariants it owns:
 * **Retention under a reader.** An open descriptor keeps a deleted segment readable. A segment gone before
   it is opened (also looked for under its ``.deleted`` name) means its offsets are lost: an
   :class:`~kafkalog.errors.OffsetOutOfRangeError` or ``on_missing`` callback; never a crash.
+* **A segment's data ends at the next segment's base offset**: batches of a rolled segment starting at or
+  after it are the next segment's (an archived segment straddling the first local one, ``tiered_path``), so
+  no offset is handed out twice.
 * Legacy v0/v1 entries are read (CRC-checked) and handed out up-converted to v2 batches.
 * **One reader, several byte sources.** Every file is reached through a
   :class:`~kafkalog.objstore.PartitionSource` (a local directory:
@@ -378,6 +381,22 @@ class ReadOnlyLog:
     def __repr__(self) -> str:
         return f"ReadOnlyLog({self.source.name!r})"
 
+    def restricted(self, start_offset: int, end_offset: int) -> ReadOnlyLog | None:
+        """A view of the same partition whose source holds only the planned segments with offsets
+        ``[start_offset, end_offset)`` (a tiered-storage archive: its listing and manifests already read),
+        to pickle to an executor that then reads them with no listing or manifest request; None when the
+        source has no planned state to carry (a local directory, a log-dir copy)."""
+        clip = getattr(self.source, "within", None)
+        if clip is None:
+            return None
+        return ReadOnlyLog(
+            clip(start_offset, end_offset),
+            self._given_log_start,
+            self._given_hw,
+            topic_partition=self.topic_partition,
+            log_dir=self._log_dir,
+        )
+
     @property
     def name(self) -> str:
         """What errors call the partition: its directory or its source's URL (never a credential)."""
@@ -599,10 +618,14 @@ class ReadOnlyLog:
                 covered = max(covered, min(upper, end_offset))
                 continue
             rolled = k + 1 < len(segments)  # a later segment exists: this one was complete when rolled
+            # A segment's data ends where the next segment begins: an archived segment that straddles the first
+            # local offset (the uploading leader rolled elsewhere) is read only below it, never twice.
+            stop = min(segments[k + 1].base_offset, end_offset) if rolled else end_offset
+            clipped = False
             try:
                 size = file.size
                 pos = self._start_position(file, seg, size, start_offset) if k == first else 0
-                while pos < size:
+                while pos < size and not clipped:
                     want = min(buf.shape[0], size - pos)
                     n = _pread_into(file, buf, want, pos)
                     if n < want:  # the file shrank (a preallocated segment trimmed when it rolled)
@@ -611,7 +634,7 @@ class ReadOnlyLog:
                     scan_pos = 0
                     while True:
                         scan = K.scan_batches(
-                            view, scan_pos, n, skip_below=start_offset, stop_offset=end_offset, table=table
+                            view, scan_pos, n, skip_below=start_offset, stop_offset=stop, table=table
                         )
                         if scan.n:
                             t = table[:, : scan.n]
@@ -627,8 +650,10 @@ class ReadOnlyLog:
                             break
                     code = scan.code
                     if code == K.SCAN_STOP_OFFSET:
-                        return
-                    if code == K.SCAN_END:
+                        if stop >= end_offset:
+                            return
+                        clipped = True  # the rest of this segment is the next one's offsets
+                    elif code == K.SCAN_END:
                         pos += n
                     elif code == K.SCAN_PARTIAL:
                         if pos + n >= size:

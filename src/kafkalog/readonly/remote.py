@@ -13,8 +13,13 @@ Invariants owned here:
 * **Whole history** (:class:`TieredUnionSource`): a partition's local directory (recent segments) and its
   archive (older ones) read as one partition: every local segment, and the archived segments whose base
   offset is below the first local segment's (the same offsets archived and still local are read from the
-  local copy: Kafka archives whole segments under their local base offsets, so the two never split a
-  segment). Offsets and checkpoints are the local log dir's.
+  local copy). Kafka archives whole segments under the uploading leader's base offsets, which need not be
+  this replica's: an archived segment that straddles the first local offset is read only below it (the
+  reader ends every segment's data at the next segment's base offset). Offsets and checkpoints are the local
+  log dir's.
+* **Planned state travels**: a :class:`PlannedArchive` (and a :class:`TieredUnionSource` over one) pickles as its
+  chosen segments and their manifests, clipped to a task's offsets by ``within``; its store pickles as its URL
+  and options (never a live connection), so an executor reads by ranged GETs without planning again.
 * Storage options travel with the reader (Spark pickles them to executors) and are never part of a ``repr``
   or a message.
 """
@@ -169,6 +174,11 @@ class PlannedArchive:
         """The archived partition's URL."""
         return self.archive.name
 
+    def within(self, start: int, end: int) -> PlannedArchive:
+        """The segments holding offsets ``[start, end)`` only, planned state and all (pickles with no store
+        connection: a Spark task's executor reads them by ranged GETs, with no LIST or manifest GET)."""
+        return PlannedArchive(self.archive.within(start, end))
+
     def list_files(self) -> Mapping[str, int]:
         """The chosen segments' files."""
         return self.archive.list_files()
@@ -208,6 +218,12 @@ class TieredUnionSource:
     def name(self) -> str:
         """The local partition directory's path."""
         return self.local.name
+
+    def within(self, start: int, end: int) -> TieredUnionSource:
+        """The local directory with only the archived segments holding offsets ``[start, end)`` (see
+        :meth:`PlannedArchive.within`)."""
+        clip = getattr(self.archive, "within", None)
+        return TieredUnionSource(self.local, self.archive if clip is None else clip(start, end))
 
     def _split(self) -> tuple[Mapping[str, int], dict[str, int], int | None]:
         local = self.local.list_files()

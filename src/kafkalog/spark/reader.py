@@ -34,7 +34,7 @@ import logging
 import os
 import socket
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -242,6 +242,8 @@ class ReadTask:
     aborted: tuple[tuple[int, int, int], ...] | None = None  # (producer id, first offset, marker offset)
     pieces: tuple[tuple[int, int], ...] | None = None  # only these ranges [lo, hi) of [start, end) (pushdown)
     remote: RemoteSpec | None = None  # object storage / a tieredPath: how executors open it (repr: no secret)
+    # an archive's partition as planned on the driver, clipped to [start, end): executors read it as is
+    view: ReadOnlyLog | None = field(default=None, repr=False, compare=False)
 
 
 class KafkaLogInputPartition(InputPartition):
@@ -290,9 +292,9 @@ def make_tasks(
             txns = dirs.log((r.topic, r.partition)).aborted_transactions(r.start, r.end)
             aborted = tuple((t.producer_id, t.first_offset, t.last_offset) for t in txns)
         tp = (r.topic, r.partition)
-        tasks.append(
-            ReadTask(r.topic, r.partition, dir_of[tp], r.start, r.end, aborted, within, dirs.spec_of(tp))
-        )
+        spec = dirs.spec_of(tp)
+        view = None if spec is None else dirs.log(tp).restricted(r.start, r.end)
+        tasks.append(ReadTask(r.topic, r.partition, dir_of[tp], r.start, r.end, aborted, within, spec, view))
     return tasks
 
 
@@ -437,7 +439,9 @@ def read_task(
     chunk_bytes: int = 16 << 20,
 ) -> Iterator[pa.RecordBatch]:
     """Arrow batches (schema :func:`arrow_schema`) of the records in ``task`` (executor side)."""
-    if task.remote is None:
+    if task.view is not None:
+        log = task.view  # planned on the driver: no listing, no manifest read here
+    elif task.remote is None:
         _check_visible(task.directory)
         log = ReadOnlyLog.open(task.directory)
     else:

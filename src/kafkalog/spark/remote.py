@@ -13,8 +13,10 @@ Invariants owned here:
   the key ring and ``strict``. It pickles with its options (executors need the credentials) but its
   ``repr`` shows no option value, so no plan string, task description or log line from kafkalog shows a
   secret.
-* Executors open each spec once per Python worker (:func:`open_spec` keeps the last few), so an archive's
-  partitions are planned (listing and manifests) once per worker, not once per task.
+* A task over an archive carries its partition as planned on the driver, clipped to the task's segments
+  (``ReadTask.view``: :meth:`kafkalog.readonly.log.ReadOnlyLog.restricted`), so executors make no LIST and no
+  manifest GET, only ranged reads. Other remote tasks (a log-dir copy) open their spec once per Python worker
+  (:func:`open_spec` keeps the last few).
 """
 
 from __future__ import annotations

@@ -292,16 +292,6 @@ class FileRecords:
         self._size += n
         return n
 
-    def append_from(self, other: FileRecords) -> int:
-        """Copy every byte of ``other`` (another file or a slice) to the end of this file."""
-        written = 0
-        pos = 0
-        while pos < other.size_in_bytes:
-            chunk = other.read(pos, min(READ_CHUNK * 8, other.size_in_bytes - pos))
-            written += self.append(MemoryRecords(chunk))
-            pos += len(chunk)
-        return written
-
     def flush(self) -> None:
         """fsync the file."""
         self._chan().fsync()

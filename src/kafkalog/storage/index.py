@@ -255,11 +255,6 @@ class AbstractIndex(OwnsDescriptor, abc.ABC):
             )
         return rel
 
-    def can_append_offset(self, offset: int) -> bool:
-        """Whether ``offset`` is representable relative to the base offset."""
-        rel = offset - self.base_offset
-        return 0 <= rel <= _INT32_MAX
-
     def resize(self, new_size: int) -> bool:
         """Set the file length to ``new_size`` rounded down to whole entries; False if unchanged.
 

@@ -670,11 +670,6 @@ class LogSegment:
             if path.exists():
                 os.utime(path, (seconds, seconds))
 
-    def largest_record_timestamp(self) -> int | None:
-        """The largest record timestamp, if any record has one."""
-        ts = self.max_timestamp_so_far
-        return ts if ts >= 0 else None
-
     def largest_timestamp(self) -> int:
         """The largest record timestamp, or the file's modification time without timestamps (retention)."""
         ts = self.max_timestamp_so_far

@@ -29,7 +29,7 @@ import threading
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from kafkalog.errors import RemoteResourceNotFoundError, RemoteStorageError
 from kafkalog.objstore.files import RandomAccessFile
@@ -146,6 +146,16 @@ class AivenSegment(ArchivedSegment):
                 "transaction": size(si.transaction),
             },
         )
+
+    def __getstate__(self) -> dict[str, Any]:
+        # planned state only: the lock and the caches (indexes blob, unwrapped data key) stay behind
+        state = dict(self.__dict__)
+        state.update(_lock=None, _indexes=None, _dek=None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def _data_key(self) -> tuple[bytes, bytes]:
         enc = self.manifest.encryption

@@ -146,6 +146,8 @@ class KeyRing:
 
         # pycryptodome's cipher objects, never its RsaKey (whose repr prints the private numbers)
         self._keys: dict[str, PKCS1OAEP_Cipher] = {}
+        # the PEMs, only to pickle the ring to Spark executors (as the key-ring option itself travels)
+        self._pems: dict[str, bytes] = {}
         for key_id, source in keys.items():
             if isinstance(source, bytes):
                 pem = source
@@ -166,6 +168,7 @@ class KeyRing:
                 ) from None
             if not isinstance(key, RSAPrivateKey):
                 raise RemoteStorageError(f"{KEY_RING_OPTION}: key {key_id!r} is not an RSA private key")
+            self._pems[key_id] = pem
             try:
                 self._keys[key_id] = _oaep_sha3_512(_rsa_key(key))
             except ValueError:
@@ -175,6 +178,11 @@ class KeyRing:
 
     def __repr__(self) -> str:
         return f"KeyRing({sorted(self._keys)})"
+
+    def __reduce__(self) -> tuple[type[KeyRing], tuple[dict[str, bytes]]]:
+        # a planned archive goes to executors with its ring: the PEMs, loaded again there (cipher objects
+        # do not pickle); never shown by a repr
+        return type(self), (dict(self._pems),)
 
     @property
     def key_ids(self) -> list[str]:

@@ -269,6 +269,19 @@ class ArchivePartitionSource:
         """The chosen segments in offset order (base/end offset and max timestamp for pruning)."""
         return list(self.selection.chosen)
 
+    def within(self, start: int, end: int) -> ArchivePartitionSource:
+        """This partition with only the chosen segments holding offsets ``[start, end)`` (what a Spark task
+        carries to an executor: planned state, no listing or manifest to read again there). The
+        leader-epoch checkpoint is the whole partition's (read now if it was not yet)."""
+        checkpoint = self._leader_epoch_checkpoint()
+        chosen = [s for s in self.selection.chosen if s.end_offset >= start and s.base_offset < end]
+        if not chosen and self.selection.chosen:  # nothing there: keep the segment at the range's end
+            later = [s for s in self.selection.chosen if s.base_offset >= start]
+            chosen = [later[0] if later else self.selection.chosen[-1]]
+        clipped = ArchivePartitionSource(self._name, Selection(chosen))
+        clipped._checkpoint = checkpoint
+        return clipped
+
     def _leader_epoch_checkpoint(self) -> bytes:
         if self._checkpoint is None:
             chosen = self.selection.chosen

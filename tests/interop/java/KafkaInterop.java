@@ -11,6 +11,9 @@
  *   dump <file.log> [--deep]           JSON Lines description of a segment, read with FileRecords.batches()
  *   validate <file.log>                ensureValid() on every batch
  *   murmur2 <keys.txt>                 Utils.toPositive(Utils.murmur2(key)) for each base64 key line
+ *   rlmm-partition <lines.txt>         RemoteLogMetadataTopicPartitioner's partition for each "msb lsb partition n" line
+ *   rlmm-encode <values.json>          __remote_log_metadata values from their generic JSON form (one base64 per line)
+ *   rlmm-decode <values.txt>           the generic JSON form of each base64 value line, or {"error":...}
  *   bench-append <out.log> <batchBytes> <totalBytes> [--validate]
  *   bench-iterate <file.log>
  *   version                            kafka-clients version and commit id
@@ -39,6 +42,15 @@
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.Uuid;
+import org.apache.kafka.common.protocol.types.BoundField;
+import org.apache.kafka.common.protocol.types.CompactArrayOf;
+import org.apache.kafka.common.protocol.types.Field;
+import org.apache.kafka.common.protocol.types.RawTaggedField;
+import org.apache.kafka.common.protocol.types.Schema;
+import org.apache.kafka.common.protocol.types.Struct;
+import org.apache.kafka.common.protocol.types.TaggedFields;
+import org.apache.kafka.common.protocol.types.Type;
 import org.apache.kafka.common.compress.Compression;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeader;
@@ -56,6 +68,7 @@ import org.apache.kafka.common.record.RecordBatch;
 import org.apache.kafka.common.record.TimestampType;
 import org.apache.kafka.common.utils.AppInfoParser;
 import org.apache.kafka.common.utils.ByteBufferOutputStream;
+import org.apache.kafka.common.utils.ByteUtils;
 import org.apache.kafka.common.utils.Utils;
 
 import java.io.BufferedOutputStream;
@@ -77,9 +90,12 @@ import java.util.Base64;
 import java.util.HashSet;
 import java.util.Iterator;
 import java.util.List;
+import java.util.Map;
+import java.util.Objects;
 import java.util.OptionalLong;
 import java.util.Random;
 import java.util.Set;
+import java.util.TreeMap;
 
 public final class KafkaInterop {
 
@@ -98,6 +114,9 @@ public final class KafkaInterop {
             "  dump <file.log> [--deep]",
             "  validate <file.log>",
             "  murmur2 <keys.txt>",
+            "  rlmm-partition <lines.txt>",
+            "  rlmm-encode <values.json>",
+            "  rlmm-decode <values.txt>",
             "  bench-append <out.log> <batchBytes> <totalBytes> [--validate]",
             "  bench-iterate <file.log>",
             "  version",
@@ -157,6 +176,15 @@ public final class KafkaInterop {
                 case "murmur2":
                     expectArgs(args, 2, 2);
                     return murmur2(new File(args[1]), out);
+                case "rlmm-partition":
+                    expectArgs(args, 2, 2);
+                    return RemoteLogMetadata.partition(new File(args[1]), out);
+                case "rlmm-encode":
+                    expectArgs(args, 2, 2);
+                    return RemoteLogMetadata.encode(new File(args[1]), out);
+                case "rlmm-decode":
+                    expectArgs(args, 2, 2);
+                    return RemoteLogMetadata.decode(new File(args[1]), out);
                 case "bench-append":
                     expectArgs(args, 4, 5);
                     if (args.length == 5 && !args[4].equals("--validate")) {
@@ -732,6 +760,179 @@ public final class KafkaInterop {
         }
         out.print(sb);
         return EXIT_OK;
+    }
+
+    // ------------------------------------------------------------------------------------------ remote log metadata
+
+    /**
+     * The values of Kafka's __remote_log_metadata topic, with kafka-clients' own protocol types. The generated
+     * RemoteLogSegmentMetadata*Record classes are in Kafka's storage module, which no reachable package ships, so
+     * the four version-0 schemas of storage/src/main/resources/message/*.json are declared here with the types the
+     * generator maps them to (string: COMPACT_STRING, bytes: COMPACT_NULLABLE_BYTES, []T: CompactArrayOf, and a
+     * tagged-field section after every struct). Values travel as a generic JSON form: a struct is an array of
+     * its field values in schema order, its tagged fields last as {"tag": base64}; a uuid is Kafka's string;
+     * bytes are base64 or null. The partitioner follows RemoteLogMetadataTopicPartitioner (also in storage).
+     */
+    static final class RemoteLogMetadata {
+        private static final Schema TOPIC_ID_PARTITION = new Schema(
+                new Field("Name", Type.COMPACT_STRING), new Field("Id", Type.UUID),
+                new Field("Partition", Type.INT32), Field.TaggedFieldsSection.of());
+        private static final Schema SEGMENT_ID = new Schema(
+                new Field("TopicIdPartition", TOPIC_ID_PARTITION), new Field("Id", Type.UUID),
+                Field.TaggedFieldsSection.of());
+        private static final Schema EPOCH = new Schema(
+                new Field("LeaderEpoch", Type.INT32), new Field("Offset", Type.INT64), Field.TaggedFieldsSection.of());
+        private static final Schema[] SCHEMAS = {
+            new Schema(new Field("RemoteLogSegmentId", SEGMENT_ID), new Field("StartOffset", Type.INT64),
+                    new Field("EndOffset", Type.INT64), new Field("BrokerId", Type.INT32),
+                    new Field("MaxTimestampMs", Type.INT64), new Field("EventTimestampMs", Type.INT64),
+                    new Field("SegmentLeaderEpochs", new CompactArrayOf(EPOCH)),
+                    new Field("SegmentSizeInBytes", Type.INT32),
+                    new Field("CustomMetadata", Type.COMPACT_NULLABLE_BYTES),
+                    new Field("RemoteLogSegmentState", Type.INT8), Field.TaggedFieldsSection.of()),
+            new Schema(new Field("RemoteLogSegmentId", SEGMENT_ID), new Field("BrokerId", Type.INT32),
+                    new Field("EventTimestampMs", Type.INT64),
+                    new Field("CustomMetadata", Type.COMPACT_NULLABLE_BYTES),
+                    new Field("RemoteLogSegmentState", Type.INT8), Field.TaggedFieldsSection.of()),
+            new Schema(new Field("TopicIdPartition", TOPIC_ID_PARTITION), new Field("BrokerId", Type.INT32),
+                    new Field("EventTimestampMs", Type.INT64), new Field("RemotePartitionDeleteState", Type.INT8),
+                    Field.TaggedFieldsSection.of()),
+            new Schema(new Field("SegmentId", Type.UUID), new Field("StartOffset", Type.INT64),
+                    new Field("EndOffset", Type.INT64), new Field("BrokerId", Type.INT32),
+                    new Field("MaxTimestampMs", Type.INT64), new Field("EventTimestampMs", Type.INT64),
+                    new Field("SegmentLeaderEpochs", new CompactArrayOf(EPOCH)),
+                    new Field("SegmentSizeInBytes", Type.INT32),
+                    new Field("CustomMetadata", Type.COMPACT_NULLABLE_BYTES),
+                    new Field("RemoteLogSegmentState", Type.INT8), Field.TaggedFieldsSection.of()),
+        };
+
+        private RemoteLogMetadata() {
+        }
+
+        static int partition(File lines, PrintStream out) throws IOException {
+            StringBuilder sb = new StringBuilder();
+            for (String line : Files.readAllLines(lines.toPath(), StandardCharsets.US_ASCII)) {
+                String[] f = line.trim().split(" ");
+                Uuid topicId = new Uuid(Long.parseLong(f[0]), Long.parseLong(f[1]));
+                int hash = Objects.hash(topicId.getLeastSignificantBits(), topicId.getMostSignificantBits(),
+                        Integer.parseInt(f[2]));
+                byte[] bytes = {(byte) (hash >> 24), (byte) (hash >> 16), (byte) (hash >> 8), (byte) hash};
+                sb.append(Utils.toPositive(Utils.murmur2(bytes)) % Integer.parseInt(f[3])).append('\n');
+            }
+            out.print(sb);
+            return EXIT_OK;
+        }
+
+        /** Input: a JSON array of {"apiKey", "version", "value"}; output: one base64 value per line. */
+        static int encode(File values, PrintStream out) throws IOException {
+            StringBuilder sb = new StringBuilder();
+            for (JsonNode node : MAPPER.readTree(values)) {
+                int apiKey = node.get("apiKey").asInt();
+                Schema schema = SCHEMAS[apiKey];
+                Struct struct = toStruct(schema, node.get("value"));
+                ByteBuffer buf = ByteBuffer.allocate(10 + schema.sizeOf(struct));
+                ByteUtils.writeUnsignedVarint(apiKey, buf);
+                ByteUtils.writeUnsignedVarint(node.get("version").asInt(), buf);
+                schema.write(buf, struct);
+                buf.flip();
+                byte[] raw = new byte[buf.remaining()];
+                buf.get(raw);
+                sb.append(Base64.getEncoder().encodeToString(raw)).append('\n');
+            }
+            out.print(sb);
+            return EXIT_OK;
+        }
+
+        /** Input: base64 values, one per line; output: one JSON line each, the value or {"error": message}. */
+        static int decode(File values, PrintStream out) throws IOException {
+            StringBuilder sb = new StringBuilder();
+            for (String line : Files.readAllLines(values.toPath(), StandardCharsets.US_ASCII)) {
+                ByteBuffer buf = ByteBuffer.wrap(Base64.getDecoder().decode(line.trim()));
+                try {
+                    int apiKey = ByteUtils.readUnsignedVarint(buf);
+                    int version = ByteUtils.readUnsignedVarint(buf);
+                    if (apiKey < 0 || apiKey >= SCHEMAS.length || version != 0) {
+                        throw new IllegalArgumentException("unsupported apiKey " + apiKey + " version " + version);
+                    }
+                    Object value = toJson(SCHEMAS[apiKey], SCHEMAS[apiKey].read(buf));
+                    sb.append(MAPPER.writeValueAsString(Map.of("apiKey", apiKey, "remaining", buf.remaining(),
+                            "value", value)));
+                } catch (RuntimeException e) {
+                    sb.append(MAPPER.writeValueAsString(Map.of("error", String.valueOf(e))));
+                }
+                sb.append('\n');
+            }
+            out.print(sb);
+            return EXIT_OK;
+        }
+
+        private static Struct toStruct(Schema schema, JsonNode node) {
+            Struct struct = new Struct(schema);
+            BoundField[] fields = schema.fields();
+            for (int i = 0; i < fields.length; i++) {
+                Type type = fields[i].def.type;
+                JsonNode v = node.get(i);
+                Object value;
+                if (type instanceof TaggedFields) {
+                    value = new TreeMap<Integer, Object>();
+                } else if (type instanceof Schema) {
+                    value = toStruct((Schema) type, v);
+                } else if (type instanceof CompactArrayOf) {
+                    Schema element = (Schema) type.arrayElementType().get();
+                    Object[] items = new Object[v.size()];
+                    for (int j = 0; j < items.length; j++) {
+                        items[j] = toStruct(element, v.get(j));
+                    }
+                    value = items;
+                } else if (type == Type.UUID) {
+                    value = Uuid.fromString(v.asText());
+                } else if (type == Type.COMPACT_STRING) {
+                    value = v.asText();
+                } else if (type == Type.COMPACT_NULLABLE_BYTES) {
+                    value = v.isNull() ? null : ByteBuffer.wrap(Base64.getDecoder().decode(v.asText()));
+                } else if (type == Type.INT8) {
+                    value = (byte) v.asInt();
+                } else if (type == Type.INT32) {
+                    value = v.asInt();
+                } else {
+                    value = v.asLong();
+                }
+                struct.set(fields[i], value);
+            }
+            return struct;
+        }
+
+        private static Object toJson(Schema schema, Struct struct) {
+            List<Object> out = new ArrayList<>();
+            for (BoundField field : schema.fields()) {
+                Type type = field.def.type;
+                Object v = struct.get(field);
+                if (type instanceof TaggedFields) {
+                    Map<String, String> tags = new TreeMap<>();
+                    for (Map.Entry<?, ?> e : ((Map<?, ?>) v).entrySet()) {
+                        tags.put(String.valueOf(e.getKey()),
+                                Base64.getEncoder().encodeToString(((RawTaggedField) e.getValue()).data()));
+                    }
+                    out.add(tags);
+                } else if (type instanceof Schema) {
+                    out.add(toJson((Schema) type, (Struct) v));
+                } else if (type instanceof CompactArrayOf) {
+                    Schema element = (Schema) type.arrayElementType().get();
+                    List<Object> items = new ArrayList<>();
+                    for (Object item : (Object[]) v) {
+                        items.add(toJson(element, (Struct) item));
+                    }
+                    out.add(items);
+                } else if (type == Type.UUID) {
+                    out.add(v.toString());
+                } else if (type == Type.COMPACT_NULLABLE_BYTES) {
+                    out.add(v == null ? null : Base64.getEncoder().encodeToString(Utils.toArray((ByteBuffer) v)));
+                } else {
+                    out.add(v);
+                }
+            }
+            return out;
+        }
     }
 
     // ------------------------------------------------------------------------------------------------ benchmarks
