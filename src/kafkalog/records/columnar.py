@@ -68,6 +68,7 @@ import pyarrow as pa
 from kafkalog.errors import CorruptRecordError, InvalidRecordError, UnsupportedForMessageFormatError
 from kafkalog.records import _kernels as K
 from kafkalog.records import _kernels_columnar as KC
+from kafkalog.records._kernels_columnar import _decode_columns
 from kafkalog.records.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, decompress
 from kafkalog.records.framing import MAGIC_OFFSET
 from kafkalog.records.utf8 import decode_utf8_as_java
@@ -359,7 +360,7 @@ def _decode_group(
         hl_valid = hk_data = hv_valid = hv_data = np.zeros(1, np.uint8)  # never written
         hl_offsets = hk_offsets = hv_offsets = np.zeros(4, np.uint8)  # only [0] = 0 is written
     stats = np.zeros(KC.N_STATS, np.int64)
-    err = KC._decode_columns(
+    err = _decode_columns(
         buf,
         group.dbuf,
         plan,

@@ -55,7 +55,7 @@ def records_of_bytearray(buf: bytearray) -> MemoryRecords:
     """``MemoryRecords(buf)`` for a ``bytearray`` (always a 1-D byte view), without ``__init__``'s format
     check: the single-record append path makes one per call."""
     records: MemoryRecords = _new(MemoryRecords)
-    records._buf = memoryview(buf)
+    records._buf = memoryview(buf)  # noqa: SLF001 -- its own class, built without __init__ on the hot path
     return records
 
 

@@ -223,7 +223,7 @@ def _bulk_index_entries(segment: LogSegment, walk: Walk, last: Any, sizes: Any, 
     up: the walk then reaches that point itself and raises as it always has."""
     cur = segment.max_timestamp_and_offset_so_far
     cur_ts, cur_offset = cur.timestamp, cur.offset
-    ts_last = segment._time_index.last_entry().timestamp
+    ts_last = segment._time_index.last_entry().timestamp  # noqa: SLF001 -- LogSegment's recovery, split out
     vb, lie, interval = walk.valid_bytes, walk.last_index_entry, segment.index_interval_bytes
     k = len(last)
     if (sizes[:-1] > interval).all():
@@ -254,7 +254,7 @@ def _bulk_index_entries(segment: LogSegment, walk: Walk, last: Any, sizes: Any, 
                     ts_last = cur_ts
                 lie = vb
             vb += size
-    offset_index, time_index = segment._offset_index, segment._time_index
+    offset_index, time_index = segment._offset_index, segment._time_index  # noqa: SLF001 -- as above
     if (
         offset_index.entries + len(offsets) > offset_index.max_entries
         or time_index.entries + len(ts_entries) > time_index.max_entries - 1
@@ -263,6 +263,6 @@ def _bulk_index_entries(segment: LogSegment, walk: Walk, last: Any, sizes: Any, 
     offset_index.append_many(offsets, positions)
     time_index.append_many(ts_entries, ts_offsets)
     if cur_ts > segment.max_timestamp_so_far:
-        segment._max_ts_and_offset = TimestampOffset(cur_ts, cur_offset)
+        segment._max_ts_and_offset = TimestampOffset(cur_ts, cur_offset)  # noqa: SLF001 -- as above
     walk.valid_bytes, walk.last_index_entry = vb, lie
     return True

@@ -240,7 +240,7 @@ class FileRecords:
         try:
             if preallocate and not file_already_exists and mutable:
                 os.ftruncate(fd, init_file_size)
-                return cls(path, channel, 0, 0, is_slice=False, mutable=mutable)._as_empty_preallocated()
+                return cls(path, channel, 0, 0, is_slice=False, mutable=mutable)._as_empty_preallocated()  # noqa: SLF001 -- own class
             return cls(path, channel, 0, None, is_slice=False, mutable=mutable)
         except BaseException:
             channel.close()

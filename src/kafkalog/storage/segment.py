@@ -380,7 +380,8 @@ class LogSegment:
             )
         if self._bytes_since_last_index_entry > self.index_interval_bytes:
             oi, ti = self._oi, self._ti
-            if oi is None or ti is None or not (oi._loaded and ti._loaded):  # the properties' check, inlined
+            # the index properties' check, inlined on the append path
+            if oi is None or ti is None or not (oi._loaded and ti._loaded):  # noqa: SLF001
                 oi, ti = self.offset_index, self.time_index
             oi.append(largest_offset, physical_position)
             ti.maybe_append(current.timestamp, current.offset)
@@ -632,7 +633,8 @@ class LogSegment:
             if waited > max_segment_ms - self.roll_jitter_ms:
                 return True
         oi, ti = self._oi, self._ti
-        if oi is None or ti is None or not (oi._loaded and ti._loaded):  # the properties' check, inlined
+        # the index properties' check, inlined on the append path
+        if oi is None or ti is None or not (oi._loaded and ti._loaded):  # noqa: SLF001
             oi, ti = self.offset_index, self.time_index
         return (
             oi.is_full() or ti.is_full() or not 0 <= max_offset_in_messages - self.base_offset <= _INT32_MAX

@@ -66,7 +66,7 @@ def read_records(
     if max_size < 0 or max_position is None:
         return _reference(segment, start_offset, max_size, max_position, min_one_message)
     log = segment.log
-    index = segment._oi
+    index = segment._oi  # noqa: SLF001 -- LogSegment.read's fast path, split out; None when not loaded
     around = None if index is None else index.bracket(start_offset)
     if around is None:  # the index is not loaded: load it, unless the segment was deleted
         if not log.closed:
