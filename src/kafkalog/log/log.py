@@ -62,7 +62,15 @@ from kafkalog.log.local_log import LocalLog, LogDirFailureHandler
 from kafkalog.log.names import TopicPartition, parse_topic_partition_name
 from kafkalog.log.producer_state import ProducerStateManager
 from kafkalog.log.scheduler import ScheduledTask, Scheduler, background_executor
-from kafkalog.log.types import AppendOrigin, FetchIsolation, LogAppendInfo, LogOffsetSnapshot
+from kafkalog.log.types import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    AppendOrigin,
+    FetchIsolation,
+    LogAppendInfo,
+    LogOffsetSnapshot,
+)
 from kafkalog.log.watermarks import Watermarks
 from kafkalog.records import Compression, MemoryRecords, Record, SimpleRecord
 from kafkalog.records.simple import build_plain_batch
@@ -79,11 +87,6 @@ from kafkalog.time import SYSTEM_TIME, Time
 __all__ = ["EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "Log"]
 
 _log = logging.getLogger("kafkalog.log")
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL_TIMESTAMP = -4
-LATEST_TIERED_TIMESTAMP = -5
 # ``Log.read`` compares these once per call (an enum member lookup costs more than a global).
 _HIGH_WATERMARK = FetchIsolation.HIGH_WATERMARK
 _LOG_END = FetchIsolation.LOG_END

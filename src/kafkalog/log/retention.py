@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from kafkalog.log.types import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from kafkalog.storage import LogSegment, TimestampAndOffset
 
 if TYPE_CHECKING:
@@ -138,7 +139,6 @@ def delete_old_segments(log: Log) -> int:
 
 def fetch_offset_by_timestamp(log: Log, target: int) -> TimestampAndOffset | None:
     """See the module doc."""
-    from kafkalog.log.log import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 
     cache = log.leader_epoch_cache
     if target in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):

@@ -16,6 +16,11 @@ from kafkalog.records import Compression
 from kafkalog.storage.types import LogOffsetMetadata
 
 __all__ = [
+    "EARLIEST_LOCAL_TIMESTAMP",
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIERED_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
     "AppendOrigin",
     "FetchIsolation",
     "LeaderHwChange",
@@ -23,6 +28,13 @@ __all__ = [
     "LogOffsetSnapshot",
     "plain_append_info",
 ]
+
+# The special timestamps of a ListOffsets lookup (Kafka's ``ListOffsetsRequest`` constants).
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
 
 
 class AppendOrigin(enum.Enum):
