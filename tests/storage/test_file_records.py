@@ -531,3 +531,38 @@ def test_offset_search_frames_as_next_frame(
             assert records.search_for_offset_with_size(target, 0) == want
     finally:
         records.close()
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(entries=st.lists(_ENTRY, min_size=1, max_size=4), tail=st.binary(max_size=30), cut=st.integers(0, 400))
+def test_batch_range_at_frames_as_next_frame(
+    tmp_path: Path, entries: list[tuple[int, int, int, int]], tail: bytes, cut: int
+) -> None:
+    """``batch_range_at`` (every offset lookup calls it) keeps an inlined copy of ``next_frame``: at any
+    position of any file it gives a range exactly when the rule frames a complete v2 batch there."""
+    import struct
+
+    from kafkalog.records.framing import LAST_OFFSET_DELTA_OFFSET, frame_magic, is_v2_magic, next_frame
+
+    data = b"".join(
+        struct.pack(">qiibIhi", base, length, -1, magic, 0, 0, delta)
+        + bytes(max(0, min(length, 70) + 12 - 27))
+        for base, length, magic, delta in entries
+    )
+    data = (data + tail)[: max(cut, 0)] if cut < len(data) + len(tail) else data + tail
+    path = tmp_path / "range.log"
+    path.write_bytes(data)
+    records = FileRecords.open(path, file_already_exists=True, mutable=False)
+    try:
+        for position in range(len(data) + 1):
+            got = records.batch_range_at(position)
+            want = None
+            if len(data) - position >= 27:
+                frame = next_frame(data, position, len(data))
+                if type(frame) is int and frame >= 27 and is_v2_magic(frame_magic(data, position)):
+                    base = struct.unpack_from(">q", data, position)[0]
+                    last = base + struct.unpack_from(">i", data, position + LAST_OFFSET_DELTA_OFFSET)[0]
+                    want = (base, last, frame)
+            assert got == want, position
+    finally:
+        records.close()
