@@ -73,7 +73,7 @@ from kafkalog.cli.common import (
     require_dir,
 )
 from kafkalog.cli.dumplog import DECODERS, Decoder
-from kafkalog.cli.remote import is_url, open_remote, storage_option
+from kafkalog.cli.remote import is_url, key_ring_option, open_remote, refuse_for_local, storage_option
 from kafkalog.datadir import CLEANER_OFFSET_CHECKPOINT, read_topics
 from kafkalog.errors import (
     CorruptRecordError,
@@ -466,6 +466,7 @@ def _offset_value(ctx: click.Context, param: click.Parameter, value: str | None)
     help="On damaged data, warn, skip the rest of that segment and go on (exit 2 at the end).",
 )
 @storage_option
+@key_ring_option
 def consume(
     location: str,
     topic: str,
@@ -484,6 +485,7 @@ def consume(
     fetch_bytes: int,
     skip_damaged: bool,
     storage_options: tuple[str, ...],
+    key_ring: str | None,
 ) -> None:
     """Print the records of a topic, like kafka-console-consumer.sh.
 
@@ -525,11 +527,10 @@ def consume(
             raise click.UsageError(f"unknown --property {name!r} (known: {', '.join(sorted(props))})")
         props[name] = value.encode("utf-8").decode("unicode_escape") if "separator" in name else value
     if is_url(location):
-        data_dir = open_remote(location, storage_options)
+        data_dir = open_remote(location, storage_options, key_ring=key_ring)
         never_compacted_in: Path | None = None
     else:
-        if storage_options:
-            raise click.UsageError("--storage-option is for a URL (s3://, gs://, az://), not a local path")
+        refuse_for_local(storage_options, key_ring)
         path = require_dir(Path(location))
         data_dir = ReadOnlyDataDir(path)
         never_compacted_in = path

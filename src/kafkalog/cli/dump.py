@@ -55,9 +55,10 @@ from kafkalog.cli.dumplog import (
 )
 from kafkalog.cli.dumpmeta import checkpoint_dumper_for, dump_producer_snapshot
 from kafkalog.cli.dumpremote import RemoteDumpOutput, staged
-from kafkalog.cli.remote import is_url, parse_storage_options, storage_option
+from kafkalog.cli.remote import is_url, key_ring_option, load_key_ring, parse_storage_options, storage_option
 from kafkalog.errors import KafkaError, RemoteResourceNotFoundError
 from kafkalog.storage.files import file_kind
+from kafkalog.tiered import KeyRing
 
 __all__ = [
     "DUMPERS",
@@ -266,10 +267,12 @@ def _dump_one(path: Path, settings: DumpSettings, out: DumpOutput) -> int:
         return EXIT_NOINPUT if isinstance(exc, (FileNotFoundError, PermissionError)) else EXIT_UNREADABLE
 
 
-def _dump_url(url: str, options: Mapping[str, str], settings: DumpSettings, out: DumpOutput) -> int:
+def _dump_url(
+    url: str, options: Mapping[str, str], settings: DumpSettings, out: DumpOutput, key_ring: KeyRing | None
+) -> int:
     """Dump a file in object storage (:mod:`kafkalog.cli.dumpremote`): the local dumpers, the URL shown."""
     try:
-        with staged(url, options, max_bytes=settings.max_bytes) as (local, url_dir):
+        with staged(url, options, max_bytes=settings.max_bytes, key_ring=key_ring) as (local, url_dir):
             return _dump_one(local, settings, RemoteDumpOutput(out, local.parent, url_dir))
     except (BrokenPipeError, OutputError):
         raise
@@ -307,6 +310,7 @@ Exit codes (several files: the highest of them):
 )
 @click.argument("files", metavar="FILE...", nargs=-1, required=True)
 @storage_option
+@key_ring_option
 @click.option(
     "--deep-iteration",
     is_flag=True,
@@ -362,6 +366,7 @@ def dump(
     ctx: click.Context,
     files: tuple[str, ...],
     storage_options: tuple[str, ...],
+    key_ring: str | None,
     deep_iteration: bool,
     print_data_log: bool,
     max_bytes: int | None,
@@ -387,7 +392,8 @@ def dump(
     A .deleted, .cleaned or .swap suffix is looked through.
 
     \b
-    FILE may be a URL (s3://, gs://, az://, with --storage-option) of a
+    FILE may be a URL (s3://, gs://, az://, with --storage-option, and
+    --key-ring for an encrypted archive) of a
     file in a copy of a log dir (PREFIX/TOPIC-N/FILE) or in a tiered-storage
     archive (Aiven: PREFIX/TOPIC-TOPICID/N/FILE; LocalTieredStorage:
     PREFIX/TOPIC-N-TOPICID/FILE, FILE named as in a partition directory:
@@ -427,9 +433,10 @@ def dump(
     code = EXIT_OK
     try:
         options = parse_storage_options(storage_options)
+        ring = load_key_ring(key_ring) if any(is_url(f) for f in files) else None
         for file in files:
             if is_url(file):
-                code = max(code, _dump_url(file, options, settings, out))
+                code = max(code, _dump_url(file, options, settings, out, ring))
             else:
                 code = max(code, _dump_one(Path(file), settings, out))
             out.flush()

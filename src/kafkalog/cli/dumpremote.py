@@ -36,7 +36,7 @@ from kafkalog.objstore import PartitionSource, open_store
 from kafkalog.objstore.ranged import RangedSettings
 from kafkalog.readonly.copies import CopiedPartitionSource, partition_of_dir_name
 from kafkalog.readonly.remote import PlannedArchive
-from kafkalog.tiered import AivenArchive, LocalTieredArchive
+from kafkalog.tiered import AivenArchive, KeyRing, LocalTieredArchive
 
 __all__ = ["RemoteDumpOutput", "partition_source_of", "staged"]
 
@@ -53,7 +53,9 @@ def _split(url: str) -> tuple[str, str]:
     return head, tail
 
 
-def partition_source_of(url: str, options: Mapping[str, str]) -> tuple[PartitionSource, str]:
+def partition_source_of(
+    url: str, options: Mapping[str, str], key_ring: KeyRing | None = None
+) -> tuple[PartitionSource, str]:
     """The partition directory holding the file ``url`` names, and the file's name in it (see the module doc);
     ``FileNotFoundError`` when the URL names no file of a partition directory."""
     dir_url, name = _split(url)
@@ -65,7 +67,7 @@ def partition_source_of(url: str, options: Mapping[str, str]) -> tuple[Partition
         m = _AIVEN_TOPIC_DIR.match(topic_dir)
         if m is not None and "://" in root_url + "/":
             store = open_store(root_url, options)
-            aiven = AivenArchive(store, "", topic_ids={m.group("topic"): m.group("id")})
+            aiven = AivenArchive(store, "", topic_ids={m.group("topic"): m.group("id")}, key_ring=key_ring)
             return PlannedArchive(aiven.partition(m.group("topic"), int(dir_name))), name
     m = _LOCAL_TIERED_DIR.match(dir_name)
     if m is not None:
@@ -105,13 +107,13 @@ def _copy(source: PartitionSource, name: str, target: Path, limit: int | None = 
 
 @contextmanager
 def staged(
-    url: str, options: Mapping[str, str], *, max_bytes: int | None = None
+    url: str, options: Mapping[str, str], *, max_bytes: int | None = None, key_ring: KeyRing | None = None
 ) -> Iterator[tuple[Path, str]]:
     """The file ``url`` names, read through the seam into a private temporary directory (with its segment's
     ``.log`` for an index), as ``(local path, URL of its directory)``; the directory is removed afterwards.
     ``max_bytes`` (``dump --max-bytes``): only that much of a ``.log`` is read. Raises ``FileNotFoundError``
     (the file is not there) and the storage errors of the seam."""
-    source, name = partition_source_of(url, options)
+    source, name = partition_source_of(url, options, key_ring)
     files = source.list_files()
     if name not in files:
         raise FileNotFoundError(f"{url}: no such file in {source.name}")

@@ -41,7 +41,14 @@ from kafkalog.cli.common import (
 )
 from kafkalog.cli.layout import render_tree
 from kafkalog.cli.paths import resolve_target
-from kafkalog.cli.remote import is_url, open_remote, remote_partition_info, storage_option
+from kafkalog.cli.remote import (
+    is_url,
+    key_ring_option,
+    open_remote,
+    refuse_for_local,
+    remote_partition_info,
+    storage_option,
+)
 from kafkalog.datadir import SinkDirState, read_sink_dir_state, read_topics
 from kafkalog.errors import CorruptSnapshotError, KafkaError
 from kafkalog.log.checkpoint import CheckpointError, leader_epoch_checkpoint
@@ -233,6 +240,7 @@ def _details(p: PartitionInfo) -> list[Table]:
 @click.option("--json", "json_output", is_flag=True, help="Write JSON Lines instead of tables.")
 @click.option("--tree", is_flag=True, help="Draw the directory's files as a tree, each with what it holds.")
 @storage_option
+@key_ring_option
 def info(
     location: str,
     topic: str | None,
@@ -240,6 +248,7 @@ def info(
     json_output: bool,
     tree: bool,
     storage_options: tuple[str, ...],
+    key_ring: str | None,
 ) -> None:
     """Show what a data directory (or one partition directory) holds.
 
@@ -272,7 +281,7 @@ def info(
     if is_url(location):
         if tree:
             raise click.UsageError("--tree draws a local directory; give it a path, not a URL")
-        data_dir = open_remote(location, storage_options, topic=topic)
+        data_dir = open_remote(location, storage_options, topic=topic, key_ring=key_ring)
         parts = []
         for tp, name in sorted(data_dir.partition_names().items()):
             if topic is None or tp.topic == topic:
@@ -281,8 +290,7 @@ def info(
                 parts.append(part)
         _print_info(location, parts, {}, None, verbose, json_output, is_data_dir=True)
         return
-    if storage_options:
-        raise click.UsageError("--storage-option is for a URL (s3://, gs://, az://), not a local path")
+    refuse_for_local(storage_options, key_ring)
     path = Path(location)
     if tree:
         if json_output or topic is not None or verbose:

@@ -4,9 +4,13 @@ instead of a local directory: the data directory in object storage is opened wit
 ``fs.s3a.access.key``, ...; then the standard ``AWS_*`` environment), read through the same reader as a local
 one (:class:`~kafkalog.readonly.log.ReadOnlyDataDir`), and reported in the same shapes.
 
+``--key-ring FILE`` decrypts an encrypted Aiven archive: FILE holds the key ring in the format every reader
+takes (Spark's ``keyRing``, the Python API's ``key_ring``): a JSON object ``{"<kekId>": "<PEM text, or the
+path of a PEM file>"}`` (:func:`kafkalog.tiered.load_key_ring_file`).
+
 Invariants owned here: a storage option's value never appears in output or an error (a malformed item is
-named by its key only); nothing is written to the store; a URL whose prefix holds nothing exits 66
-(``EX_NOINPUT``), like a missing directory.
+named by its key only), nor does a private key (a key-ring error names the file and the key id); nothing is
+written to the store; a URL whose prefix holds nothing exits 66 (``EX_NOINPUT``), like a missing directory.
 """
 
 from __future__ import annotations
@@ -18,21 +22,24 @@ from typing import Any, TypeVar
 import click
 import numpy as np
 
-from kafkalog.cli.common import EXIT_NOINPUT, fail
+from kafkalog.cli.common import EXIT_NOINPUT, EXIT_USAGE, fail
 from kafkalog.cli.verifier import PartitionReport, VerifyReport
-from kafkalog.errors import CorruptRecordError, KafkaError, RemoteResourceNotFoundError
+from kafkalog.errors import CorruptRecordError, KafkaError, RemoteResourceNotFoundError, RemoteStorageError
 from kafkalog.log.checkpoint import CheckpointError, leader_epoch_checkpoint
 from kafkalog.log.names import TopicPartition
 from kafkalog.log.producer_state import ProducerStateEntry, parse_snapshot
 from kafkalog.readonly.log import ReadOnlyDataDir, ReadOnlyLog, is_url
 from kafkalog.readonly.remote import PlannedArchive
 from kafkalog.records import kernels as K
-from kafkalog.tiered import ArchivePartitionSource
+from kafkalog.tiered import ArchivePartitionSource, KeyRing, load_key_ring_file
 
 __all__ = [
     "is_url",
+    "key_ring_option",
+    "load_key_ring",
     "open_remote",
     "parse_storage_options",
+    "refuse_for_local",
     "remote_partition_info",
     "storage_option",
     "verify_remote",
@@ -54,6 +61,37 @@ def storage_option(f: _F) -> _F:
     )(f)
 
 
+def key_ring_option(f: _F) -> _F:
+    """The ``--key-ring FILE`` option of the commands that take a URL."""
+    return click.option(
+        "--key-ring",
+        "key_ring",
+        metavar="FILE",
+        default=None,
+        help='For an encrypted tiered-storage archive: a JSON file {"kekId": "PEM text or path to a PEM '
+        "file\"} holding the RSA private keys (the format of Spark's keyRing option).",
+    )(f)
+
+
+def load_key_ring(path: str | None) -> KeyRing | None:
+    """The key ring of ``--key-ring FILE`` (None without one); an unusable file exits 64 with an error naming
+    the file and, for one key, its id, never a key."""
+    if path is None:
+        return None
+    try:
+        return load_key_ring_file(path)
+    except RemoteStorageError as exc:
+        fail(f"--key-ring: {exc}", EXIT_USAGE)
+
+
+def refuse_for_local(storage_options: Sequence[str], key_ring: str | None) -> None:
+    """A usage error when ``--storage-option`` or ``--key-ring`` is given with a local path."""
+    if storage_options:
+        raise click.UsageError("--storage-option is for a URL (s3://, gs://, az://), not a local path")
+    if key_ring is not None:
+        raise click.UsageError("--key-ring is for a URL of an encrypted archive, not a local path")
+
+
 def parse_storage_options(items: Sequence[str]) -> dict[str, str]:
     """``KEY=VALUE`` items as a dict; a malformed one is a usage error that never echoes a value."""
     out: dict[str, str] = {}
@@ -70,11 +108,15 @@ def parse_storage_options(items: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def open_remote(url: str, items: Sequence[str], *, topic: str | None = None) -> ReadOnlyDataDir:
-    """The data directory at ``url``, checked to exist (exit 66 if nothing is stored under it)."""
+def open_remote(
+    url: str, items: Sequence[str], *, topic: str | None = None, key_ring: str | None = None
+) -> ReadOnlyDataDir:
+    """The data directory at ``url``, checked to exist (exit 66 if nothing is stored under it); ``key_ring``:
+    the ``--key-ring`` file."""
     options = parse_storage_options(items)
+    ring = load_key_ring(key_ring)
     try:
-        data_dir = ReadOnlyDataDir(url, options)
+        data_dir = ReadOnlyDataDir(url, options, key_ring=ring)
         names = data_dir.partition_names()
     except RemoteResourceNotFoundError as exc:
         fail(str(exc), EXIT_NOINPUT)

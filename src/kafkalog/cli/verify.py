@@ -26,7 +26,14 @@ from kafkalog.cli.common import (
     stdout_console,
 )
 from kafkalog.cli.paths import resolve_target
-from kafkalog.cli.remote import is_url, open_remote, storage_option, verify_remote
+from kafkalog.cli.remote import (
+    is_url,
+    key_ring_option,
+    open_remote,
+    refuse_for_local,
+    storage_option,
+    verify_remote,
+)
 from kafkalog.cli.verifier import PartitionReport, VerifyReport, log_bytes, verify_target
 
 __all__ = ["print_report_json", "print_report_text", "verify"]
@@ -122,8 +129,14 @@ def print_report_json(report: VerifyReport) -> None:
 @click.option("--json", "json_output", is_flag=True, help="Write JSON Lines (faults, warnings, summaries).")
 @click.option("-q", "--quiet", is_flag=True, help="Do not list warnings (they never fail the check).")
 @storage_option
+@key_ring_option
 def verify(
-    location: str, topic: str | None, json_output: bool, quiet: bool, storage_options: tuple[str, ...]
+    location: str,
+    topic: str | None,
+    json_output: bool,
+    quiet: bool,
+    storage_options: tuple[str, ...],
+    key_ring: str | None,
 ) -> None:
     """Check a data directory or one partition directory for damage.
 
@@ -157,14 +170,13 @@ def verify(
           --storage-option fs.s3a.endpoint=http://127.0.0.1:8333
     """
     if is_url(location):
-        report = verify_remote(open_remote(location, storage_options, topic=topic), topic)
+        report = verify_remote(open_remote(location, storage_options, topic=topic, key_ring=key_ring), topic)
         if json_output:
             print_report_json(report)
         else:
             print_report_text(report, warnings=not quiet)
         click.get_current_context().exit(EXIT_FAULT if report.faults else EXIT_OK)
-    if storage_options:
-        raise click.UsageError("--storage-option is for a URL (s3://, gs://, az://), not a local path")
+    refuse_for_local(storage_options, key_ring)
     target = resolve_target(Path(location), topic=topic)
     with progress("verifying", log_bytes(target), enabled=not json_output) as bar:
         tick = None

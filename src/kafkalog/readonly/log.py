@@ -69,7 +69,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Final, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -110,6 +110,9 @@ from kafkalog.storage.files import (
     offset_from_file_name,
 )
 from kafkalog.storage.txn_index import AbortedTxn, collect_aborted_txns, parse_txn_index
+
+if TYPE_CHECKING:
+    from kafkalog.tiered.crypto import KeyRing
 
 __all__ = [
     "DEFAULT_CHUNK_BYTES",
@@ -1078,7 +1081,7 @@ class ReadOnlyDataDir:
         *,
         layout: str | RemoteLayout | None = None,
         tiered_path: str | RemoteLayout | None = None,
-        key_ring: Mapping[str, Any] | None = None,
+        key_ring: KeyRing | Mapping[str, Any] | None = None,
         strict: bool = False,
         store: ObjectStore | None = None,
     ) -> None:
@@ -1238,7 +1241,7 @@ def _open_layout(
     storage_options: Mapping[str, str],
     layout: str | None,
     store: ObjectStore | None,
-    key_ring: Mapping[str, Any] | None,
+    key_ring: KeyRing | Mapping[str, Any] | None,
     strict: bool,
 ) -> RemoteLayout:
     """The layout of the data at ``url`` (a log-dir copy or a tiered-storage archive, detected by its keys)."""

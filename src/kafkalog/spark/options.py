@@ -78,6 +78,7 @@ from kafkalog.spark.offsets import (
     parse_offset_spec,
 )
 from kafkalog.spark.remote import RemoteSpec, is_storage_option
+from kafkalog.tiered.crypto import parse_key_ring_json
 from kafkalog.tiered.detect import LAYOUTS
 
 __all__ = [
@@ -226,15 +227,7 @@ class SourceOptions:
 
 
 def _key_ring(text: str) -> tuple[tuple[str, str], ...]:
-    try:
-        parsed = json.loads(text)
-    except ValueError:
-        parsed = None
-    if not isinstance(parsed, dict) or not all(isinstance(v, str) for v in parsed.values()):
-        raise ValueError(
-            'option \'keyRing\' must be a JSON object {"kekId": "PEM text or path to a PEM file"}'
-        )
-    return tuple(sorted((str(k), v) for k, v in parsed.items()))
+    return tuple(sorted(parse_key_ring_json(text, "option 'keyRing'").items()))
 
 
 def _paths(options: Mapping[str, str]) -> tuple[str, ...]:

@@ -14,7 +14,7 @@ Layers: imports :mod:`kafkalog.objstore`, :mod:`kafkalog.records`, :mod:`kafkalo
 """
 
 from kafkalog.tiered.aiven import AivenArchive, AivenSegment
-from kafkalog.tiered.crypto import KeyRing
+from kafkalog.tiered.crypto import KeyRing, load_key_ring_file, parse_key_ring_json
 from kafkalog.tiered.detect import LAYOUTS, Layout, detect_layout
 from kafkalog.tiered.local_tiered import LocalTieredArchive, LocalTieredSegment
 from kafkalog.tiered.manifest import SegmentManifest, parse_manifest
@@ -33,5 +33,7 @@ __all__ = [
     "SegmentManifest",
     "Selection",
     "detect_layout",
+    "load_key_ring_file",
+    "parse_key_ring_json",
     "parse_manifest",
 ]

@@ -411,7 +411,8 @@ class AivenArchive:
         if manifest.encryption is not None and self.key_ring is None:
             raise RemoteStorageError(
                 f"{manifest_url}: the segment is encrypted with key {manifest.encryption.key_id!r}; pass the "
-                f"RSA private key through the {KEY_RING_OPTION} option ({{key id: PEM}})"
+                f"RSA private key through the {KEY_RING_OPTION} option ({{key id: PEM}}; Spark: keyRing, the CLI: "
+                "--key-ring FILE)"
             )
         seg = AivenSegment(
             self.store,

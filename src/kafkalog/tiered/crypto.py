@@ -20,12 +20,18 @@ constant-time; any failure is one undifferentiated ``ValueError`` (no padding or
 with the explicit parameter spec above).
 
 A :class:`KeyRing` holds private keys only in memory; its ``repr`` names the key ids, never key material.
+
+The key-ring format every reader takes (Spark's ``keyRing`` option, the Python API's ``key_ring``, the CLI's
+``--key-ring FILE``): a JSON object ``{"<kekId>": "<PEM text, or the path of a PEM file>"}``
+(:func:`parse_key_ring_json`, :func:`load_key_ring_file`). Errors name the key id and the file, never a
+key's content.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import json
 import os
 import secrets
 from collections.abc import Mapping
@@ -45,8 +51,10 @@ __all__ = [
     "KeyRing",
     "decrypt_chunk",
     "encrypt_chunk",
+    "load_key_ring_file",
     "oaep_sha3_512_decrypt",
     "oaep_sha3_512_encrypt",
+    "parse_key_ring_json",
     "wrap_data_key",
 ]
 
@@ -55,6 +63,40 @@ GCM_TAG_SIZE: Final = 16
 _H_LEN: Final = 64  # SHA3-512
 #: The option that supplies the keys (named in errors).
 KEY_RING_OPTION: Final = "key_ring"
+#: A key-ring file larger than this is refused unread (a JSON object of a few PEM keys is a few KiB each).
+MAX_KEY_RING_FILE_BYTES: Final = 1024 * 1024
+_KEY_RING_SHAPE: Final = '{"kekId": "PEM text or path to a PEM file"}'
+
+
+def parse_key_ring_json(text: str | bytes, option: str) -> dict[str, str]:
+    """The ``{kekId: PEM text or path}`` object of a key ring given as JSON (Spark's ``keyRing`` option, a
+    ``--key-ring`` file); ``ValueError`` naming ``option`` (never the text, which may hold a key)."""
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict) or not all(isinstance(v, str) and v for v in parsed.values()):
+        raise ValueError(f"{option} must be a JSON object {_KEY_RING_SHAPE}")
+    return dict(parsed)
+
+
+def load_key_ring_file(path: str | os.PathLike[str]) -> KeyRing:
+    """The :class:`KeyRing` a key-ring file describes (JSON, :func:`parse_key_ring_json`; a relative PEM path
+    is relative to the working directory, as in Spark's ``keyRing``). Any failure is a
+    :class:`~kafkalog.errors.RemoteStorageError` naming the file and, for one key, its id."""
+    where = f"key-ring file {os.fspath(path)}"
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_KEY_RING_FILE_BYTES + 1)
+    except OSError as exc:
+        raise RemoteStorageError(f"{where}: cannot read it: {exc.strerror or type(exc).__name__}") from None
+    if len(data) > MAX_KEY_RING_FILE_BYTES:
+        raise RemoteStorageError(f"{where}: larger than {MAX_KEY_RING_FILE_BYTES} bytes; not a key ring")
+    try:
+        keys = parse_key_ring_json(data, where)
+    except ValueError as exc:
+        raise RemoteStorageError(str(exc)) from None
+    return KeyRing(keys, option=where)
 
 
 def _cryptography() -> Any:
@@ -137,13 +179,17 @@ class KeyRing:
     """RSA private keys by key-encryption-key id: ``{kekId: PEM text, PEM bytes, or a path to a PEM file}``.
 
     Unencrypted PKCS#8 (``BEGIN PRIVATE KEY``) or PKCS#1 (``BEGIN RSA PRIVATE KEY``) keys, as the plugin's
-    ``RsaKeyReader`` reads. A key that cannot be loaded is a :class:`RemoteStorageError` naming its id."""
+    ``RsaKeyReader`` reads. A key that cannot be loaded is a :class:`RemoteStorageError` naming its id and
+    ``option`` (where the keys came from: the option's name, or a key-ring file), never the key's content."""
 
-    def __init__(self, keys: Mapping[str, str | bytes | os.PathLike[str]]) -> None:
+    def __init__(
+        self, keys: Mapping[str, str | bytes | os.PathLike[str]], *, option: str = KEY_RING_OPTION
+    ) -> None:
         serialization = _cryptography()
         _require_pycryptodome()
         from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 
+        self.option = option
         # pycryptodome's cipher objects, never its RsaKey (whose repr prints the private numbers)
         self._keys: dict[str, PKCS1OAEP_Cipher] = {}
         # the PEMs, only to pickle the ring to Spark executors (as the key-ring option itself travels)
@@ -158,31 +204,36 @@ class KeyRing:
                     pem = Path(source).read_bytes()
                 except OSError as exc:
                     raise RemoteStorageError(
-                        f"{KEY_RING_OPTION}: cannot read the PEM file of key {key_id!r}: {exc.strerror}"
+                        f"{self.option}: cannot read the PEM file of key {key_id!r}: {exc.strerror}"
                     ) from None
             try:
                 key = serialization.load_pem_private_key(pem, password=None)
             except (ValueError, TypeError):
                 raise RemoteStorageError(
-                    f"{KEY_RING_OPTION}: key {key_id!r} is not an unencrypted PEM private key"
+                    f"{self.option}: key {key_id!r} is not an unencrypted PEM private key"
                 ) from None
             if not isinstance(key, RSAPrivateKey):
-                raise RemoteStorageError(f"{KEY_RING_OPTION}: key {key_id!r} is not an RSA private key")
+                raise RemoteStorageError(f"{self.option}: key {key_id!r} is not an RSA private key")
             self._pems[key_id] = pem
             try:
                 self._keys[key_id] = _oaep_sha3_512(_rsa_key(key))
             except ValueError:
                 raise RemoteStorageError(
-                    f"{KEY_RING_OPTION}: key {key_id!r} is not an RSA private key pycryptodome can use"
+                    f"{self.option}: key {key_id!r} is not an RSA private key pycryptodome can use"
                 ) from None
 
     def __repr__(self) -> str:
         return f"KeyRing({sorted(self._keys)})"
 
-    def __reduce__(self) -> tuple[type[KeyRing], tuple[dict[str, bytes]]]:
+    @property
+    def _holder(self) -> str:
+        """What holds the keys, as errors say it: ``the key_ring option``, ``key-ring file ring.json``."""
+        return f"the {self.option} option" if self.option == KEY_RING_OPTION else self.option
+
+    def __reduce__(self) -> tuple[Any, tuple[dict[str, bytes], str]]:
         # a planned archive goes to executors with its ring: the PEMs, loaded again there (cipher objects
         # do not pickle); never shown by a repr
-        return type(self), (dict(self._pems),)
+        return _key_ring, (dict(self._pems), self.option)
 
     @property
     def key_ids(self) -> list[str]:
@@ -195,7 +246,7 @@ class KeyRing:
         cipher = self._keys.get(kek_id)
         if cipher is None:
             raise RemoteStorageError(
-                f"{where}: encrypted with key {kek_id!r}, which the {KEY_RING_OPTION} option does not hold "
+                f"{where}: encrypted with key {kek_id!r}, which {self._holder} does not hold "
                 f"(it holds {self.key_ids}); supply that RSA private key"
             )
         try:
@@ -203,12 +254,17 @@ class KeyRing:
             dek = _decrypt(cipher, wrapped)
         except (binascii.Error, ValueError):
             raise RemoteStorageError(
-                f"{where}: the data key does not decrypt with key {kek_id!r} of the {KEY_RING_OPTION} option "
+                f"{where}: the data key does not decrypt with key {kek_id!r} of {self._holder} "
                 "(a wrong key under that id, or a corrupt manifest)"
             ) from None
         if len(dek) not in (16, 24, 32):
             raise RemoteStorageError(f"{where}: the data key decrypts to {len(dek)} bytes, not an AES key")
         return dek
+
+
+def _key_ring(pems: dict[str, bytes], option: str) -> KeyRing:
+    """An unpickled :class:`KeyRing`."""
+    return KeyRing(pems, option=option)
 
 
 def wrap_data_key(dek: bytes, kek_id: str, public_key: RSAPublicKey) -> str:
