@@ -15,6 +15,7 @@ from kafkalog.errors import InvalidConfigurationError, RemoteResourceNotFoundErr
 from kafkalog.objstore import MemoryStore
 from kafkalog.objstore.files import PartitionSource, RandomAccessFile
 from kafkalog.objstore.ranged import RangedFile, RangedSettings, StorePartitionSource, partition_prefixes
+from kafkalog.objstore.store import ListResult, ObjectMeta
 from s3_server import S3Server
 
 DATA = random.Random(7).randbytes(100_000)
@@ -217,6 +218,64 @@ def test_a_file_read_whole_is_bounded(caplog: pytest.LogCaptureFixture) -> None:
     assert RangedSettings().whole_file_max_bytes == 128 * 1024 * 1024
     with pytest.raises(InvalidConfigurationError):
         RangedSettings.from_options({"storage.whole.file.max.bytes": "0"})
+
+
+class HugeObjectStore(MemoryStore):
+    """A store whose HEAD and listing report a huge size for ``huge`` keys (as a hostile bucket would), and that
+    fails the test if anything GETs one of them (a whole read would allocate that much)."""
+
+    HUGE = 64 * 1024**3
+
+    def __init__(self, objects: dict[str, bytes], huge: set[str]) -> None:
+        super().__init__(objects)
+        self.huge = huge
+
+    def head(self, key: str) -> ObjectMeta:
+        meta = super().head(key)
+        return meta._replace(size=self.HUGE) if key in self.huge else meta
+
+    def list(self, prefix: str = "", *, delimiter: bool = True) -> ListResult:
+        listed = super().list(prefix, delimiter=delimiter)
+        objects = [o._replace(size=self.HUGE) if o.key in self.huge else o for o in listed.objects]
+        return ListResult(listed.prefixes, objects)
+
+    def get(self, key: str) -> bytes:
+        assert key not in self.huge, f"a whole GET of {key}, which claims {self.HUGE} bytes"
+        return super().get(key)
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        assert key not in self.huge or end - start <= 1 << 20, f"a {end - start}-byte GET of {key}"
+        return super().get_range(key, start, end)
+
+
+@pytest.mark.parametrize(
+    "name", ["log-start-offset-checkpoint", "replication-offset-checkpoint", "kafkalog-topics.json"]
+)
+def test_a_log_dir_checkpoint_read_from_a_copy_is_bounded(name: str) -> None:
+    """A log dir's own files in a copy (its checkpoints, ``kafkalog-topics.json``) are read whole under the same
+    bound as a partition's small files: one that HEAD reports huge is a typed error naming it and the option,
+    with no GET (memory never follows a size the bucket claims)."""
+    from kafkalog.readonly.log import ReadOnlyDataDir
+
+    checkpoint = b"0\n1\nt 0 5\n"
+    objects = {
+        "t-0/00000000000000000000.log": b"",
+        "log-start-offset-checkpoint": checkpoint,
+        "replication-offset-checkpoint": checkpoint,
+        "kafkalog-topics.json": b"{}",
+    }
+    store = HugeObjectStore(objects, {name})
+    data_dir = ReadOnlyDataDir(
+        "memory://huge", {"storage.whole.file.max.bytes": "4096"}, store=store, layout="logdir"
+    )
+    with pytest.raises(
+        RemoteStorageError,
+        match=rf"{name}: {HugeObjectStore.HUGE} bytes, more than storage\.whole\.file\.max\.bytes \(4096\)",
+    ):
+        _ = data_dir.log("t", 0, check=False).log_start_offset
+    # within the bound they are read (the default bound, 128 MiB, applies without the option)
+    fine = ReadOnlyDataDir("memory://fine", {}, store=MemoryStore(objects), layout="logdir")
+    assert fine.log("t", 0, check=False).log_start_offset == 0  # clamped to the (empty) log's end
 
 
 def test_partition_prefixes() -> None:

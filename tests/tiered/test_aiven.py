@@ -306,3 +306,28 @@ def test_an_oversized_manifest_is_refused_unread(source_log: Path, monkeypatch: 
     ):
         AivenArchive(store, PREFIX).partition("orders", 3)
     assert stems[0] + ".rsm-manifest" not in store.reads
+
+
+def test_every_whole_read_of_planning_is_bounded(source_log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same bound holds where a recreated topic's incarnations are compared (the newest manifest of each
+    is read), and the ``.indexes`` parts a manifest slices (read whole) are bounded too: both refused before
+    their GET."""
+    import kafkalog.tiered.aiven as aiven
+
+    segments = segments_from_log_dir(source_log)
+    store = RecordingStore()
+    for topic_id in ("AAAAAAAAAAAAAAAAAAAAAA", "BBBBBBBBBBBBBBBBBBBBBw"):
+        write_aiven_segment(store, segments[0], topic="orders", topic_id=topic_id, partition=3, prefix=PREFIX)
+    monkeypatch.setattr(aiven, "MAX_MANIFEST_BYTES", 100)
+    store.reads.clear()
+    with pytest.raises(RemoteStorageError, match=r"\.rsm-manifest: corrupt segment manifest: \d+ bytes"):
+        AivenArchive(store, PREFIX).topic_id("orders")
+    assert not [k for k in store.reads if k.endswith(".rsm-manifest")]
+    monkeypatch.undo()
+    single = RecordingStore()
+    upload(single, segments[:1])
+    monkeypatch.setattr(aiven, "MAX_INDEXES_BYTES", 16)
+    single.reads.clear()
+    with pytest.raises(RemoteStorageError, match=r"its segmentIndexes span \d+ bytes, more than the 16"):
+        AivenArchive(single, PREFIX).partition("orders", 3)
+    assert not [k for k in single.reads if k.endswith(".indexes")]

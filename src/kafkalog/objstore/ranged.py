@@ -304,7 +304,8 @@ def read_whole(
             f"{name}: {size} bytes, more than storage.whole.file.max.bytes ({limit}) allows for a file read "
             "whole (an index, snapshot or checkpoint); raise that storage option if the file is right"
         )
-    return store.get(key)
+    # a ranged GET of the size checked: an object that grew since the HEAD or listing is not read past it
+    return store.get_range(key, 0, size) if size else b""
 
 
 def partition_prefixes(store: ObjectStore, prefix: str = "") -> dict[str, str]:

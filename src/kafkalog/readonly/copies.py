@@ -12,6 +12,10 @@ Invariants owned here:
 * **Nothing is written**, and nothing but the store's own requests is made: one LIST per listing, ranged
   GETs of aligned blocks per ``.log`` (:class:`~kafkalog.objstore.ranged.RangedFile`), one GET per small file. A copy does not change while it is read, so each
   log dir's checkpoints are read once per :class:`StoreLogDirState`.
+* **Every file read whole is size-bounded** before its GET, as a partition's small files are
+  (``storage.whole.file.max.bytes``, :func:`~kafkalog.objstore.ranged.read_whole`): the log dir's checkpoints
+  and ``kafkalog-topics.json`` included, so a huge object where a checkpoint should be is a
+  :class:`~kafkalog.errors.RemoteStorageError` naming it and the option, never a large allocation.
 * A partition directory's names are exactly those of a local one, so the reader treats a copy as a local
   directory: a torn last segment (the copy was taken while a broker appended) ends the data as recovery
   would, and is never an error. A ``.log`` key whose name holds an offset above ``2**63 - 1`` is a
@@ -124,21 +128,27 @@ class CopiedPartitionSource:
 class StoreLogDirState:
     """The checkpoints of a log-dir copy (:class:`~kafkalog.readonly.log.LogDirState`), read once."""
 
-    __slots__ = ("_hw", "_hw_follows_leo", "_log_start", "prefix", "store")
+    __slots__ = ("_hw", "_hw_follows_leo", "_log_start", "prefix", "settings", "store")
 
-    def __init__(self, store: ObjectStore, prefix: str) -> None:
+    def __init__(self, store: ObjectStore, prefix: str, settings: RangedSettings | None = None) -> None:
         self.store = store
         self.prefix = prefix
+        self.settings = settings
         self._log_start: dict[TopicPartition, int] | None = None
         self._hw: dict[TopicPartition, int] | None = None
         self._hw_follows_leo = False
 
-    def __reduce__(self) -> tuple[type[StoreLogDirState], tuple[ObjectStore, str]]:
-        return type(self), (self.store, self.prefix)
+    def __reduce__(
+        self,
+    ) -> tuple[type[StoreLogDirState], tuple[ObjectStore, str, RangedSettings | None]]:
+        return type(self), (self.store, self.prefix, self.settings)
 
     def _small(self, name: str) -> bytes | None:
+        """The file whole (None if absent); one HEAD, then one GET only when it is within
+        ``storage.whole.file.max.bytes`` (else :class:`~kafkalog.errors.RemoteStorageError`)."""
+        key = join_key(self.prefix, name)
         try:
-            return self.store.get(join_key(self.prefix, name))
+            return read_whole(self.store, key, None, self.settings, object_url(self.store, key))
         except RemoteResourceNotFoundError:
             return None
 
@@ -197,7 +207,7 @@ class LogDirCopy:
         self.store = store
         self.prefix = prefix.strip("/")
         self.settings = settings
-        self._state = StoreLogDirState(store, self.prefix)
+        self._state = StoreLogDirState(store, self.prefix, settings)
 
     def __repr__(self) -> str:
         return f"LogDirCopy({self.store.url!r}, {self.prefix!r})"

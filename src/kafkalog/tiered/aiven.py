@@ -33,7 +33,7 @@ from typing import Any, Final
 
 from kafkalog.errors import RemoteResourceNotFoundError, RemoteStorageError
 from kafkalog.objstore.files import RandomAccessFile
-from kafkalog.objstore.ranged import RangedFile
+from kafkalog.objstore.ranged import DEFAULT_WHOLE_FILE_MAX_BYTES, RangedFile
 from kafkalog.objstore.store import ObjectMeta, ObjectStore
 from kafkalog.tiered.crypto import GCM_TAG_SIZE, IV_SIZE, KEY_RING_OPTION, KeyRing, decrypt_chunk
 from kafkalog.tiered.files import DEFAULT_CHUNK_CACHE_BYTES, ChunkedFile, object_url
@@ -50,6 +50,7 @@ from kafkalog.tiered.view import (
 
 __all__ = [
     "DEFAULT_MANIFEST_CONCURRENCY",
+    "MAX_INDEXES_BYTES",
     "MAX_MANIFEST_BYTES",
     "AivenArchive",
     "AivenSegment",
@@ -64,6 +65,9 @@ DEFAULT_MANIFEST_CONCURRENCY: Final = 16
 #: A manifest larger than this is refused unread (real ones are about 1 KiB; a variable chunk index of a
 #: 2 GiB segment in 4 MiB chunks adds well under 1 KiB).
 MAX_MANIFEST_BYTES: Final = 16 * 1024 * 1024
+#: The ``.indexes`` parts of one segment are read whole: a manifest slicing more than this is refused (Kafka's
+#: own indexes are at most ``segment.index.bytes``, 10 MiB by default, each).
+MAX_INDEXES_BYTES: Final = DEFAULT_WHOLE_FILE_MAX_BYTES
 _UUID = r"[A-Za-z0-9_-]{22}"
 _TOPIC_DIR = re.compile(rf"^(?P<topic>.+)-(?P<id>{_UUID})/$")
 _PARTITION_DIR = re.compile(r"^(?P<p>\d{1,10})/$")
@@ -88,6 +92,15 @@ def epochs_in_range(entries: list[tuple[int, int]], start: int, end: int) -> dic
             continue
         out[epoch] = max(offset, start)
     return out
+
+
+def _check_manifest_size(store: ObjectStore, meta: ObjectMeta) -> None:
+    """A manifest larger than :data:`MAX_MANIFEST_BYTES` (its listed size) is refused before its GET."""
+    if meta.size > MAX_MANIFEST_BYTES:
+        raise RemoteStorageError(
+            f"{_url(store, meta.key)}: corrupt segment manifest: {meta.size} bytes, "
+            f"more than the {MAX_MANIFEST_BYTES} a manifest can need"
+        )
 
 
 def _url(store: ObjectStore, key: str) -> str:
@@ -295,6 +308,7 @@ class AivenArchive:
                 if not objects:
                     continue
                 newest = max(objects, key=lambda o: o.key)
+                _check_manifest_size(self.store, newest)
                 manifest = parse_manifest(self.store.get(newest.key), _url(self.store, newest.key))
                 md = manifest.remote_log_segment_metadata
                 stamp = md.event_timestamp_ms if md is not None else newest.last_modified_ms
@@ -364,12 +378,10 @@ class AivenArchive:
             stem, group = item
             manifest_meta = group.objects["rsm-manifest"]
             manifest_key = manifest_meta.key
-            if manifest_meta.size > MAX_MANIFEST_BYTES:
-                raise RemoteStorageError(
-                    f"{_url(self.store, manifest_key)}: corrupt segment manifest: {manifest_meta.size} bytes, "
-                    f"more than the {MAX_MANIFEST_BYTES} a manifest can need"
-                )
-            manifest = parse_manifest(self.store.get(manifest_key), _url(self.store, manifest_key))
+            _check_manifest_size(self.store, manifest_meta)
+            manifest = parse_manifest(
+                self.store.get_range(manifest_key, 0, manifest_meta.size), _url(self.store, manifest_key)
+            )
             return self._segment(stem, group, manifest)
 
         with ThreadPoolExecutor(max_workers=self.manifest_concurrency) as pool:
@@ -403,6 +415,11 @@ class AivenArchive:
                 "its manifest says (a damaged or replaced upload)"
             )
         need = manifest.segment_indexes.end()
+        if need > MAX_INDEXES_BYTES:
+            raise RemoteStorageError(
+                f"{manifest_url}: corrupt segment manifest: its segmentIndexes span {need} bytes, more than the "
+                f"{MAX_INDEXES_BYTES} a segment's indexes are read whole within"
+            )
         if indexes_meta.size < need:
             raise RemoteStorageError(
                 f"{_url(self.store, indexes_meta.key)}: {indexes_meta.size} bytes, but its manifest "

@@ -24,7 +24,7 @@ from typing import Final
 
 from kafkalog.errors import RemoteResourceNotFoundError, RemoteStorageError
 from kafkalog.objstore.files import RandomAccessFile
-from kafkalog.objstore.ranged import RangedFile
+from kafkalog.objstore.ranged import DEFAULT_WHOLE_FILE_MAX_BYTES, RangedFile
 from kafkalog.objstore.store import ObjectMeta, ObjectStore
 from kafkalog.tiered.aiven import DEFAULT_MANIFEST_CONCURRENCY, TOPIC_IDS_OPTION, epochs_in_range
 from kafkalog.tiered.files import object_url
@@ -104,6 +104,11 @@ class LocalTieredSegment(ArchivedSegment):
         for suffix, part in LOCAL_TIERED_SUFFIXES.items():
             if part == kind and suffix in self.objects:
                 meta = self.objects[suffix]
+                if meta.size > DEFAULT_WHOLE_FILE_MAX_BYTES:
+                    raise RemoteStorageError(
+                        f"{_url(self.store, meta.key)}: {meta.size} bytes, more than the "
+                        f"{DEFAULT_WHOLE_FILE_MAX_BYTES} an index, snapshot or checkpoint is read whole within"
+                    )
                 return self.store.get_range(meta.key, 0, meta.size) if meta.size else b""
         return b""
 
