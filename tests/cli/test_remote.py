@@ -218,6 +218,37 @@ def test_consume_of_an_archive_missing_a_segment_exits_2(tmp_path: Path) -> None
         forget_memory_store(name)
 
 
+def test_verify_and_consume_report_an_archive_whose_logs_are_gone(tmp_path: Path) -> None:
+    """Every ``.log`` deleted while the manifests remain: ``verify`` faults each lost range naming the objects
+    gone (exit 1), ``consume`` exits 2 with the offsets missing, never 0 rows and exit 0."""
+    from kafkalog.tiered.writer import segments_from_log_dir, write_aiven_segment
+
+    written = write_partition(tmp_path / "orders-0", batches=40, transactions=False)
+    segments = segments_from_log_dir(written.path)
+    name = f"lost-{tmp_path.name}"
+    store = open_store(f"memory://{name}")
+    try:
+        stems = [
+            write_aiven_segment(store, seg, topic="orders", topic_id="MWJ6FHTfRYy67jzwZdeqSQ", partition=0)
+            for seg in segments
+        ]
+        for stem in stems:
+            store.delete(stem + ".log")
+        result = run("verify", f"memory://{name}", "--json")
+        faults = [o["message"] for o in json_lines(result.stdout) if o["type"] == "fault"]
+        assert result.exit_code == 1, result.stdout
+        for seg, stem in zip(segments, stems, strict=True):
+            assert any(
+                f"offsets {seg.base_offset}-{seg.end_offset} are lost" in m and f"{stem}.log is gone" in m
+                for m in faults
+            ), faults
+        consumed = run("consume", f"memory://{name}", "orders", "--from-beginning")
+        assert consumed.exit_code == 2 and consumed.stdout == ""
+        assert f"{stems[0]}.log gone" in consumed.stderr, consumed.stderr
+    finally:
+        forget_memory_store(name)
+
+
 def test_consume_follow_sees_segments_uploaded_to_an_archive(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -327,6 +327,65 @@ def test_a_segment_missing_from_an_archive_is_data_loss(
         forget_memory_store(name)
 
 
+@pytest.mark.parametrize("old_style", [False, True])
+def test_an_archive_whose_logs_are_gone_while_manifests_remain_is_data_loss(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, old_style: bool
+) -> None:
+    """Every ``.log`` object deleted while the manifests remain (a lifecycle rule, an interrupted delete): the
+    manifests say the offsets were archived, so it is data loss, not an empty partition: ``failOnDataLoss=true``
+    fails naming the objects gone, ``false`` warns with them and reads nothing. Gone before the first readable
+    segment, it is a retention delete in progress: the archive starts after it, no data loss."""
+    from kafkalog.errors import OffsetOutOfRangeError
+    from kafkalog.spark.reader import read_task
+    from kafkalog.tiered.writer import segments_from_log_dir, write_aiven_segment
+
+    data = tmp_path / "data"
+    write_topic(data, "events", 1, 80, segment_bytes=2048)
+    segments = segments_from_log_dir(data / "events-0")
+    name = f"lost-{tmp_path.name}"
+    store = open_store(f"memory://{name}")
+    try:
+        stems = [
+            write_aiven_segment(
+                store, seg, topic="events", topic_id=TOPIC_ID, partition=0, old_style_manifest=old_style
+            )
+            for seg in segments
+        ]
+        store.delete(stems[0] + ".log")  # the oldest: a retention delete under way
+        store.delete(stems[1] + ".indexes")
+        (task,) = plan_batch(
+            parse_source_options({"path": f"memory://{name}", "subscribe": "events"}, streaming=False)
+        )
+        assert (task.start, task.end) == (segments[2].base_offset, segments[-1].end_offset + 1)
+        assert sum(b.num_rows for b in read_task(task, include_headers=False)) == task.end - task.start
+        assert f"{stems[0]}.log gone, before the first readable segment" in caplog.text
+        for stem in stems:
+            store.delete(stem + ".log")
+        caplog.clear()
+        for fail in ("true", "false"):
+            opts = parse_source_options(
+                {"path": f"memory://{name}", "subscribe": "events", "failOnDataLoss": fail}, streaming=False
+            )
+            (task,) = plan_batch(opts)
+            # an old-style manifest has no end offset: a lost last segment is known to hold its base offset
+            end = segments[-1].base_offset + 1 if old_style else segments[-1].end_offset + 1
+            assert (task.start, task.end) == (0, end)
+            if fail == "true":
+                with pytest.raises(
+                    OffsetOutOfRangeError, match=r"Cannot fetch offsets \[0, .*objects are gone: .*\.log"
+                ) as err:
+                    list(read_task(task, include_headers=False))
+                assert f"{stems[0]}.log" in str(err.value)
+            else:
+                assert (
+                    sum(b.num_rows for b in read_task(task, include_headers=False, fail_on_data_loss=False))
+                    == 0
+                )
+                assert f"{stems[-1]}.log" in caplog.text and "Cannot fetch offsets [0," in caplog.text
+    finally:
+        forget_memory_store(name)
+
+
 @pytest.mark.parametrize("encrypted", [False, True])
 def test_executors_read_an_archive_with_no_listing_or_manifest_request(
     tmp_path: Path, encrypted: bool

@@ -266,6 +266,21 @@ class PartitionReader:
             raise error
         self._skip(first, upper, error)
 
+    def _unreadable_segment(self, upper: int) -> None:
+        """The segment holding the position is listed (still, after a refresh) but cannot be opened: an
+        archived segment whose manifest remains while its objects are gone. Damage, never the end of the
+        data: raised, or with ``skip_damaged`` reported and skipped up to the next segment."""
+        gone = getattr(self.log.source, "missing_objects", None)
+        objects = [] if gone is None else list(gone(self.position, upper))
+        error = CorruptRecordError(
+            f"offsets {self.position}..{upper - 1} are missing: their segment is listed but cannot be read"
+            + (f" ({', '.join(objects)} gone)" if objects else "")
+        )
+        if not self.skip_damaged:
+            raise error
+        self._skip(self.position, upper, error)
+        self.position = max(self.position, upper)
+
     def _next_segment_base(self, offset: int) -> int:
         """Base offset of the segment after the one holding ``offset`` (the bound when it is the last)."""
         return next((s.base_offset for s in self.log.segments if s.base_offset > offset), self.bound())
@@ -298,6 +313,8 @@ class PartitionReader:
             if self.position < self.log.log_start_offset:
                 self.lost.append((self.position, self.log.log_start_offset))
                 self.position = self.log.log_start_offset
+            elif self.position < min(end, self.log.log_end_offset):
+                self._unreadable_segment(min(self._next_segment_base(self.position), end))
             return
         aborted = self.log.aborted_transactions(self.position, end) if self.committed else None
         current: list[RecordBatch] = []

@@ -273,6 +273,12 @@ def _verify_archive(source: ArchivePartitionSource, last_in: dict[int, int], par
         )
     for lo, hi in selection.gaps:
         part.fault("", f"offsets {lo}-{hi} are in no archived segment")
+    for seg in source.lost:
+        part.fault(
+            seg.name,
+            f"offsets {seg.base_offset}-{seg.end_offset} are lost: the manifest remains but "
+            f"{', '.join(seg.missing)} {'is' if len(seg.missing) == 1 else 'are'} gone",
+        )
     for seg in selection.chosen:
         seen = last_in.get(seg.base_offset)
         if seen is not None and seen != seg.end_offset:

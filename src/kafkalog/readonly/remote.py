@@ -201,6 +201,11 @@ class PlannedArchive:
         seg = self._by_base.get(base_offset)
         return None if seg is None or seg.max_timestamp_ms < 0 else seg.max_timestamp_ms
 
+    def missing_objects(self, start: int, end: int) -> list[str]:
+        """URLs of the objects gone from the segments holding ``[start, end)`` whose manifests remain (what a
+        data-loss message names)."""
+        return self.archive.missing_objects(start, end)
+
 
 class TieredUnionSource:
     """One partition's local directory and its archive, read as one (see the module doc)."""
@@ -262,6 +267,11 @@ class TieredUnionSource:
             if self.archive is None:
                 raise
             return self.archive.open(name)
+
+    def missing_objects(self, start: int, end: int) -> list[str]:
+        """The archive's objects gone for offsets ``[start, end)`` (:meth:`PlannedArchive.missing_objects`)."""
+        find = getattr(self.archive, "missing_objects", None)
+        return [] if find is None else list(find(start, end))
 
     def read(self, name: str) -> bytes:
         """A local file whole if there is one, else the archived one."""

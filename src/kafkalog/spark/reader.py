@@ -453,10 +453,16 @@ def read_task(
     constants = _Constants(task.topic, task.partition)
     tp = TopicPartition(task.topic, task.partition)
 
+    gone = getattr(log.source, "missing_objects", None)
+
     def missing(lo: int, hi: int) -> None:
-        report_data_loss(
-            f"Cannot fetch offsets [{lo}, {hi}) of {tp}: they are no longer in the log", fail_on_data_loss
+        objects = [] if gone is None else gone(lo, hi)
+        why = (
+            f"their segment's manifest remains but its objects are gone: {', '.join(objects)}"
+            if objects
+            else "they are no longer in the log"
         )
+        report_data_loss(f"Cannot fetch offsets [{lo}, {hi}) of {tp}: {why}", fail_on_data_loss)
 
     # Offsets between an archive's segments are lost data (tiered storage holds no compacted topic); between a
     # local log's segments they are what compaction leaves.

@@ -10,7 +10,18 @@ Layout owned here (``ObjectKeyFactory``)::
 ``topicId`` and ``segmentUuid`` are Kafka ``Uuid``\\ s in URL-safe base64 without padding (22 characters).
 The plugin uploads ``.log``, then ``.indexes``, then the manifest, so a segment with a manifest is complete;
 a ``.log`` or ``.indexes`` without a manifest is an orphan (a failed upload, a partial delete), skipped with a
-warning or refused with ``strict=True``. The ``.indexes`` object concatenates the offset index, time index,
+warning or refused with ``strict=True``.
+
+A manifest whose ``.log`` or ``.indexes`` is gone (:class:`LostSegment`) says its offsets were archived, and
+their data is not there: the plugin deletes a segment's three objects in one unordered batch, so a delete
+interrupted, or an object removed behind the plugin's back (a bucket lifecycle rule), leaves it. Kafka's
+remote-log retention deletes the oldest segments first, after moving the log start offset past them, so
+such segments *before* the first readable one are a retention delete in progress: left out with a warning
+(the archive starts after them). Anywhere else, or when no segment is readable, the segment stays in the plan
+and its offsets are **lost data**: readers report them as missing (the Spark source fails with
+``failOnDataLoss=true``, its default, naming the objects; with ``false`` it warns and skips them;
+``consume`` exits 2; ``verify`` reports a fault). ``strict=True`` refuses any of them. A lost segment with an
+old-style manifest (no end offset) is taken to end where the next segment begins (the last: at its base). The ``.indexes`` object concatenates the offset index, time index,
 producer snapshot, leader-epoch checkpoint and transaction index, each encrypted on its own (never
 compressed); the manifest's ``segmentIndexes`` slices it.
 
@@ -43,6 +54,7 @@ from kafkalog.tiered.view import (
     ArchivedSegment,
     ArchivePartitionSource,
     PartKind,
+    Selection,
     filtered_epochs,
     parse_epoch_blob,
     select_segments,
@@ -54,6 +66,7 @@ __all__ = [
     "MAX_MANIFEST_BYTES",
     "AivenArchive",
     "AivenSegment",
+    "LostSegment",
     "aiven_segment_key",
     "epochs_in_range",
 ]
@@ -225,6 +238,67 @@ class AivenSegment(ArchivedSegment):
         return data
 
 
+class LostSegment(ArchivedSegment):
+    """A segment whose manifest remains while its ``.log`` or ``.indexes`` is gone (see the module doc): its
+    offsets, as the manifest gives them, are in the plan, and opening any of its files raises
+    ``FileNotFoundError`` naming the objects gone."""
+
+    def __init__(self, store: ObjectStore, stem: str, manifest: SegmentManifest, group: _Group) -> None:
+        md = manifest.remote_log_segment_metadata
+        super().__init__(
+            base_offset=group.offset,
+            end_offset=md.end_offset if md is not None else -1,
+            max_timestamp_ms=md.max_timestamp_ms if md is not None else -1,
+            size=manifest.chunk_index.original_file_size,
+            segment_id=group.segment_id,
+            name=_url(store, stem + ".rsm-manifest"),
+            leader_epochs=md.segment_leader_epochs if md is not None else {},
+            event_timestamp_ms=md.event_timestamp_ms if md is not None else None,
+            part_sizes={},
+        )
+        self.missing = tuple(_url(store, f"{stem}.{s}") for s in ("log", "indexes") if s not in group.objects)
+
+    def _gone(self) -> FileNotFoundError:
+        what = ", ".join(self.missing)
+        return FileNotFoundError(
+            f"{self.name} remains but {what} {'is' if len(self.missing) == 1 else 'are'} gone: offsets "
+            f"{self.base_offset}-{self.end_offset} are lost (a delete interrupted, or objects removed outside "
+            "the plugin)"
+        )
+
+    def open_log(self) -> RandomAccessFile:
+        raise self._gone()
+
+    def read_part(self, kind: PartKind) -> bytes:
+        raise self._gone()
+
+
+def _place_lost(lost: list[LostSegment], segments: list[AivenSegment]) -> None:
+    """Give a lost segment with an old-style manifest (no end offset) the end its successor implies."""
+    bases = sorted({s.base_offset for s in (*lost, *segments)})
+    for seg in lost:
+        if seg.end_offset < 0:
+            later = [b for b in bases if b > seg.base_offset]
+            seg.end_offset = later[0] - 1 if later else seg.base_offset
+
+
+def _leave_out_leading_lost(selection: Selection, name: str) -> None:
+    """Lost segments before the first readable chosen one are a retention delete in progress (see the module
+    doc): left out, reported as skipped."""
+    chosen = selection.chosen
+    first = next((i for i, s in enumerate(chosen) if not s.missing), None)
+    if not first:  # None: nothing readable (all lost: data loss); 0: the archive starts readable
+        return
+    for seg in chosen[:first]:
+        why = (
+            f"its manifest remains but {', '.join(seg.missing)} gone, before the first readable segment: "
+            "a retention delete in progress or interrupted; the archive starts after it"
+        )
+        selection.skipped.append((seg, why))
+        log.warning("%s: %r: %s", name, seg, why)
+    selection.chosen = chosen[first:]
+
+
 @dataclass
 class _Group:
     offset: int
@@ -360,9 +434,12 @@ class AivenArchive:
             )
         orphans: list[str] = list(strays)
         complete: list[tuple[str, _Group]] = []
+        gone: list[tuple[str, _Group]] = []
         for stem, group in sorted(groups.items(), key=lambda kv: (kv[1].offset, kv[0])):
             if set(group.objects) == {"log", "indexes", "rsm-manifest"}:
                 complete.append((stem, group))
+            elif "rsm-manifest" in group.objects:
+                gone.append((stem, group))
             else:
                 orphans.extend(o.key for o in group.objects.values())
         for key in orphans:
@@ -374,18 +451,25 @@ class AivenArchive:
                 f"{name}: orphan objects {orphans[:5]}{' ...' if len(orphans) > 5 else ''} (strict=True)"
             )
 
-        def load(item: tuple[str, _Group]) -> AivenSegment:
-            stem, group = item
+        def manifest_of(group: _Group) -> SegmentManifest:
             manifest_meta = group.objects["rsm-manifest"]
             manifest_key = manifest_meta.key
             _check_manifest_size(self.store, manifest_meta)
-            manifest = parse_manifest(
+            return parse_manifest(
                 self.store.get_range(manifest_key, 0, manifest_meta.size), _url(self.store, manifest_key)
             )
-            return self._segment(stem, group, manifest)
+
+        def load(item: tuple[str, _Group]) -> AivenSegment:
+            stem, group = item
+            return self._segment(stem, group, manifest_of(group))
+
+        def load_lost(item: tuple[str, _Group]) -> LostSegment:
+            stem, group = item
+            return LostSegment(self.store, stem, manifest_of(group), group)
 
         with ThreadPoolExecutor(max_workers=self.manifest_concurrency) as pool:
             segments = list(pool.map(load, complete))
+            lost = list(pool.map(load_lost, gone))
         lineage: dict[int, int] | None = None
         if segments:
             newest = max(segments, key=lambda s: (s.end_offset, s.event_timestamp_ms or -1, s.base_offset))
@@ -394,7 +478,25 @@ class AivenArchive:
                 _url(self.store, newest.stem + ".indexes") + " (leader-epoch part)",
             )
             lineage = filtered_epochs(dict(entries)) if entries else None
-        selection = select_segments(segments, lineage, name, strict=self.strict)
+        _place_lost(lost, segments)
+        if lost and self.strict:
+            raise RemoteStorageError(
+                f"{name}: segments whose manifest remains but whose data is gone: "
+                f"{[u for s in lost for u in s.missing][:5]} (strict=True)"
+            )
+        selection = select_segments([*segments, *lost], lineage, name, strict=self.strict)
+        _leave_out_leading_lost(selection, name)
+        for seg in selection.chosen:
+            if seg.missing:
+                log.warning(
+                    "%s: offsets %d-%d are lost: the manifest %s remains but %s %s gone",
+                    name,
+                    seg.base_offset,
+                    seg.end_offset,
+                    seg.name,
+                    ", ".join(seg.missing),
+                    "is" if len(seg.missing) == 1 else "are",
+                )
         return ArchivePartitionSource(name, selection, orphans)
 
     def _segment(self, stem: str, group: _Group, manifest: SegmentManifest) -> AivenSegment:

@@ -64,6 +64,10 @@ _SUFFIX_PART: Final[dict[str, PartKind]] = {
 class ArchivedSegment(ABC):
     """One archived segment: what planning knows of it, and how to read its files."""
 
+    #: URLs of the segment's objects that are gone while its manifest remains (empty: the segment is whole).
+    #: Such a segment stays in the plan so its offsets are data loss for readers, never silently absent.
+    missing: tuple[str, ...] = ()
+
     def __init__(
         self,
         *,
@@ -188,8 +192,12 @@ def select_segments(
     log_end_offset = max(s.end_offset for s in segments) + 1
     valid: list[ArchivedSegment] = []
     for seg in segments:
-        if lineage is not None and not is_within_lineage(
-            seg.leader_epochs, seg.end_offset, log_end_offset, lineage
+        # a lost segment (its data gone, see ``missing``) stays a candidate: judged by lineage it could be left
+        # out as newer than every readable segment's epochs, and its lost offsets would vanish unreported
+        if (
+            lineage is not None
+            and not seg.missing
+            and not is_within_lineage(seg.leader_epochs, seg.end_offset, log_end_offset, lineage)
         ):
             sel.skipped.append((seg, "outside the leader-epoch lineage of the newest segment"))
         else:
@@ -284,9 +292,24 @@ class ArchivePartitionSource:
 
     def _leader_epoch_checkpoint(self) -> bytes:
         if self._checkpoint is None:
-            chosen = self.selection.chosen
-            self._checkpoint = chosen[-1].read_part("leader_epoch") if chosen else b""
+            readable = [s for s in self.selection.chosen if not s.missing]
+            self._checkpoint = readable[-1].read_part("leader_epoch") if readable else b""
         return self._checkpoint
+
+    @property
+    def lost(self) -> list[ArchivedSegment]:
+        """The chosen segments whose data is gone while their manifests remain (their offsets are lost)."""
+        return [s for s in self.selection.chosen if s.missing]
+
+    def missing_objects(self, start: int, end: int) -> list[str]:
+        """The URLs of the gone objects of the segments holding offsets ``[start, end)`` (for data-loss
+        messages)."""
+        return [
+            url
+            for s in self.selection.chosen
+            if s.missing and s.base_offset < end and s.end_offset >= start
+            for url in s.missing
+        ]
 
     def list_files(self) -> dict[str, int]:
         files: dict[str, int] = {}
