@@ -353,3 +353,39 @@ def test_dump_of_a_url_prints_what_the_local_file_holds(copied: tuple[Path, str]
     finally:
         forget_memory_store(name)
         forget_memory_store(f"{name}-lts")
+
+
+def test_dump_of_a_url_streams_a_log_instead_of_copying_it(
+    copied: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``dump URL`` of a ``.log`` (and the ``.log`` an index is checked against) reads it by ranged GETs as the
+    dump walks, with nothing written to local disk; only a small file read whole (the index) is staged."""
+    import os
+    import tempfile
+
+    data, url = copied
+    local_dir = data / "orders-0"
+    seg = max(local_dir.glob("*.log"), key=lambda p: p.stat().st_size)
+    index = seg.with_suffix(".index")
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(staging))
+    store = open_store(url)
+    staged: list[tuple[str, ...]] = []
+    inner = store.get_range
+
+    def get_range(key: str, start: int, end: int) -> bytes:  # the files on local disk at each GET
+        staged.append(tuple(sorted(f.name for f in staging.rglob("*") if f.is_file())))
+        return inner(key, start, end)
+
+    monkeypatch.setattr(store, "get_range", get_range)
+    block = ("--storage-option", "storage.block.size=256")
+    for file, flags in ((seg, ("--deep-iteration",)), (index, ())):
+        staged.clear()
+        code, out, err = _dumped(f"{url}/orders-0/{file.name}", *block, *flags)
+        local = _dumped(file, *flags)
+        assert code == local[0] == 0, err
+        assert out == local[1].replace(str(local_dir).encode(), f"{url}/orders-0".encode())
+        assert len(staged) > seg.stat().st_size // 256  # the .log was read block by block as it was dumped
+        assert set(staged) <= {(), (index.name,)} and (file == seg) == (set(staged) == {()}), set(staged)
+    assert not os.listdir(staging)

@@ -52,6 +52,7 @@ from kafkalog.cli.dumplog import (
     log_dump_header,
     text_batch_line,
     text_record_line,
+    virtual_file,
 )
 from kafkalog.cli.dumpmeta import checkpoint_dumper_for, dump_producer_snapshot
 from kafkalog.cli.dumpremote import RemoteDumpOutput, staged
@@ -243,6 +244,8 @@ def dumper_for(path: Path) -> FileDumper | None:
 
 
 def _dump_one(path: Path, settings: DumpSettings, out: DumpOutput) -> int:
+    if virtual_file(path) is not None:  # a .log streamed from object storage (dump URL)
+        return _dump_checked(path, settings, out)
     if path.is_dir():
         out.error(path, "is a directory (give the files to dump, e.g. DIR/*.log)")
         return EXIT_NOINPUT
@@ -253,6 +256,11 @@ def _dump_one(path: Path, settings: DumpSettings, out: DumpOutput) -> int:
     if not stat.S_ISREG(mode):  # a FIFO would block the first read, a device has no file format
         out.error(path, f"is a {file_kind(mode)}, not a regular file")
         return EXIT_NOINPUT
+    return _dump_checked(path, settings, out)
+
+
+def _dump_checked(path: Path, settings: DumpSettings, out: DumpOutput) -> int:
+    """Dump a file known to be there (a regular file, or a virtual one)."""
     dumper = dumper_for(path)
     if dumper is None:
         known = ", ".join(sorted(DUMPERS))
@@ -272,7 +280,7 @@ def _dump_url(
 ) -> int:
     """Dump a file in object storage (:mod:`kafkalog.cli.dumpremote`): the local dumpers, the URL shown."""
     try:
-        with staged(url, options, max_bytes=settings.max_bytes, key_ring=key_ring) as (local, url_dir):
+        with staged(url, options, key_ring=key_ring) as (local, url_dir):
             return _dump_one(local, settings, RemoteDumpOutput(out, local.parent, url_dir))
     except (BrokenPipeError, OutputError):
         raise

@@ -53,6 +53,7 @@ from typing import Final
 
 from kafkalog.cli.common import EXIT_CORRUPT, EXIT_NOINPUT, EXIT_OK, EXIT_TRUNCATED, json_dumps
 from kafkalog.cli.dumpio import DumpOutput, DumpSettings
+from kafkalog.cli.dumplog import virtual_file
 from kafkalog.cli.segscan import BatchCursor, control_type_at, iter_fixed_entries
 from kafkalog.records import ControlRecordType
 from kafkalog.storage.offset_index import OFFSET_ENTRY_SIZE
@@ -77,7 +78,7 @@ def segment_log_for(path: Path) -> Path | None:
         if path.name.endswith(transient):
             candidates.append(path.parent / f"{stem}.log{transient}")
     for candidate in candidates:
-        if candidate.is_file():
+        if candidate.is_file() or virtual_file(candidate) is not None:
             return candidate
     return None
 

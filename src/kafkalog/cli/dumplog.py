@@ -29,24 +29,33 @@ than the window gets a window of its own size. Nothing else grows with the file,
 streams in constant memory (bounded by the largest batch and, with ``deep``, its decompressed records).
 ``max_bytes`` stops the walk at that many bytes from the start of the file, as Kafka's ``--max-bytes`` does;
 a batch cut by that limit is not an error.
+
+Virtual files (:func:`virtual_files`): within that context a path named there is not opened on disk but
+through its opener, a :class:`~kafkalog.objstore.RandomAccessFile` (a ``.log`` in object storage, read by
+ranged GETs through the storage seam), so ``dump URL`` streams a remote segment through the same walk in
+the same bounded memory, with no local copy.
 """
 
 from __future__ import annotations
 
 import base64
 import enum
+import io
 import json
 import os
 import stat
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Final, Literal
 
 from kafkalog.cli.dumptext import DECODERS, Decoder, log_dump_header, text_batch_line, text_record_line
 from kafkalog.errors import KafkaError
+from kafkalog.objstore.files import RandomAccessFile
 from kafkalog.records import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,
     LOG_OVERHEAD,
@@ -97,7 +106,68 @@ __all__ = [
     "log_dump_header",
     "text_batch_line",
     "text_record_line",
+    "virtual_file",
+    "virtual_files",
 ]
+
+#: Opener of a file that is not on disk (:func:`virtual_files`).
+FileOpener = Callable[[], RandomAccessFile]
+_VIRTUAL: ContextVar[Mapping[str, FileOpener] | None] = ContextVar(
+    "kafkalog_dump_virtual_files", default=None
+)
+
+
+@contextmanager
+def virtual_files(files: Mapping[Path, FileOpener]) -> Iterator[None]:
+    """Within the context, the dump's readers (:class:`LogDump`, the index checks) open each path of
+    ``files`` through its opener instead of the disk."""
+    token = _VIRTUAL.set({str(p): opener for p, opener in files.items()})
+    try:
+        yield
+    finally:
+        _VIRTUAL.reset(token)
+
+
+def virtual_file(path: str | os.PathLike[str]) -> FileOpener | None:
+    """The opener :func:`virtual_files` registered for ``path``, None for a file on disk."""
+    files = _VIRTUAL.get()
+    return None if files is None else files.get(os.fspath(path))
+
+
+class _PositionalReader(io.RawIOBase):
+    """A seekable binary stream over a :class:`~kafkalog.objstore.RandomAccessFile` (reads by position)."""
+
+    def __init__(self, file: RandomAccessFile) -> None:
+        super().__init__()
+        self._f = file
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._f.size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def readinto(self, buffer: memoryview | bytearray) -> int:  # type: ignore[override]
+        data = self._f.pread(len(buffer), self._pos)
+        n = len(data)
+        memoryview(buffer).cast("B")[:n] = data
+        self._pos += n
+        return n
+
+    def close(self) -> None:
+        if not self.closed:
+            self._f.close()
+        super().close()
+
 
 #: Exit codes of ``kafkalog dump``.
 EXIT_OK: Final = 0
@@ -376,17 +446,25 @@ class LogDump:
         self.max_bytes = max_bytes
         self.legacy_record_checksums = legacy_record_checksums
         self.max_decompressed_bytes = max_decompressed_bytes
-        # O_NONBLOCK: a FIFO is refused by the fstat below instead of blocking the open (no effect on a file).
-        fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-        self._file: BinaryIO = open(fd, "rb", buffering=0)  # noqa: SIM115 - closed by close()
-        try:
-            st = os.fstat(self._file.fileno())
-            if not stat.S_ISREG(st.st_mode):
-                raise OSError(f"not a regular file ({stat.filemode(st.st_mode)})")
-        except BaseException:
-            self._file.close()
-            raise
-        self.file_bytes: int = st.st_size
+        opener = virtual_file(self.path)
+        if opener is not None:
+            remote = opener()
+            size = remote.size
+            self._file: BinaryIO = _PositionalReader(remote)  # type: ignore[assignment]
+        else:
+            # O_NONBLOCK: a FIFO is refused by the fstat below instead of blocking the open (no effect on a
+            # file).
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+            self._file = open(fd, "rb", buffering=0)  # noqa: SIM115 - closed by close()
+            try:
+                st = os.fstat(self._file.fileno())
+                if not stat.S_ISREG(st.st_mode):
+                    raise OSError(f"not a regular file ({stat.filemode(st.st_mode)})")
+            except BaseException:
+                self._file.close()
+                raise
+            size = st.st_size
+        self.file_bytes: int = size
         """Size of the file when it was opened."""
         self.limit: int = self.file_bytes if max_bytes is None else min(max_bytes, self.file_bytes)
         """Bytes the walk may read."""

@@ -12,12 +12,16 @@ where, in an archive, ``<file>`` is a name of the partition directory the reader
 ``<20-digit end + 1>.snapshot``, ``leader-epoch-checkpoint`` — the original Kafka file's bytes, decompressed
 (``kafkalog info URL --tree``-style names, as ``verify`` reports them).
 
-Invariants owned here: the file (and, for an index, its segment's ``.log``, which the index is checked
-against) is read through :class:`~kafkalog.objstore.PartitionSource` into a private temporary directory that is
-removed when the dump ends (with ``--max-bytes`` only that much of a ``.log`` is read, the rest left a hole),
-so the dumpers are the local ones and the output is the local output with the URL
-where the local path would be. Nothing is written to the store; a storage option's value never appears in
-output or an error; a file that is not there exits 66 (``EX_NOINPUT``).
+Invariants owned here: a ``.log`` (the dumped one, or the one an index is checked against) is **streamed**:
+the local dumpers read it through :func:`~kafkalog.cli.dumplog.virtual_files` by ranged reads of the storage
+seam (:class:`~kafkalog.objstore.PartitionSource` ``.open``: aligned blocks with read-ahead, or an archive's
+chunks), never copied, so memory stays bounded by the seam's caches and the dump's window whatever the
+segment's size, and nothing lands on local disk (with ``--max-bytes`` only that much is read). Any other
+file (an index, a snapshot, a checkpoint: read whole by its dumper) is copied into a private temporary
+directory removed when the dump ends, and only if it is within ``storage.whole.file.max.bytes``. The dumpers
+are the local ones and the output is the local output with the URL where the local path would be. Nothing is
+written to the store; a storage option's value never appears in output or an error; a file that is not there
+exits 66 (``EX_NOINPUT``).
 """
 
 from __future__ import annotations
@@ -25,14 +29,17 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Final
 
 from kafkalog.cli.dumpio import DumpOutput
+from kafkalog.cli.dumplog import virtual_files
+from kafkalog.errors import RemoteStorageError
 from kafkalog.log.names import TopicPartition
-from kafkalog.objstore import PartitionSource, open_store
+from kafkalog.objstore import PartitionSource, RandomAccessFile, open_store
 from kafkalog.objstore.ranged import RangedSettings
 from kafkalog.readonly.copies import CopiedPartitionSource, partition_of_dir_name
 from kafkalog.readonly.remote import PlannedArchive
@@ -45,6 +52,8 @@ _AIVEN_TOPIC_DIR: Final = re.compile(rf"^(?P<topic>.+)-(?P<id>{_UUID})$")
 _LOCAL_TIERED_DIR: Final = re.compile(rf"^(?P<topic>.+)-(?P<p>\d{{1,10}})-(?P<id>{_UUID})$")
 #: Files an index is checked against: its segment's ``.log``.
 _CHECKED_AGAINST_LOG: Final = (".index", ".timeindex", ".txnindex")
+#: Files of record batches, dumped as they stream through the seam (never copied).
+_STREAMED: Final = (".log", ".checkpoint")
 _READ_STEP: Final = 8 << 20
 
 
@@ -86,13 +95,12 @@ def partition_source_of(
     return CopiedPartitionSource(store, dir_name, settings=RangedSettings.from_options(options)), name
 
 
-def _copy(source: PartitionSource, name: str, target: Path, limit: int | None = None) -> None:
-    """``name`` into ``target``; with ``limit`` only its first ``limit`` bytes are read, the rest of the file
-    is a hole (a dumper told ``--max-bytes`` never reads past it, and still sees the file's size)."""
+def _copy(source: PartitionSource, name: str, target: Path) -> None:
+    """``name`` (a small file, read whole by its dumper) into ``target``."""
     f = source.open(name)
     try:
         with open(target, "xb") as out:
-            end = f.size if limit is None else min(limit, f.size)
+            end = f.size
             position = 0
             while position < end:
                 data = f.pread(min(_READ_STEP, end - position), position)
@@ -107,12 +115,13 @@ def _copy(source: PartitionSource, name: str, target: Path, limit: int | None = 
 
 @contextmanager
 def staged(
-    url: str, options: Mapping[str, str], *, max_bytes: int | None = None, key_ring: KeyRing | None = None
+    url: str, options: Mapping[str, str], *, key_ring: KeyRing | None = None
 ) -> Iterator[tuple[Path, str]]:
     """The file ``url`` names, read through the seam into a private temporary directory (with its segment's
-    ``.log`` for an index), as ``(local path, URL of its directory)``; the directory is removed afterwards.
-    ``max_bytes`` (``dump --max-bytes``): only that much of a ``.log`` is read. Raises ``FileNotFoundError``
-    (the file is not there) and the storage errors of the seam."""
+    ``.log`` for an index), as ``(local path, URL of its directory)``; the directory is removed afterwards. A
+    ``.log`` (the file, or an index's segment) is not copied: within the context it is a virtual file the
+    dumpers stream through the seam (see the module doc; ``--max-bytes`` is the dumper's to honour). Raises
+    ``FileNotFoundError`` (the file is not there) and the storage errors of the seam."""
     source, name = partition_source_of(url, options, key_ring)
     files = source.list_files()
     if name not in files:
@@ -120,12 +129,23 @@ def staged(
     with tempfile.TemporaryDirectory(prefix="kafkalog-dump-") as tmp:
         os.chmod(tmp, 0o700)
         target = Path(tmp) / name
-        _copy(source, name, target, max_bytes if name.endswith(".log") else None)
         stem, dot, suffix = name.partition(".")
         log_name = f"{stem}.log"
-        if dot and f".{suffix}" in _CHECKED_AGAINST_LOG and log_name in files:
-            _copy(source, log_name, Path(tmp) / log_name)
-        yield target, _split(url)[0]
+        streamed: dict[Path, Callable[[], RandomAccessFile]] = {}
+        if name.endswith(_STREAMED):
+            streamed[target] = partial(source.open, name)
+        else:
+            limit = RangedSettings.from_options(options).whole_file_max_bytes
+            if files[name] > limit:
+                raise RemoteStorageError(
+                    f"{url}: {files[name]} bytes, more than storage.whole.file.max.bytes ({limit}) allows for a "
+                    "file read whole; raise that storage option if the file is right"
+                )
+            _copy(source, name, target)
+            if dot and f".{suffix}" in _CHECKED_AGAINST_LOG and log_name in files:
+                streamed[Path(tmp) / log_name] = partial(source.open, log_name)
+        with virtual_files(streamed):
+            yield target, _split(url)[0]
 
 
 class RemoteDumpOutput(DumpOutput):

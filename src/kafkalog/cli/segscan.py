@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
-from kafkalog.cli.dumplog import BatchEvent, ErrorEvent, LogDump, SummaryEvent
+from kafkalog.cli.dumplog import BatchEvent, ErrorEvent, LogDump, SummaryEvent, virtual_file
 from kafkalog.errors import KafkaError, NotRegularFileError
 from kafkalog.records import ControlRecordType, DefaultRecordBatch
 from kafkalog.storage.files import open_regular
@@ -167,9 +167,17 @@ def iter_fixed_entries(path: Path, entry_size: int) -> Iterator[tuple[int, memor
 def control_type_at(log: Path, position: int, size: int) -> ControlRecordType | None:
     """The control type of the control batch of ``size`` bytes at ``position`` in ``log`` (``None`` if it does
     not read: an empty (cleaned) control batch, a broken record)."""
-    with open(log, "rb") as f:
-        f.seek(position)
-        data = f.read(size)
+    opener = virtual_file(log)
+    if opener is not None:  # a .log in object storage (dump URL)
+        remote = opener()
+        try:
+            data = remote.pread(size, position)
+        finally:
+            remote.close()
+    else:
+        with open(log, "rb") as f:
+            f.seek(position)
+            data = f.read(size)
     if len(data) < size:
         return None
     try:
