@@ -66,6 +66,16 @@ MODES = {
     "zstd+encrypted": {"compression": True, "encrypt": True, "chunk_size": 256},
     "old-style": {"old_style_manifest": True, "chunk_size": 700},
     "old-style+zstd+encrypted": {"old_style_manifest": True, "compression": True, "encrypt": True},
+    # the layout before October 2023: one object per index, no segmentIndexes in the manifest
+    "separate-indexes": {"separate_indexes": True, "old_style_manifest": True, "chunk_size": 700},
+    "separate-indexes+metadata": {"separate_indexes": True},
+    "separate-indexes+zstd+encrypted": {
+        "separate_indexes": True,
+        "old_style_manifest": True,
+        "compression": True,
+        "encrypt": True,
+        "chunk_size": 400,
+    },
 }
 
 
@@ -103,7 +113,8 @@ def test_archive_reads_back_byte_identical(
         assert source.read(f"{stem}.timeindex") == seg.time_index
         assert source.read(f"{seg.end_offset + 1:020d}.snapshot") == seg.producer_snapshot
         log_file = source.open(f"{stem}.log")
-        assert isinstance(log_file, RangedFile if mode in ("plain", "old-style") else ChunkedFile)
+        plain = mode in ("plain", "old-style", "separate-indexes", "separate-indexes+metadata")
+        assert isinstance(log_file, RangedFile if plain else ChunkedFile)
         for start, n in ((0, 1), (13, 700), (299, 2), (len(seg.log) - 5, 100), (len(seg.log), 10)):
             assert log_file.pread(n, start) == seg.log[start : start + n]
     assert source.read("leader-epoch-checkpoint") == segments[-1].leader_epoch == b"0\n2\n0 0\n2 40\n"
@@ -331,3 +342,35 @@ def test_every_whole_read_of_planning_is_bounded(source_log: Path, monkeypatch: 
     with pytest.raises(RemoteStorageError, match=r"its segmentIndexes span \d+ bytes, more than the 16"):
         AivenArchive(single, PREFIX).partition("orders", 3)
     assert not [k for k in single.reads if k.endswith(".indexes")]
+
+
+def test_separate_index_objects_upload_stopped_lost_and_unencrypted(
+    source_log: Path, kek: tuple[Any, bytes], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The layout before October 2023 (one object per index, uploaded after the manifest): a segment whose
+    upload stopped before an index object is an orphan (skipped, warned), not lost data; one whose ``.log`` is
+    gone is lost data; an index object left unencrypted in an encrypted archive (plugin versions before July
+    2023) fails authentication with an error that says so."""
+    segments = segments_from_log_dir(source_log)
+    store = MemoryStore()
+    stems = upload(store, segments, separate_indexes=True)
+    assert not [k for k in store.list("", delimiter=False).objects if k.key.endswith(".indexes")]
+    assert len(stems) == 2
+    store.delete(stems[0] + ".timeindex")
+    store.delete(stems[1] + ".log")
+    source = AivenArchive(store, PREFIX).partition("orders", 3)
+    assert {stems[0] + s for s in (".log", ".rsm-manifest", ".index", ".snapshot")} <= set(source.orphans)
+    assert "an upload that stopped before its index objects" in caplog.text
+    assert [s.base_offset for s in source.lost] == [segments[-1].base_offset]
+    assert source.missing_objects(0, 10**9) == [f"memory://{stems[1]}.log"]
+    encrypted = MemoryStore()
+    enc_stems = upload(encrypted, segments[:2], kek, separate_indexes=True)
+    encrypted.put(
+        enc_stems[0] + ".index", segments[0].offset_index
+    )  # as the plugin uploaded it before 2023-07
+    planned = AivenArchive(encrypted, PREFIX, key_ring={"kek-1": kek[1].decode()}).partition("orders", 3)
+    with pytest.raises(
+        RemoteStorageError,
+        match=r"\.index \(an index object .*before July 2023 uploaded them unencrypted.*fails AES-GCM authentication",
+    ):
+        planned.read(f"{segments[0].base_offset:020d}.index")

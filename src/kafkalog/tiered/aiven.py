@@ -21,9 +21,25 @@ such segments *before* the first readable one are a retention delete in progress
 and its offsets are **lost data**: readers report them as missing (the Spark source fails with
 ``failOnDataLoss=true``, its default, naming the objects; with ``false`` it warns and skips them;
 ``consume`` exits 2; ``verify`` reports a fault). ``strict=True`` refuses any of them. A lost segment with an
-old-style manifest (no end offset) is taken to end where the next segment begins (the last: at its base). The ``.indexes`` object concatenates the offset index, time index,
-producer snapshot, leader-epoch checkpoint and transaction index, each encrypted on its own (never
-compressed); the manifest's ``segmentIndexes`` slices it.
+old-style manifest (no end offset) is taken to end where the next segment begins (the last: at its base).
+
+The ``.indexes`` object concatenates the offset index, time index, producer snapshot, leader-epoch
+checkpoint and transaction index, each encrypted on its own (never compressed); the manifest's
+``segmentIndexes`` slices it.
+
+**Before plugin commit 107d1653 (October 2023)** each index was an object of its own, and the manifest has
+no ``segmentIndexes``::
+
+    <...>-<segmentUuid>.log  .rsm-manifest  .index  .timeindex  .snapshot  .leader-epoch-checkpoint  [.txnindex]
+
+(``ObjectKeyFactory.Suffix`` of that time), uploaded in that order: ``.log``, the manifest, then the indexes
+(``.txnindex`` only when the segment has one), each the whole file as one transformed chunk: encrypted on
+its own when the archive is (``IV || ciphertext || tag``; empty when the file is), never compressed. Such a
+segment is complete with all but ``.txnindex``; with its manifest but some index object missing it is an
+upload that stopped after the manifest (an orphan: skipped with a warning, as Kafka abandons it); with its
+manifest but no ``.log`` it is a :class:`LostSegment`. Plugin versions before 204d3928 (July 2023) uploaded
+these index objects unencrypted even in an encrypted archive: reading one fails GCM authentication with an
+error saying so, never a misread.
 
 Planning costs one LIST per level and one GET per manifest (run ``manifest_concurrency`` at a time), plus one
 small ranged GET of the newest segment's leader-epoch blob (the lineage). Manifests older than plugin commit
@@ -84,7 +100,22 @@ MAX_INDEXES_BYTES: Final = DEFAULT_WHOLE_FILE_MAX_BYTES
 _UUID = r"[A-Za-z0-9_-]{22}"
 _TOPIC_DIR = re.compile(rf"^(?P<topic>.+)-(?P<id>{_UUID})/$")
 _PARTITION_DIR = re.compile(r"^(?P<p>\d{1,10})/$")
-_SEGMENT_OBJECT = re.compile(rf"^(?P<offset>\d{{20}})-(?P<id>{_UUID})\.(?P<suffix>log|indexes|rsm-manifest)$")
+_SEGMENT_OBJECT = re.compile(
+    rf"^(?P<offset>\d{{20}})-(?P<id>{_UUID})\."
+    r"(?P<suffix>log|indexes|rsm-manifest|index|timeindex|snapshot|txnindex|leader-epoch-checkpoint)$"
+)
+#: The index objects of the layout before October 2023 (one object per index) by suffix.
+SEPARATE_INDEX_SUFFIXES: Final[dict[str, PartKind]] = {
+    "index": "offset",
+    "timeindex": "timestamp",
+    "snapshot": "producer_snapshot",
+    "leader-epoch-checkpoint": "leader_epoch",
+    "txnindex": "transaction",
+}
+_SEPARATE_REQUIRED: Final = frozenset(
+    {"log", "rsm-manifest", "index", "timeindex", "snapshot", "leader-epoch-checkpoint"}
+)
+_CONCATENATED_REQUIRED: Final = frozenset({"log", "indexes", "rsm-manifest"})
 TOPIC_IDS_OPTION: Final = "topic_ids"
 
 
@@ -129,9 +160,10 @@ class AivenSegment(ArchivedSegment):
         stem: str,
         manifest: SegmentManifest,
         log_meta: ObjectMeta,
-        indexes_meta: ObjectMeta,
+        indexes_meta: ObjectMeta | None,
         *,
         key_ring: KeyRing | None,
+        part_objects: Mapping[PartKind, ObjectMeta] | None = None,
         cache_bytes: int,
         base_offset: int,
         segment_id: str,
@@ -141,6 +173,8 @@ class AivenSegment(ArchivedSegment):
         self.manifest = manifest
         self.log_meta = log_meta
         self.indexes_meta = indexes_meta
+        #: The index objects of a segment in the layout before October 2023 (None: one ``.indexes``).
+        self.part_objects = None if part_objects is None else dict(part_objects)
         self._key_ring = key_ring
         self._cache_bytes = cache_bytes
         self._lock = threading.Lock()
@@ -149,11 +183,25 @@ class AivenSegment(ArchivedSegment):
         enc = manifest.encryption is not None
         si = manifest.segment_indexes
 
-        def size(part: SegmentIndex | None) -> int | None:
+        def size(part: SegmentIndex | ObjectMeta | None) -> int | None:
             if part is None:
                 return None
             return max(0, part.size - IV_SIZE - GCM_TAG_SIZE) if enc and part.size else part.size
 
+        if si is None:
+            objects = self.part_objects or {}
+            parts: dict[PartKind, SegmentIndex | ObjectMeta | None] = {
+                k: objects.get(k)
+                for k in ("offset", "timestamp", "producer_snapshot", "leader_epoch", "transaction")
+            }
+        else:
+            parts = {
+                "offset": si.offset,
+                "timestamp": si.timestamp,
+                "producer_snapshot": si.producer_snapshot,
+                "leader_epoch": si.leader_epoch,
+                "transaction": si.transaction,
+            }
         md = manifest.remote_log_segment_metadata
         super().__init__(
             base_offset=base_offset,
@@ -164,13 +212,7 @@ class AivenSegment(ArchivedSegment):
             name=_url(store, stem + ".rsm-manifest"),
             leader_epochs=md.segment_leader_epochs if md is not None else {},
             event_timestamp_ms=md.event_timestamp_ms if md is not None else None,
-            part_sizes={
-                "offset": size(si.offset),
-                "timestamp": size(si.timestamp),
-                "producer_snapshot": size(si.producer_snapshot),
-                "leader_epoch": size(si.leader_epoch),
-                "transaction": size(si.transaction),
-            },
+            part_sizes={kind: size(part) for kind, part in parts.items()},
         )
 
     def __getstate__(self) -> dict[str, Any]:
@@ -210,15 +252,29 @@ class AivenSegment(ArchivedSegment):
             cache_bytes=self._cache_bytes,
         )
 
+    def part_name(self, kind: PartKind) -> str:
+        """What errors call one index part: its object, or its slice of the ``.indexes`` object."""
+        if self.part_objects is not None:
+            meta = self.part_objects.get(kind)
+            return _url(self.store, meta.key) if meta is not None else f"{self.name} ({kind} index)"
+        return f"{_url(self.store, self.stem + '.indexes')} ({kind} index)"
+
     def _indexes_object(self) -> bytes:
         with self._lock:
             if self._indexes is None:
+                assert self.manifest.segment_indexes is not None
                 end = self.manifest.segment_indexes.end()
                 self._indexes = self.store.get_range(self.stem + ".indexes", 0, end) if end else b""
             return self._indexes
 
     def read_part(self, kind: PartKind) -> bytes:
         si = self.manifest.segment_indexes
+        if si is None:  # the layout before October 2023: one object per index
+            meta = (self.part_objects or {}).get(kind)
+            if meta is None or meta.size == 0:
+                return b""
+            data = self.store.get_range(meta.key, 0, meta.size)
+            return self._decrypted(data, kind)
         part = {
             "offset": si.offset,
             "timestamp": si.timestamp,
@@ -232,10 +288,19 @@ class AivenSegment(ArchivedSegment):
             data = self.store.get_range(self.stem + ".indexes", part.position, part.position + part.size)
         else:
             data = self._indexes_object()[part.position : part.position + part.size]
-        if self.manifest.encryption is not None:
-            key, aad = self._data_key()
-            data = decrypt_chunk(key, aad, data, f"{_url(self.store, self.stem + '.indexes')} ({kind} index)")
-        return data
+        return self._decrypted(data, kind)
+
+    def _decrypted(self, data: bytes, kind: PartKind) -> bytes:
+        if self.manifest.encryption is None:
+            return data
+        key, aad = self._data_key()
+        where = self.part_name(kind)
+        if self.part_objects is not None:
+            where += (
+                " (an index object of the layout before October 2023; plugin versions before July 2023 "
+                "uploaded them unencrypted, which kafkalog does not read)"
+            )
+        return decrypt_chunk(key, aad, data, where)
 
 
 class LostSegment(ArchivedSegment):
@@ -256,7 +321,8 @@ class LostSegment(ArchivedSegment):
             event_timestamp_ms=md.event_timestamp_ms if md is not None else None,
             part_sizes={},
         )
-        self.missing = tuple(_url(store, f"{stem}.{s}") for s in ("log", "indexes") if s not in group.objects)
+        needed = ("log", "indexes") if manifest.segment_indexes is not None else ("log",)
+        self.missing = tuple(_url(store, f"{stem}.{s}") for s in needed if s not in group.objects)
 
     def _gone(self) -> FileNotFoundError:
         what = ", ".join(self.missing)
@@ -436,10 +502,13 @@ class AivenArchive:
         complete: list[tuple[str, _Group]] = []
         gone: list[tuple[str, _Group]] = []
         for stem, group in sorted(groups.items(), key=lambda kv: (kv[1].offset, kv[0])):
-            if set(group.objects) == {"log", "indexes", "rsm-manifest"}:
+            have = set(group.objects)
+            if have == _CONCATENATED_REQUIRED or (
+                "indexes" not in have and _SEPARATE_REQUIRED <= have <= _SEPARATE_REQUIRED | {"txnindex"}
+            ):
                 complete.append((stem, group))
-            elif "rsm-manifest" in group.objects:
-                gone.append((stem, group))
+            elif "rsm-manifest" in have:
+                gone.append((stem, group))  # lost data, or (separate indexes) an upload that stopped
             else:
                 orphans.extend(o.key for o in group.objects.values())
         for key in orphans:
@@ -463,20 +532,33 @@ class AivenArchive:
             stem, group = item
             return self._segment(stem, group, manifest_of(group))
 
-        def load_lost(item: tuple[str, _Group]) -> LostSegment:
+        def load_lost(item: tuple[str, _Group]) -> LostSegment | None:
             stem, group = item
-            return LostSegment(self.store, stem, manifest_of(group), group)
+            manifest = manifest_of(group)
+            if manifest.segment_indexes is None and "log" in group.objects:
+                return None  # the layout before October 2023: the upload stopped before its index objects
+            return LostSegment(self.store, stem, manifest, group)
 
         with ThreadPoolExecutor(max_workers=self.manifest_concurrency) as pool:
             segments = list(pool.map(load, complete))
-            lost = list(pool.map(load_lost, gone))
+            maybe_lost = list(pool.map(load_lost, gone))
+        lost = [s for s in maybe_lost if s is not None]
+        stopped = [group for (_, group), s in zip(gone, maybe_lost, strict=True) if s is None]
+        for group in stopped:
+            keys = [o.key for o in group.objects.values()]
+            orphans.extend(keys)
+            for key in keys:
+                log.warning(
+                    "%s: orphan object %s (an upload that stopped before its index objects)", name, key
+                )
+        if stopped and self.strict:
+            raise RemoteStorageError(
+                f"{name}: orphan objects {orphans[:5]}{' ...' if len(orphans) > 5 else ''} (strict=True)"
+            )
         lineage: dict[int, int] | None = None
         if segments:
             newest = max(segments, key=lambda s: (s.end_offset, s.event_timestamp_ms or -1, s.base_offset))
-            entries = parse_epoch_blob(
-                newest.read_part("leader_epoch"),
-                _url(self.store, newest.stem + ".indexes") + " (leader-epoch part)",
-            )
+            entries = parse_epoch_blob(newest.read_part("leader_epoch"), newest.part_name("leader_epoch"))
             lineage = filtered_epochs(dict(entries)) if entries else None
         _place_lost(lost, segments)
         if lost and self.strict:
@@ -501,8 +583,30 @@ class AivenArchive:
 
     def _segment(self, stem: str, group: _Group, manifest: SegmentManifest) -> AivenSegment:
         log_meta = group.objects["log"]
-        indexes_meta = group.objects["indexes"]
+        indexes_meta = group.objects.get("indexes")
         manifest_url = _url(self.store, group.objects["rsm-manifest"].key)
+        part_objects: dict[PartKind, ObjectMeta] | None = None
+        if (manifest.segment_indexes is None) != (indexes_meta is None):
+            raise RemoteStorageError(
+                f"{manifest_url}: corrupt segment manifest: "
+                + (
+                    "it has no segmentIndexes, yet the segment's indexes are one .indexes object"
+                    if indexes_meta is not None
+                    else "it slices a .indexes object (segmentIndexes), and the segment has none"
+                )
+            )
+        if indexes_meta is None:
+            part_objects = {
+                kind: group.objects[suffix]
+                for suffix, kind in SEPARATE_INDEX_SUFFIXES.items()
+                if suffix in group.objects
+            }
+            for meta in part_objects.values():
+                if meta.size > MAX_INDEXES_BYTES:
+                    raise RemoteStorageError(
+                        f"{_url(self.store, meta.key)}: {meta.size} bytes, more than the {MAX_INDEXES_BYTES} an "
+                        "index object is read whole within"
+                    )
         md = manifest.remote_log_segment_metadata
         if md is not None and (md.start_offset != group.offset or md.segment_id != group.segment_id):
             raise RemoteStorageError(
@@ -516,13 +620,13 @@ class AivenArchive:
                 f"says {expected}: the object is {'shorter' if log_meta.size < expected else 'longer'} than "
                 "its manifest says (a damaged or replaced upload)"
             )
-        need = manifest.segment_indexes.end()
+        need = 0 if manifest.segment_indexes is None else manifest.segment_indexes.end()
         if need > MAX_INDEXES_BYTES:
             raise RemoteStorageError(
                 f"{manifest_url}: corrupt segment manifest: its segmentIndexes span {need} bytes, more than the "
                 f"{MAX_INDEXES_BYTES} a segment's indexes are read whole within"
             )
-        if indexes_meta.size < need:
+        if indexes_meta is not None and indexes_meta.size < need:
             raise RemoteStorageError(
                 f"{_url(self.store, indexes_meta.key)}: {indexes_meta.size} bytes, but its manifest "
                 f"({manifest_url}) slices it to {need}: the object is shorter than its manifest says"
@@ -543,6 +647,7 @@ class AivenArchive:
             cache_bytes=self.chunk_cache_bytes,
             base_offset=group.offset,
             segment_id=group.segment_id,
+            part_objects=part_objects,
         )
         if md is None:
             log_file = seg.open_log()
@@ -554,8 +659,6 @@ class AivenArchive:
                 )
             finally:
                 log_file.close()
-            entries = parse_epoch_blob(
-                seg.read_part("leader_epoch"), _url(self.store, stem + ".indexes") + " (leader-epoch part)"
-            )
+            entries = parse_epoch_blob(seg.read_part("leader_epoch"), seg.part_name("leader_epoch"))
             seg.leader_epochs = epochs_in_range(list(entries), seg.base_offset, seg.end_offset)
         return seg

@@ -8,7 +8,7 @@ Format owned here (as the plugin writes it, ``SegmentManifestV1`` serialized by 
                | {"type":"variable","originalChunkSize":C,"originalFileSize":F,
                    "transformedChunks":"<base64 of zstd(ChunkSizesBinaryCodec(sizes))>"},
      "segmentIndexes":{"offset":{"position":P,"size":S},"timestamp":{...},"producerSnapshot":{...},
-                       "leaderEpoch":{...},"transaction":{...}|null},
+                       "leaderEpoch":{...},"transaction":{...}|null},                           # since 2023-10
      "compression":bool,
      "encryption":{"dataKey":"<kekId>:<base64 RSA-OAEP(SHA3-512) wrapped AES key>","aad":"<base64>"},  # optional
      "remoteLogSegmentMetadata":{...}}                                                                   # optional
@@ -23,6 +23,9 @@ Format owned here (as the plugin writes it, ``SegmentManifestV1`` serialized by 
   (the plugin's own bound).
 * ``remoteLogSegmentMetadata`` has been written since plugin commit f9439410 (2023-09); older manifests lack
   it, and the reader takes the end offset from the data.
+* ``segmentIndexes`` has been written since plugin commit 107d1653 (2023-10), which put a segment's indexes
+  in one ``.indexes`` object; older manifests lack it (their indexes are objects of their own,
+  :mod:`kafkalog.tiered.aiven`), and :attr:`SegmentManifest.segment_indexes` is None.
 
 A manifest that is not this (bad JSON, a missing or mistyped field, sizes that do not add up) is a
 :class:`~kafkalog.errors.RemoteStorageError` naming the object; a Puffin file (``PFA1`` magic: the Iceberg
@@ -253,7 +256,8 @@ class SegmentManifest:
     """A parsed ``.rsm-manifest``."""
 
     chunk_index: ChunkIndex
-    segment_indexes: SegmentIndexes
+    #: None: a manifest from before October 2023, whose indexes are separate objects.
+    segment_indexes: SegmentIndexes | None
     compression: bool
     encryption: EncryptionMetadata | None
     remote_log_segment_metadata: RemoteLogSegmentMetadata | None
@@ -392,7 +396,11 @@ def parse_manifest(data: bytes, name: str) -> SegmentManifest:
         if not isinstance(compression, bool):
             raise _Bad("compression is missing or not a boolean")
         chunk_index = _chunk_index(_obj(doc.get("chunkIndex"), "chunkIndex"))
-        indexes = _segment_indexes(_obj(doc.get("segmentIndexes"), "segmentIndexes"))
+        indexes = (
+            None
+            if doc.get("segmentIndexes") is None
+            else _segment_indexes(_obj(doc["segmentIndexes"], "segmentIndexes"))
+        )
         encryption = None
         if doc.get("encryption") is not None:
             enc = _obj(doc["encryption"], "encryption")
@@ -434,18 +442,16 @@ def manifest_json(manifest: SegmentManifest) -> bytes:
     def part(p: SegmentIndex | None) -> dict[str, int] | None:
         return None if p is None else {"position": p.position, "size": p.size}
 
-    doc: dict[str, Any] = {
-        "version": "1",
-        "chunkIndex": chunk_index,
-        "segmentIndexes": {
+    doc: dict[str, Any] = {"version": "1", "chunkIndex": chunk_index}
+    if si is not None:
+        doc["segmentIndexes"] = {
             "offset": part(si.offset),
             "timestamp": part(si.timestamp),
             "producerSnapshot": part(si.producer_snapshot),
             "leaderEpoch": part(si.leader_epoch),
             "transaction": part(si.transaction),
-        },
-        "compression": manifest.compression,
-    }
+        }
+    doc["compression"] = manifest.compression
     if manifest.encryption is not None:
         doc["encryption"] = {
             "dataKey": manifest.encryption.data_key,

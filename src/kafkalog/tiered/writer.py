@@ -8,7 +8,10 @@ random 32-byte AAD) when ``encryption``; the ``.indexes`` object the concatenati
 index, producer snapshot, leader-epoch blob and transaction index, each encrypted alone and never
 compressed; a manifest in the plugin's field order; and the upload order ``.log``, ``.indexes``, manifest.
 ``old_style_manifest`` leaves out ``remoteLogSegmentMetadata`` (plugin versions before September 2023);
-``upload_manifest=False`` leaves an orphan.
+``separate_indexes`` writes the layout before October 2023: no ``.indexes`` object and no ``segmentIndexes``
+in the manifest, but one object per index (``.index``, ``.timeindex``, ``.snapshot``, ``.txnindex`` when the
+segment has one, ``.leader-epoch-checkpoint``), each encrypted alone, uploaded after the manifest as that
+plugin did; ``upload_manifest=False`` leaves an orphan.
 """
 
 from __future__ import annotations
@@ -149,6 +152,7 @@ def write_aiven_segment(
     event_timestamp_ms: int = 0,
     upload_manifest: bool = True,
     upload_indexes: bool = True,
+    separate_indexes: bool = False,
 ) -> str:
     """Upload one segment as the Aiven plugin does; returns its key stem (without ``.log`` etc.)."""
     segment_id = segment_id or kafka_uuid()
@@ -184,7 +188,7 @@ def write_aiven_segment(
         positions.append(SegmentIndex(position, len(part)))
         parts.append(part)
         position += len(part)
-    if upload_indexes:
+    if upload_indexes and not separate_indexes:
         store.put(stem + ".indexes", b"".join(parts))
     offset, timestamp, snapshot, epoch, txn = positions
     assert offset is not None and timestamp is not None and snapshot is not None and epoch is not None
@@ -206,11 +210,18 @@ def write_aiven_segment(
     if encryption:
         kek_id, public_key = encryption
         enc_meta = EncryptionMetadata(wrap_data_key(dek, kek_id, public_key), aad)
-    manifest = SegmentManifest(
-        chunk_index, SegmentIndexes(offset, timestamp, snapshot, epoch, txn), compression, enc_meta, metadata
-    )
+    indexes = None if separate_indexes else SegmentIndexes(offset, timestamp, snapshot, epoch, txn)
+    manifest = SegmentManifest(chunk_index, indexes, compression, enc_meta, metadata)
     if upload_manifest:
         store.put(stem + ".rsm-manifest", manifest_json(manifest))
+    if separate_indexes and upload_indexes:  # RemoteStorageManager before 107d1653: after the manifest
+        suffixes = (".index", ".timeindex", ".snapshot", ".txnindex", ".leader-epoch-checkpoint")
+        ordered = (segment.offset_index, segment.time_index, segment.producer_snapshot)
+        for suffix, source in zip(
+            suffixes, (*ordered, segment.transaction_index, segment.leader_epoch), strict=True
+        ):
+            if source is not None:
+                store.put(stem + suffix, encrypt_chunk(dek, aad, source) if encryption and source else source)
     return stem
 
 
