@@ -4,6 +4,7 @@ each its own message naming the option to fix, with no secret and no obstore tra
 
 from __future__ import annotations
 
+import base64
 import http.server
 import threading
 import traceback
@@ -175,3 +176,64 @@ def test_connect_timeout_bounds_a_black_holed_endpoint(black_hole: int) -> None:
     elapsed = time.monotonic() - started
     assert 0.5 < elapsed < 10  # two attempts of 300 ms each, not the OS's minutes of SYN retries
     assert "fs.s3a.endpoint" in str(info.value) and SECRET not in str(info.value)
+
+
+# --- GCS and Azure: no emulator is installable here, so the canned loopback server stands in -------------------
+
+
+def _cloud(srv: CannedServer, kind: str) -> object:
+    """A ``gs://`` or ``az://`` store pointed at the canned server, signed with what each takes."""
+    endpoint = f"http://127.0.0.1:{srv.server_address[1]}"
+    if kind == "gs":
+        options = {"fs.gs.storage.root.url": endpoint, "fs.gs.auth.type": "UNAUTHENTICATED"}
+        return open_store(
+            "gs://bucket/prefix",
+            {**options, "storage.attempts.maximum": "1", "storage.retry.interval": "10ms"},
+        )
+    key = base64.b64encode(SECRET.encode()).decode()
+    options = {
+        "fs.azure.account.key.acct.dfs.core.windows.net": key,
+        "storage.endpoint": f"{endpoint}/acct",
+        "storage.attempts.maximum": "1",
+        "storage.retry.interval": "10ms",
+    }
+    return open_store("abfss://container@acct.dfs.core.windows.net/prefix", options)
+
+
+@pytest.mark.parametrize("kind", ["gs", "az"])
+def test_gcs_and_azure_errors_are_translated_and_name_their_options(canned: CannedServer, kind: str) -> None:
+    """The same translation as S3's for ``gs://`` and ``az://``: a missing object, refused credentials (naming
+    that store's credential options), a server error after the bounded retries, a missing container, an
+    unreachable endpoint (naming that store's endpoint option); never a secret or obstore's debug dump."""
+    base64_secret = base64.b64encode(SECRET.encode()).decode()
+
+    def error(status: int, body: str = "", call: str = "get") -> RemoteStorageError:
+        canned.status, canned.body, canned.requests = status, body, 0
+        store = _cloud(canned, kind)
+        with pytest.raises(RemoteStorageError) as info:
+            store.get("t-0/k") if call == "get" else store.list("t-0/")  # type: ignore[attr-defined]
+        text = "".join(traceback.format_exception(info.value))
+        assert SECRET not in text and base64_secret not in text and "Debug source" not in text
+        assert info.value.__cause__ is None
+        return info.value
+
+    missing = error(404)
+    assert isinstance(missing, RemoteResourceNotFoundError) and "no such object" in str(missing)
+    refused = error(403, "<Error><Code>AuthenticationFailed</Code></Error>")
+    credentials = "fs.gs.auth.service.account.json.keyfile" if kind == "gs" else "fs.azure.account.key"
+    assert "credentials were refused" in str(refused) and credentials in str(refused), str(refused)
+    server = error(503)
+    assert "server error (503) after 1 retries" in str(server) and canned.requests == 2
+    if kind == "az":
+        absent = error(404, "<Error><Code>ContainerNotFound</Code></Error>", call="list")
+        assert isinstance(absent, RemoteResourceNotFoundError) and "bucket 'container' does not exist" in str(
+            absent
+        )
+    port = canned.server_address[1]
+    canned.shutdown()
+    canned.server_close()
+    with pytest.raises(RemoteStorageError) as info:
+        _cloud(canned, kind).get("t-0/k")  # type: ignore[attr-defined]
+    endpoint_option = "fs.gs.storage.root.url" if kind == "gs" else "storage.endpoint"
+    assert f"127.0.0.1:{port}" in str(info.value) and "unreachable" in str(info.value)
+    assert endpoint_option in str(info.value)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -282,3 +283,62 @@ def test_azure_account_specific_keys_win_and_other_accounts_are_not_used() -> No
     assert cfg.config["client_id"] == "generic-id"
     cfg = resolve("az://c/p", {"fs.azure.sas.fixed.token.acct.dfs.core.windows.net": "acct-sas"})
     assert cfg.config["account_name"] == "acct" and cfg.config["sas_key"] == "acct-sas"
+
+
+def test_gcs_and_azure_options_become_obstores_own_config() -> None:
+    """Every Hadoop option kafkalog maps for ``gs://`` and ``az://`` / ``abfss://`` lands on a key obstore's own
+    store takes (``GCSStore`` / ``AzureStore`` refuse an unknown key with ``UnknownConfigurationKeyError``):
+    each resolved configuration is handed to ``obstore.store.from_url`` and read back from the store."""
+    obstore = pytest.importorskip("obstore")
+
+    def built(url: str, options: dict[str, str]) -> tuple[dict[str, str], dict[str, str], dict[str, Any]]:
+        cfg = resolve(url, options)
+        store = obstore.store.from_url(
+            url,
+            config=dict(cfg.config),
+            client_options=dict(cfg.client_options),
+            retry_config=dict(cfg.retry_config),
+        )
+        return dict(store.config), dict(store.client_options), dict(store.retry_config or {})
+
+    bounds = {
+        "storage.connection.timeout": "7s",
+        "storage.connection.establish.timeout": "3s",
+        "storage.attempts.maximum": "4",
+    }
+    config, client, retry = built(
+        "gs://bucket/p",
+        {"fs.gs.storage.root.url": "http://127.0.0.1:4443", "fs.gs.auth.type": "UNAUTHENTICATED", **bounds},
+    )
+    assert config == {"bucket": "bucket", "base_url": "http://127.0.0.1:4443", "skip_signature": "true"}
+    assert (
+        client["allow_http"] in (True, "true")
+        and client["read_timeout"] == "7s"
+        and client["connect_timeout"] == "3s"
+    )
+    assert retry["max_retries"] == 4
+    key = "a2V5LWZvci10ZXN0cw=="
+    azure = {
+        "fs.azure.account.key.acct.dfs.core.windows.net": key,
+        "fs.azure.sas.fixed.token.acct.dfs.core.windows.net": "sv=2024&sig=abc",
+        "fs.azure.account.oauth2.client.id": "cid",
+        "fs.azure.account.oauth2.client.secret": "csecret",
+        "fs.azure.account.oauth2.client.endpoint": "https://login.microsoftonline.com/tenant-1/oauth2/token",
+        "fs.azure.account.auth.type": "OAuth",
+        "storage.endpoint": "http://127.0.0.1:10000/acct",
+        **bounds,
+    }
+    for url in ("abfss://container@acct.dfs.core.windows.net/p", "az://container/p"):
+        config, client, retry = built(url, azure)
+        assert config == {
+            "container_name": "container",
+            "account_name": "acct",
+            "account_key": key,
+            "sas_key": "sv=2024&sig=abc",
+            "client_id": "cid",
+            "client_secret": "csecret",
+            "tenant_id": "tenant-1",
+            "authority_host": "https://login.microsoftonline.com",
+            "endpoint": "http://127.0.0.1:10000/acct",
+        }, url
+        assert client["read_timeout"] == "7s" and retry["max_retries"] == 4
