@@ -142,3 +142,6 @@ def test_key_ring_is_for_a_url(encrypted: tuple[Path, str], tmp_path: Path) -> N
     ring.write_text("{}")
     result = run("verify", data, "--key-ring", ring)
     assert result.exit_code == 64 and "--key-ring is for a URL" in result.stderr
+    segment = sorted((data / "orders-0").glob("*.log"))[0]
+    dumped = run("dump", segment, "--key-ring", ring)
+    assert dumped.exit_code == 64 and "--key-ring is for a URL" in dumped.stderr

@@ -441,6 +441,8 @@ def dump(
     code = EXIT_OK
     try:
         options = parse_storage_options(storage_options)
+        if key_ring is not None and not any(is_url(f) for f in files):
+            raise click.UsageError("--key-ring is for a URL of an encrypted archive, not a local path")
         ring = load_key_ring(key_ring) if any(is_url(f) for f in files) else None
         for file in files:
             if is_url(file):
