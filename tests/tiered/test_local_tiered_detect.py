@@ -87,6 +87,45 @@ def test_local_tiered_unpadded_names_and_orphans(source_log: Path, caplog: pytes
         LocalTieredArchive(store).partition("events", 1)
 
 
+def test_local_tiered_fileset_whose_log_is_gone_is_lost_data(
+    source_log: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``RemoteLogSegmentFileset.copy`` writes the ``.log`` first, so a fileset whose ``.log`` is gone while its
+    other files remain is a delete that stopped: lost data after the first readable segment (in the plan, each
+    file open naming the ``.log``), a retention delete in progress before it; every ``.log`` gone is all lost."""
+    segments = segments_from_log_dir(source_log)
+    assert len(segments) >= 2
+    store = MemoryStore()
+    directory = f"events-0-{TOPIC_ID}/"
+    for i, seg in enumerate(segments):
+        write_local_tiered_segment(
+            store, seg, topic="events", topic_id=TOPIC_ID, partition=0, segment_id=f"{i}" * 22
+        )
+    logs = sorted(o.key for o in store.list(directory).objects if o.key.endswith(".log"))
+    store.delete(logs[-1])
+    with caplog.at_level(logging.WARNING):
+        source = LocalTieredArchive(store).partition("events", 0)
+    assert [s.base_offset for s in source.lost] == [segments[-1].base_offset]
+    assert source.missing_objects(0, 10**9) == [f"memory://{logs[-1]}"]
+    with pytest.raises(FileNotFoundError, match=r"\.log is gone: offsets \d+-\d+ are lost"):
+        source.open(f"{segments[-1].base_offset:020d}.log")
+    assert "are lost" in caplog.text and not source.orphans
+    store.delete(logs[0])
+    source = LocalTieredArchive(store).partition("events", 0)  # the first one gone too: all gone
+    assert [s.base_offset for s in source.lost] == [s.base_offset for s in segments]
+    store2 = MemoryStore()
+    for i, seg in enumerate(segments):
+        write_local_tiered_segment(
+            store2, seg, topic="events", topic_id=TOPIC_ID, partition=0, segment_id=f"{i}" * 22
+        )
+    store2.delete(sorted(o.key for o in store2.list(directory).objects if o.key.endswith(".log"))[0])
+    source = LocalTieredArchive(store2).partition("events", 0)  # only the oldest: retention under way
+    assert not source.lost and source.segments[0].base_offset == segments[1].base_offset
+    assert [seg.base_offset for seg, _ in source.selection.skipped] == [segments[0].base_offset]
+    with pytest.raises(RemoteStorageError, match=r"\.log is gone.*strict=True"):
+        LocalTieredArchive(store, strict=True).partition("events", 0)
+
+
 def test_detect_layout_from_keys(source_log: Path) -> None:
     seg = segments_from_log_dir(source_log)[0]
     aiven = MemoryStore()

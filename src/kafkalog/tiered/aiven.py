@@ -69,11 +69,14 @@ from kafkalog.tiered.scan import scan_end
 from kafkalog.tiered.view import (
     ArchivedSegment,
     ArchivePartitionSource,
+    GoneSegment,
     PartKind,
-    Selection,
     filtered_epochs,
+    leave_out_leading_gone,
     parse_epoch_blob,
+    place_gone,
     select_segments,
+    warn_gone,
 )
 
 __all__ = [
@@ -303,7 +306,7 @@ class AivenSegment(ArchivedSegment):
         return decrypt_chunk(key, aad, data, where)
 
 
-class LostSegment(ArchivedSegment):
+class LostSegment(GoneSegment):
     """A segment whose manifest remains while its ``.log`` or ``.indexes`` is gone (see the module doc): its
     offsets, as the manifest gives them, are in the plan, and opening any of its files raises
     ``FileNotFoundError`` naming the objects gone."""
@@ -323,46 +326,6 @@ class LostSegment(ArchivedSegment):
         )
         needed = ("log", "indexes") if manifest.segment_indexes is not None else ("log",)
         self.missing = tuple(_url(store, f"{stem}.{s}") for s in needed if s not in group.objects)
-
-    def _gone(self) -> FileNotFoundError:
-        what = ", ".join(self.missing)
-        return FileNotFoundError(
-            f"{self.name} remains but {what} {'is' if len(self.missing) == 1 else 'are'} gone: offsets "
-            f"{self.base_offset}-{self.end_offset} are lost (a delete interrupted, or objects removed outside "
-            "the plugin)"
-        )
-
-    def open_log(self) -> RandomAccessFile:
-        raise self._gone()
-
-    def read_part(self, kind: PartKind) -> bytes:
-        raise self._gone()
-
-
-def _place_lost(lost: list[LostSegment], segments: list[AivenSegment]) -> None:
-    """Give a lost segment with an old-style manifest (no end offset) the end its successor implies."""
-    bases = sorted({s.base_offset for s in (*lost, *segments)})
-    for seg in lost:
-        if seg.end_offset < 0:
-            later = [b for b in bases if b > seg.base_offset]
-            seg.end_offset = later[0] - 1 if later else seg.base_offset
-
-
-def _leave_out_leading_lost(selection: Selection, name: str) -> None:
-    """Lost segments before the first readable chosen one are a retention delete in progress (see the module
-    doc): left out, reported as skipped."""
-    chosen = selection.chosen
-    first = next((i for i, s in enumerate(chosen) if not s.missing), None)
-    if not first:  # None: nothing readable (all lost: data loss); 0: the archive starts readable
-        return
-    for seg in chosen[:first]:
-        why = (
-            f"its manifest remains but {', '.join(seg.missing)} gone, before the first readable segment: "
-            "a retention delete in progress or interrupted; the archive starts after it"
-        )
-        selection.skipped.append((seg, why))
-        log.warning("%s: %r: %s", name, seg, why)
-    selection.chosen = chosen[first:]
 
 
 @dataclass
@@ -560,25 +523,15 @@ class AivenArchive:
             newest = max(segments, key=lambda s: (s.end_offset, s.event_timestamp_ms or -1, s.base_offset))
             entries = parse_epoch_blob(newest.read_part("leader_epoch"), newest.part_name("leader_epoch"))
             lineage = filtered_epochs(dict(entries)) if entries else None
-        _place_lost(lost, segments)
+        place_gone(lost, segments)
         if lost and self.strict:
             raise RemoteStorageError(
                 f"{name}: segments whose manifest remains but whose data is gone: "
                 f"{[u for s in lost for u in s.missing][:5]} (strict=True)"
             )
         selection = select_segments([*segments, *lost], lineage, name, strict=self.strict)
-        _leave_out_leading_lost(selection, name)
-        for seg in selection.chosen:
-            if seg.missing:
-                log.warning(
-                    "%s: offsets %d-%d are lost: the manifest %s remains but %s %s gone",
-                    name,
-                    seg.base_offset,
-                    seg.end_offset,
-                    seg.name,
-                    ", ".join(seg.missing),
-                    "is" if len(seg.missing) == 1 else "are",
-                )
+        leave_out_leading_gone(selection, name)
+        warn_gone(selection, name)
         return ArchivePartitionSource(name, selection, orphans)
 
     def _segment(self, stem: str, group: _Group, manifest: SegmentManifest) -> AivenSegment:

@@ -10,7 +10,14 @@ to the segment's end, ``.snapshot`` the producer snapshot at its end). Since KAF
 written with ``LogFileUtils.filenamePrefixFromOffset`` (20 digits); the file-name pattern accepts any number
 of digits, so unpadded names are read too. There is no manifest: planning reads each segment's offset and time
 indexes, its epoch checkpoint and the tail of its ``.log`` (the end offset is the last offset of its last
-batch), a few ranged GETs per segment. A segment missing a required file is an orphan.
+batch), a few ranged GETs per segment.
+
+``RemoteLogSegmentFileset.copy`` writes the ``.log`` first, so a fileset with its ``.log`` but missing a
+required file is a copy that failed (an orphan: skipped with a warning); one whose ``.log`` is gone while its
+other files remain can only be a delete that stopped, or files removed behind Kafka's back: its offsets are
+lost data (a :class:`~kafkalog.tiered.view.GoneSegment`, ending where the next segment begins: without a
+manifest its end offset is not known), as for an Aiven manifest without its ``.log``
+(:mod:`kafkalog.tiered.aiven`), except before the first readable segment (a retention delete in progress).
 """
 
 from __future__ import annotations
@@ -32,10 +39,14 @@ from kafkalog.tiered.scan import scan_end
 from kafkalog.tiered.view import (
     ArchivedSegment,
     ArchivePartitionSource,
+    GoneSegment,
     PartKind,
     filtered_epochs,
+    leave_out_leading_gone,
     parse_epoch_blob,
+    place_gone,
     select_segments,
+    warn_gone,
 )
 
 __all__ = ["LOCAL_TIERED_SUFFIXES", "LocalTieredArchive", "LocalTieredSegment", "local_tiered_file_name"]
@@ -224,9 +235,12 @@ class LocalTieredArchive:
                 m.group("suffix")
             ] = obj
         complete: list[_Group] = []
+        gone: list[GoneSegment] = []
         for _, group in sorted(groups.items()):
             if set(group.objects) >= _REQUIRED:
                 complete.append(group)
+            elif ".log" not in group.objects:
+                gone.append(self._gone(group))
             else:
                 orphans.extend(o.key for o in group.objects.values())
         for key in orphans:
@@ -235,7 +249,12 @@ class LocalTieredArchive:
             raise RemoteStorageError(
                 f"{name}: orphan objects {orphans[:5]}{' ...' if len(orphans) > 5 else ''} (strict=True)"
             )
-        if not complete and not orphans:
+        if gone and self.strict:
+            raise RemoteStorageError(
+                f"{name}: segments whose files remain but whose .log is gone: "
+                f"{[u for s in gone for u in s.missing][:5]} (strict=True)"
+            )
+        if not complete and not orphans and not gone:
             raise RemoteResourceNotFoundError(f"{name}: no archived segments")
         segments = [LocalTieredSegment(self.store, g.objects, g.offset, g.segment_id) for g in complete]
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
@@ -248,5 +267,25 @@ class LocalTieredArchive:
                 _url(self.store, newest.objects[".leader_epoch_checkpoint"].key),
             )
             lineage = filtered_epochs(dict(entries)) if entries else None
-        selection = select_segments(segments, lineage, name, strict=self.strict)
+        place_gone(gone, segments)
+        selection = select_segments([*segments, *gone], lineage, name, strict=self.strict)
+        leave_out_leading_gone(selection, name)
+        warn_gone(selection, name)
         return ArchivePartitionSource(name, selection, orphans)
+
+    def _gone(self, group: _Group) -> GoneSegment:
+        """The segment of a fileset whose ``.log`` is gone (its end offset is set by ``place_gone``)."""
+        some = next(iter(group.objects.values()))
+        suffix = next(s for s, o in group.objects.items() if o is some)
+        log_key = some.key[: -len(suffix)] + ".log"
+        return GoneSegment(
+            base_offset=group.offset,
+            end_offset=-1,
+            max_timestamp_ms=-1,
+            size=0,
+            segment_id=group.segment_id,
+            name=_url(self.store, some.key),
+            leader_epochs={},
+            event_timestamp_ms=None,
+            part_sizes={},
+        ).with_missing((_url(self.store, log_key),))

@@ -40,12 +40,16 @@ from kafkalog.tiered.files import BytesFile
 __all__ = [
     "ArchivePartitionSource",
     "ArchivedSegment",
+    "GoneSegment",
     "PartKind",
     "Selection",
     "filtered_epochs",
     "is_within_lineage",
+    "leave_out_leading_gone",
     "parse_epoch_blob",
+    "place_gone",
     "select_segments",
+    "warn_gone",
 ]
 
 log = logging.getLogger(__name__)
@@ -106,6 +110,74 @@ class ArchivedSegment(ABC):
     @abstractmethod
     def read_part(self, kind: PartKind) -> bytes:
         """One of its small files, whole (decrypted)."""
+
+
+class GoneSegment(ArchivedSegment):
+    """A segment the archive still claims (a manifest, or the index files of a ``LocalTieredStorage``
+    fileset) whose data is gone (:attr:`~ArchivedSegment.missing`): kept in the plan so its offsets are data
+    loss for readers; opening any of its files raises ``FileNotFoundError`` naming what is gone. An end offset
+    below 0 is unknown until :func:`place_gone`."""
+
+    def _gone(self) -> FileNotFoundError:
+        what = ", ".join(self.missing)
+        return FileNotFoundError(
+            f"{self.name} remains but {what} {'is' if len(self.missing) == 1 else 'are'} gone: offsets "
+            f"{self.base_offset}-{self.end_offset} are lost (a delete interrupted, or objects removed outside "
+            "the tiered storage)"
+        )
+
+    def with_missing(self, missing: Sequence[str]) -> GoneSegment:
+        """This segment with the URLs of what is gone set; returns itself."""
+        self.missing = tuple(missing)
+        return self
+
+    def open_log(self) -> RandomAccessFile:
+        raise self._gone()
+
+    def read_part(self, kind: PartKind) -> bytes:
+        raise self._gone()
+
+
+def place_gone(gone: Sequence[GoneSegment], segments: Sequence[ArchivedSegment]) -> None:
+    """Give a gone segment whose end offset is unknown the end its successor implies (the last: its base)."""
+    bases = sorted({s.base_offset for s in (*gone, *segments)})
+    for seg in gone:
+        if seg.end_offset < 0:
+            later = [b for b in bases if b > seg.base_offset]
+            seg.end_offset = later[0] - 1 if later else seg.base_offset
+
+
+def leave_out_leading_gone(selection: Selection, name: str) -> None:
+    """Gone segments before the first readable chosen one are a retention delete in progress (Kafka deletes
+    the oldest remote segments first, after moving the log start offset past them): left out, reported as
+    skipped. Nothing readable at all (every segment gone) is data loss: they stay."""
+    chosen = selection.chosen
+    first = next((i for i, s in enumerate(chosen) if not s.missing), None)
+    if not first:  # None: nothing readable; 0: the archive starts readable
+        return
+    for seg in chosen[:first]:
+        why = (
+            f"its {', '.join(seg.missing)} gone, before the first readable segment: a retention delete in "
+            "progress or interrupted; the archive starts after it"
+        )
+        selection.skipped.append((seg, why))
+        log.warning("%s: %r: %s", name, seg, why)
+    selection.chosen = chosen[first:]
+
+
+def warn_gone(selection: Selection, name: str) -> None:
+    """One warning per chosen segment whose data is gone (its offsets are lost data)."""
+    for seg in selection.chosen:
+        if seg.missing:
+            log.warning(
+                "%s: offsets %d-%d are lost: %s remains but %s %s gone",
+                name,
+                seg.base_offset,
+                seg.end_offset,
+                seg.name,
+                ", ".join(seg.missing),
+                "is" if len(seg.missing) == 1 else "are",
+            )
 
 
 def parse_epoch_blob(data: bytes, name: str) -> list[EpochEntry]:
