@@ -276,7 +276,7 @@ def _verify_archive(source: ArchivePartitionSource, last_in: dict[int, int], par
     for seg in source.lost:
         part.fault(
             seg.name,
-            f"offsets {seg.base_offset}-{seg.end_offset} are lost: the manifest remains but "
+            f"offsets {seg.base_offset}-{seg.end_offset} are lost: {seg.name} remains but "
             f"{', '.join(seg.missing)} {'is' if len(seg.missing) == 1 else 'are'} gone",
         )
     for seg in selection.chosen:

@@ -458,7 +458,8 @@ def read_task(
     def missing(lo: int, hi: int) -> None:
         objects = [] if gone is None else gone(lo, hi)
         why = (
-            f"their segment's manifest remains but its objects are gone: {', '.join(objects)}"
+            f"their segment is still claimed (its manifest or index files remain) but its objects are gone: "
+            f"{', '.join(objects)}"
             if objects
             else "they are no longer in the log"
         )
