@@ -386,6 +386,47 @@ def test_an_archive_whose_logs_are_gone_while_manifests_remain_is_data_loss(
         forget_memory_store(name)
 
 
+def test_key_ring_errors_name_the_keyring_option_never_a_key(tmp_path: Path) -> None:
+    """A wrong or unusable key in Spark's ``keyRing`` is an error naming that option and the key id (the
+    reader's own ``key_ring`` name is not one a Spark user set), with no key material."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    from kafkalog.errors import RemoteStorageError
+
+    data = tmp_path / "data"
+    write_topic(data, "events", 1, 40, segment_bytes=2048)
+    name = f"ring-{tmp_path.name}"
+    store = open_store(f"memory://{name}")
+
+    def pem(key: rsa.RSAPrivateKey) -> str:
+        return key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        ).decode()
+
+    try:
+        archive_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        archive_dir(data, store, "events", 1, encryption=("kek-1", archive_key.public_key()))
+        wrong = pem(rsa.generate_private_key(public_exponent=65537, key_size=2048))
+        for ring, expected in (
+            ({"kek-1": wrong}, "does not decrypt with key 'kek-1' of the keyRing option"),
+            ({"kek-9": wrong}, "which the keyRing option does not hold"),
+            (
+                {"kek-1": "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"},
+                "keyRing: key 'kek-1' is not",
+            ),
+        ):
+            opts = parse_source_options(
+                {"path": f"memory://{name}", "subscribe": "events", "keyRing": json.dumps(ring)},
+                streaming=False,
+            )
+            with pytest.raises(RemoteStorageError) as info:
+                plan_batch(opts)
+            assert expected in str(info.value) and "PRIVATE KEY" not in str(info.value), str(info.value)
+    finally:
+        forget_memory_store(name)
+
+
 @pytest.mark.parametrize("encrypted", [False, True])
 def test_executors_read_an_archive_with_no_listing_or_manifest_request(
     tmp_path: Path, encrypted: bool

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from kafkalog.readonly.log import ReadOnlyDataDir
+from kafkalog.tiered.crypto import KeyRing
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -71,7 +72,8 @@ class RemoteSpec:
             dict(self.options),
             layout=self.layout,
             tiered_path=self.tiered_path,
-            key_ring=dict(self.key_ring) or None,
+            # errors name Spark's option, never a key
+            key_ring=KeyRing(dict(self.key_ring), option="keyRing") if self.key_ring else None,
             strict=self.strict,
         )
 

@@ -228,7 +228,7 @@ class KeyRing:
     @property
     def _holder(self) -> str:
         """What holds the keys, as errors say it: ``the key_ring option``, ``key-ring file ring.json``."""
-        return f"the {self.option} option" if self.option == KEY_RING_OPTION else self.option
+        return self.option if " " in self.option else f"the {self.option} option"
 
     def __reduce__(self) -> tuple[Any, tuple[dict[str, bytes], str]]:
         # a planned archive goes to executors with its ring: the PEMs, loaded again there (cipher objects
