@@ -102,10 +102,22 @@ def test_consume_to_a_file_shows_a_bar_on_a_terminal_and_nothing_in_a_pipe(
     assert (tmp_path / "follow.txt").read_bytes().splitlines() == piped.stdout.splitlines()[:3]
 
 
-@pytest.mark.parametrize("dry_run", [True, False], ids=["dry-run", "recover"])
-def test_recover_shows_the_bytes_it_checks_on_a_terminal(data: Path, tmp_path: Path, dry_run: bool) -> None:
+@pytest.mark.parametrize(
+    ("dry_run", "partition_dir"),
+    [(True, False), (False, False), (False, True)],
+    ids=["dry-run", "recover", "recover-partition-dir"],
+)
+def test_recover_shows_the_bytes_it_checks_on_a_terminal(
+    data: Path, tmp_path: Path, dry_run: bool, partition_dir: bool
+) -> None:
+    """A bar for the plan's walk ("checking"), then, unless --dry-run, one for the load ("recovering"): both
+    count .log bytes (the load's from the loader's load_progress, not a spinner)."""
     work = tmp_path / "data"
-    args: list[str | Path] = ["recover", work, *(["--dry-run"] if dry_run else [])]
+    args: list[str | Path] = [
+        "recover",
+        work / "orders-0" if partition_dir else work,
+        *(["--dry-run"] if dry_run else []),
+    ]
     shutil.copytree(data, work)
     piped = run_piped(args)
     assert piped.returncode == 0, piped.stderr
@@ -114,7 +126,9 @@ def test_recover_shows_the_bytes_it_checks_on_a_terminal(data: Path, tmp_path: P
     shutil.copytree(data, work)  # the same directory again, at the same path: the same report
     code, stderr = run_with_tty_stderr(args, tmp_path / "out.txt")
     assert code == 0
-    assert b"checking" in stderr
+    assert re.search(rb"checking.*/[0-9.]+ (bytes|KiB)", stderr)
+    loading = re.search(rb"recovering.*?[0-9.]+/[0-9.]+ (bytes|KiB)", stderr)
+    assert (loading is None) == dry_run, stderr
     assert (tmp_path / "out.txt").read_bytes() == piped.stdout
 
 
