@@ -86,3 +86,16 @@ def test_the_rendering_rewrites_prose_only_and_refuses_what_it_cannot_rewrite() 
     for bad in ("![chart](docs/benchmarks/log.png)", '<a href="docs/x.md">x</a>', "[x]: docs/x.md"):
         with pytest.raises(ValueError, match="relative"):
             hatch_build.render_long_description(f"# t\n\n{bad}\n")
+
+
+def test_the_shipped_docs_link_only_to_each_other() -> None:
+    """The docs installed as ``kafkalog/docs/`` keep their relative links: each must resolve inside ``docs/``
+    (a link to ``../README.md`` or to a source file would break in the installed copy)."""
+    docs = ROOT / "docs"
+    broken = []
+    for page in sorted(docs.glob("*.md")):
+        for target in relative(link_targets(page.read_text(encoding="utf-8"))):
+            path = target.split("#", 1)[0]
+            if path and not ((docs / path).resolve().is_relative_to(docs) and (docs / path).is_file()):
+                broken.append(f"{page.name}: {target}")
+    assert broken == []

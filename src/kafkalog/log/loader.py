@@ -38,8 +38,9 @@ opened or repaired), and any segment or snapshot name whose offset is above ``2*
 **Progress.** ``load_progress`` (optional) is called from the loading thread with ``.log`` bytes the loader is
 done with: each segment it recovers (its size before the scan) once scanned, and at the end of the load the
 bytes of the segments it did not scan (clean, below the recovery point, or deleted after a truncation) in one
-call; so the calls add up to the ``.log`` bytes found when the segments were opened. ``kafkalog recover``
-draws its load bar from it.
+call; so the calls add up to the ``.log`` bytes found when the segments were opened (more only when a legacy
+segment whose offsets overflow is split and the pass that found it scans again). ``kafkalog recover`` draws its
+load bar from it.
 
 A ``-delete`` directory loads without recovery. The recovery point is the log end offset after a clean
 shutdown of a non-empty log, else ``min(checkpointed recovery point, log end offset)``.
