@@ -41,8 +41,8 @@ or loaded (or, with ``--dry-run``, there is something to repair).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,6 +56,7 @@ from kafkalog.cli.common import (
     EXIT_FAULT,
     EXIT_OK,
     KafkalogCommand,
+    bytes_bar,
     json_dumps,
     progress,
     stdout_console,
@@ -63,7 +64,7 @@ from kafkalog.cli.common import (
 from kafkalog.cli.paths import DATA_DIR_FILES, Target, resolve_target
 from kafkalog.cli.repair import Mode, PartitionPlan, apply_plan, plan_partition
 from kafkalog.cli.state import DirChanges, diff_dirs, open_manager, partition_config, snapshot_dir
-from kafkalog.cli.verifier import log_bytes
+from kafkalog.cli.verifier import data_dir_log_bytes, log_bytes
 from kafkalog.datadir import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, DirLock, read_topics
 from kafkalog.errors import KafkaError
 from kafkalog.log.checkpoint import CLEAN_SHUTDOWN_FILE, offset_checkpoint, topic_id_from_string
@@ -173,17 +174,14 @@ def _checked_plans(target: Target, mode: Mode, show_progress: bool) -> list[Part
         return plan_target(target, mode=mode, on_bytes=lambda n: bar.advance(task, n))
 
 
-@contextmanager
-def _load_bar(target: Target, show_progress: bool) -> Iterator[LoadProgress | None]:
+def _load_bar(target: Target, show_progress: bool) -> AbstractContextManager[LoadProgress | None]:
     """The ``load_progress`` for the load step: it advances a transient bar on stderr over the ``.log`` bytes
-    there are now (after the plan was applied); None (nothing drawn) off a terminal or without
-    ``show_progress``."""
-    with progress("recovering", log_bytes(target) if show_progress else None, enabled=show_progress) as bar:
-        if bar is None:
-            yield None
-            return
-        task = bar.task_ids[0]
-        yield lambda n: bar.advance(task, n)
+    there are now (after the plan was applied; for a data directory, all the partition directories the
+    manager loads); None (nothing drawn) off a terminal or without ``show_progress``."""
+    if not show_progress:
+        return nullcontext(None)
+    total = data_dir_log_bytes(target.path) if target.is_data_dir else log_bytes(target)
+    return bytes_bar("recovering", total)
 
 
 def _untouched(plans: list[PartitionPlan]) -> list[RecoveryResult]:
