@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 PYTEST_ARGS ?=
-LINT_DIRS := src tests $(wildcard bench)
+LINT_DIRS := src tests $(wildcard bench) hatch_build.py
 
 .PHONY: all venv test test-deps lint typecheck unit pythons wheel-smoke demo bench bench-quick clean numba-cache readme-layout
 

@@ -27,6 +27,10 @@ from .helpers import ENV, kafkalog_command
 TTY_ENV = {**ENV, "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "40"}
 
 
+#: A bar counting bytes drawn for ``%s`` (on one line: not a spinner followed by another command's bar).
+LOAD_BAR = rb"%s[^\r\n]*?[0-9.]+/[0-9.]+ (bytes|KiB)"
+
+
 def run_with_tty_stderr(args: list[str | Path], stdout_path: Path) -> tuple[int, bytes]:
     """``kafkalog ARGS`` with stdout to ``stdout_path`` and stderr on a pseudo-terminal: (exit code, stderr)."""
     master, slave = pty.openpty()
@@ -102,10 +106,22 @@ def test_consume_to_a_file_shows_a_bar_on_a_terminal_and_nothing_in_a_pipe(
     assert (tmp_path / "follow.txt").read_bytes().splitlines() == piped.stdout.splitlines()[:3]
 
 
-@pytest.mark.parametrize("dry_run", [True, False], ids=["dry-run", "recover"])
-def test_recover_shows_the_bytes_it_checks_on_a_terminal(data: Path, tmp_path: Path, dry_run: bool) -> None:
+@pytest.mark.parametrize(
+    ("dry_run", "partition_dir"),
+    [(True, False), (False, False), (False, True)],
+    ids=["dry-run", "recover", "recover-partition-dir"],
+)
+def test_recover_shows_the_bytes_it_checks_on_a_terminal(
+    data: Path, tmp_path: Path, dry_run: bool, partition_dir: bool
+) -> None:
+    """A bar for the plan's walk ("checking"), then, unless --dry-run, one for the load ("recovering"): both
+    count .log bytes (the load's from the loader's load_progress, not a spinner)."""
     work = tmp_path / "data"
-    args: list[str | Path] = ["recover", work, *(["--dry-run"] if dry_run else [])]
+    args: list[str | Path] = [
+        "recover",
+        work / "orders-0" if partition_dir else work,
+        *(["--dry-run"] if dry_run else []),
+    ]
     shutil.copytree(data, work)
     piped = run_piped(args)
     assert piped.returncode == 0, piped.stderr
@@ -114,7 +130,9 @@ def test_recover_shows_the_bytes_it_checks_on_a_terminal(data: Path, tmp_path: P
     shutil.copytree(data, work)  # the same directory again, at the same path: the same report
     code, stderr = run_with_tty_stderr(args, tmp_path / "out.txt")
     assert code == 0
-    assert b"checking" in stderr
+    assert re.search(rb"checking.*/[0-9.]+ (bytes|KiB)", stderr)
+    loading = re.search(LOAD_BAR % b"recovering", stderr)
+    assert (loading is None) == dry_run, stderr
     assert (tmp_path / "out.txt").read_bytes() == piped.stdout
 
 
@@ -172,3 +190,25 @@ def test_json_output_draws_nothing_on_a_terminal(data: Path, tmp_path: Path, com
     assert code == 0
     assert stderr == b""
     assert (tmp_path / "out.jsonl").read_bytes().splitlines()[-1].startswith(b'{"type":"summary"')
+
+
+@pytest.mark.parametrize("command", [["compact", "--force"], ["retention"]], ids=["compact", "retention"])
+def test_loading_a_data_dir_that_needs_recovery_shows_a_bar(
+    data: Path, tmp_path: Path, command: list[str]
+) -> None:
+    """``compact`` and ``retention`` open the data directory with a LogManager first; without its clean-shutdown
+    marker every segment is recovered, and the bar counts those bytes (it was a spinner)."""
+    work = tmp_path / "data"
+    args: list[str | Path] = [command[0], work, *command[1:]]
+    shutil.copytree(data, work)
+    (work / ".kafka_cleanshutdown").unlink()
+    piped = run_piped(args)
+    assert piped.returncode == 0, piped.stderr
+    assert b"loading" not in piped.stderr
+    shutil.rmtree(work)
+    shutil.copytree(data, work)
+    (work / ".kafka_cleanshutdown").unlink()
+    code, stderr = run_with_tty_stderr(args, tmp_path / "out.txt")
+    assert code == 0
+    assert re.search(LOAD_BAR % b"loading", stderr), stderr
+    assert (tmp_path / "out.txt").read_bytes() == piped.stdout

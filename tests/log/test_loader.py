@@ -1556,3 +1556,60 @@ def test_a_base_offset_below_the_segment_or_going_backwards_is_truncated(tmp_pat
     with Log.open(directory, {"segment.bytes": 700}, last_shutdown_clean=False) as log:
         assert log.log_end_offset == int(second.name[:20]) + 10
     assert_valid_partition_dir(directory)
+
+
+# --- kafkalog: load progress (issue #23: `kafkalog recover` draws a bar from it) -----------------------------
+
+
+def _segments_of_five(directory: Path) -> list[int]:
+    """Five segments of one 10-record batch each; returns each ``.log``'s size."""
+    with Log.open(directory, {"segment.bytes": 400}) as log:
+        for b in range(5):
+            log.append([SimpleRecord(b"v" * 20, b"k%02d" % (b * 10 + i)) for i in range(10)])
+    sizes = [p.stat().st_size for p in sorted(directory.glob("*.log"))]
+    assert len(sizes) == 5
+    return sizes
+
+
+@pytest.mark.parametrize(
+    ("recovery_point", "clean"), [(0, False), (30, False), (0, True)], ids=["all", "from-30", "clean"]
+)
+def test_load_progress_reports_every_log_byte(tmp_path: Path, recovery_point: int, clean: bool) -> None:
+    """Each segment the loader scans is reported (its size) once scanned, the rest in one call at the end:
+    the calls add up to the ``.log`` bytes, whatever is scanned."""
+    directory = tmp_path / "t-0"
+    sizes = _segments_of_five(directory)
+    calls: list[int] = []
+    with Log.open(
+        directory,
+        {"segment.bytes": 400},
+        recovery_point=recovery_point,
+        last_shutdown_clean=clean,
+        load_progress=calls.append,
+    ) as log:
+        assert log.log_end_offset == 50
+    assert sum(calls) == sum(sizes)
+    if clean:
+        assert calls == [sum(sizes)]  # nothing scanned: one call
+    else:
+        # one call per scanned segment, in order, then one for the segments below the recovery point (if any)
+        first = recovery_point // 10
+        assert calls == sizes[first:] + ([sum(sizes[:first])] if first else [])
+
+
+def test_load_progress_counts_the_segments_a_truncation_deletes(tmp_path: Path) -> None:
+    """A torn batch in the second segment truncates it and deletes the later segments: their bytes are
+    reported at the end, so the total still matches what was found."""
+    directory = tmp_path / "t-0"
+    sizes = _segments_of_five(directory)
+    second = sorted(directory.glob("*.log"))[1]
+    with second.open("r+b") as f:
+        f.truncate(sizes[1] - 5)
+    sizes[1] -= 5
+    calls: list[int] = []
+    with Log.open(
+        directory, {"segment.bytes": 400}, last_shutdown_clean=False, load_progress=calls.append
+    ) as log:
+        assert log.log_end_offset == 10
+    assert calls[:2] == sizes[:2]
+    assert sum(calls) == sum(sizes)

@@ -28,7 +28,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final, NoReturn
@@ -63,6 +63,7 @@ __all__ = [
     "CliError",
     "KafkalogCommand",
     "KafkalogGroup",
+    "bytes_bar",
     "error_console",
     "fail",
     "isatty",
@@ -346,6 +347,20 @@ def progress(
     with Progress(*columns, console=error_console(), transient=True, redirect_stdout=False) as bar:
         bar.add_task(escape(description), total=total)
         yield bar
+
+
+@contextmanager
+def bytes_bar(
+    description: str, total: int, *, enabled: bool = True
+) -> Iterator[Callable[[int], None] | None]:
+    """:func:`progress` as an ``advance(bytes)`` callable (a loader's ``load_progress``), or None when nothing
+    is drawn (not a terminal, or not ``enabled``), so callers pass None on and pay nothing per call."""
+    with progress(description, total, enabled=enabled) as bar:
+        if bar is None:
+            yield None
+            return
+        task = bar.task_ids[0]
+        yield lambda n: bar.advance(task, n)
 
 
 @contextmanager

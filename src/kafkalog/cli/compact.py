@@ -12,7 +12,8 @@ is written to the data directory's ``cleaner-offset-checkpoint``. A data directo
 one is opened on its own, its high watermark at its log end.
 
 On a terminal (stderr) and without ``--json``, a transient progress bar counts the bytes of the partitions
-compacted so far (a spinner while a data directory is loaded first).
+compacted so far (first, for a data directory, one counting the ``.log`` bytes its load is done with: the
+loader's ``load_progress``, so a directory that needs recovery shows how far it is).
 
 ``--json``: ``{"type":"partition","partition","rounds","firstDirtyOffset","endOffset","bytesBefore",
 "bytesAfter","segmentsBefore","segmentsAfter","messagesRead","messagesWritten"}`` per partition, then
@@ -35,16 +36,16 @@ from kafkalog.cli.common import (
     EXIT_CODES_HELP,
     EXIT_OK,
     KafkalogCommand,
+    bytes_bar,
     error_console,
     json_dumps,
     plural,
     progress,
-    status,
     stdout_console,
 )
 from kafkalog.cli.paths import resolve_target
 from kafkalog.cli.state import ImmediateScheduler, open_manager, partition_config
-from kafkalog.cli.verifier import log_bytes
+from kafkalog.cli.verifier import data_dir_log_bytes, log_bytes
 from kafkalog.log.log import Log
 from kafkalog.log.names import TopicPartition
 
@@ -145,8 +146,9 @@ def compact(
     else:
         wanted = {tp for tp, _ in target.partitions}
         with ExitStack() as stack:
-            with status(f"loading {target.data_dir} ...", enabled=not json_output):
-                mgr = stack.enter_context(open_manager(target.data_dir))
+            total = 0 if json_output else data_dir_log_bytes(target.data_dir)
+            with bytes_bar("loading", total, enabled=not json_output) as on_bytes:
+                mgr = stack.enter_context(open_manager(target.data_dir, load_progress=on_bytes))
             logs = sorted((tp, log) for tp, log in mgr.all_logs().items() if tp in wanted)
             with _bytes_bar(sum(log.size for _, log in logs), not json_output) as advance:
                 for tp, log in logs:

@@ -22,7 +22,8 @@ Two steps (the rule is :mod:`kafkalog.cli.repair`'s, documented in docs/operatio
      config and log start offset from there); a standalone partition directory gets its own marker back.
 
 On a terminal (stderr) and without ``--json``, a transient progress bar counts the ``.log`` bytes the plan has
-walked, then a spinner runs while the directory is loaded (the load reports no progress of its own).
+walked ("checking"), then another the ``.log`` bytes the load has recovered ("recovering": the loader's
+``load_progress``, :mod:`kafkalog.log.loader`; segments it does not scan count once their partition is loaded).
 
 Before and after, the directory's files are compared (:func:`~kafkalog.cli.state.diff_dirs`); the report
 lists the plan, bytes truncated, segments deleted or created, indexes whose entries changed, files removed,
@@ -41,6 +42,7 @@ or loaded (or, with ``--dry-run``, there is something to repair).
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,19 +56,20 @@ from kafkalog.cli.common import (
     EXIT_FAULT,
     EXIT_OK,
     KafkalogCommand,
+    bytes_bar,
     json_dumps,
     progress,
-    status,
     stdout_console,
 )
 from kafkalog.cli.paths import DATA_DIR_FILES, Target, resolve_target
 from kafkalog.cli.repair import Mode, PartitionPlan, apply_plan, plan_partition
 from kafkalog.cli.state import DirChanges, diff_dirs, open_manager, partition_config, snapshot_dir
-from kafkalog.cli.verifier import log_bytes
+from kafkalog.cli.verifier import data_dir_log_bytes, log_bytes
 from kafkalog.datadir import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, DirLock, read_topics
 from kafkalog.errors import KafkaError
 from kafkalog.log.checkpoint import CLEAN_SHUTDOWN_FILE, offset_checkpoint, topic_id_from_string
 from kafkalog.log.config import LogConfig
+from kafkalog.log.loader import LoadProgress
 from kafkalog.log.log import Log
 from kafkalog.log.names import TopicPartition
 from kafkalog.readonly.log import ReadOnlyLog
@@ -163,12 +166,22 @@ def plan_target(
 
 def _checked_plans(target: Target, mode: Mode, show_progress: bool) -> list[PartitionPlan]:
     """:func:`plan_target` with a transient bar on stderr (bytes of ``.log`` walked; only on a terminal and
-    with ``show_progress``), closed before the load's spinner starts."""
+    with ``show_progress``), closed before the load's bar starts."""
     with progress("checking", log_bytes(target), enabled=show_progress) as bar:
         if bar is None:
             return plan_target(target, mode=mode)
         task = bar.task_ids[0]
         return plan_target(target, mode=mode, on_bytes=lambda n: bar.advance(task, n))
+
+
+def _load_bar(target: Target, show_progress: bool) -> AbstractContextManager[LoadProgress | None]:
+    """The ``load_progress`` for the load step: it advances a transient bar on stderr over the ``.log`` bytes
+    there are now (after the plan was applied; for a data directory, all the partition directories the
+    manager loads); None (nothing drawn) off a terminal or without ``show_progress``."""
+    if not show_progress:
+        return nullcontext(None)
+    total = data_dir_log_bytes(target.path) if target.is_data_dir else log_bytes(target)
+    return bytes_bar("recovering", total)
 
 
 def _untouched(plans: list[PartitionPlan]) -> list[RecoveryResult]:
@@ -203,7 +216,7 @@ def _recover_partition_dir(target: Target, mode: Mode, show_progress: bool) -> l
             apply_plan(plan)
             log_start = _log_start_offsets(data_dir).get(tp, 0)  # after the plan (which may drop the entry)
             marker.unlink(missing_ok=True)
-            with status(f"recovering {path} ...", enabled=show_progress):
+            with _load_bar(target, show_progress) as on_bytes:
                 log = Log.open(
                     path,
                     config,
@@ -211,6 +224,7 @@ def _recover_partition_dir(target: Target, mode: Mode, show_progress: bool) -> l
                     recovery_point=0,
                     last_shutdown_clean=False,
                     topic_id=topic_id,
+                    load_progress=on_bytes,
                 )
             end_after = log.log_end_offset
             log.owns_clean_shutdown_marker = data_dir is None
@@ -249,7 +263,10 @@ def _recover_data_dir(
     finally:
         lock.release()
     try:
-        with status(f"recovering {data_dir} ...", enabled=show_progress), open_manager(data_dir) as mgr:
+        with (
+            _load_bar(target, show_progress) as on_bytes,
+            open_manager(data_dir, load_progress=on_bytes) as mgr,
+        ):
             failures = {f.path.resolve(): f.error for f in mgr.load_failures}
             ends = {tp: log.log_end_offset for tp, log in mgr.all_logs().items()}
     except BaseException:
@@ -295,8 +312,8 @@ def recover_target(
     target: Target, *, from_recovery_point: bool = False, mode: Mode = "keep", show_progress: bool = False
 ) -> list[RecoveryResult]:
     """Recovers a resolved path (see the module doc) and returns what changed per partition; ``show_progress``
-    draws a bar on stderr (when it is a terminal) while the plan walks the segments, then a spinner while the
-    directory loads."""
+    draws a bar on stderr (when it is a terminal) while the plan walks the segments, then another while the
+    directory loads (``.log`` bytes recovered)."""
     if target.is_data_dir:
         return _recover_data_dir(target, from_recovery_point, mode, show_progress)
     return _recover_partition_dir(target, mode, show_progress)
@@ -440,7 +457,7 @@ def recover(
     (indexes rebuilt, producer state replayed, leftovers resolved) and
     reports what changed. --dry-run prints the plan only. Needs the
     directory's lock: stop producers first (exit 75 otherwise). On a
-    terminal, a progress bar follows the walk and a spinner the load.
+    terminal, a progress bar follows the walk and another the load.
 
     \b
     Examples:

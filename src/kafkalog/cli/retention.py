@@ -16,6 +16,8 @@ read-only (through :class:`~kafkalog.readonly.log.ReadOnlyLog`: no lock, safe ne
 timestamp is read from the time index's last entry plus the batch headers after it). The real run opens the
 data directory with a :class:`~kafkalog.manager.LogManager` (exit 75 while another process holds it), calls
 ``delete_old_segments`` on each log and reports the segments that are gone, with the rule that removed each.
+On a terminal (stderr) and without ``--json``, a transient bar counts the ``.log`` bytes that load is done
+with (the loader's ``load_progress``), then a spinner runs while the segments go.
 
 ``--json``: ``{"type":"segment","partition","baseOffset","nextOffset","sizeBytes","largestTimestamp","rule",
 "reason"}`` per deleted (or, dry run, deletable) segment, ``{"type":"partition","partition","segmentsBefore",
@@ -29,6 +31,7 @@ import os
 import struct
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -41,6 +44,7 @@ from kafkalog.cli.common import (
     EXIT_CODES_HELP,
     EXIT_OK,
     KafkalogCommand,
+    bytes_bar,
     json_dumps,
     plural,
     status,
@@ -56,6 +60,7 @@ from kafkalog.cli.state import (
     partition_config,
     snapshot_dir,
 )
+from kafkalog.cli.verifier import data_dir_log_bytes
 from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log
 from kafkalog.log.names import TopicPartition
@@ -357,8 +362,15 @@ def _result(plan: RetentionPlan, changes: DirChanges, start_before: int, start_a
 
 
 def _apply_managed(data_dir: Path, plans: list[RetentionPlan], *, spinner: bool) -> list[RetentionPlan]:
+    """Retention through a :class:`LogManager`; with ``spinner`` (on a terminal), a bar of the ``.log`` bytes
+    its load is done with (the loader's ``load_progress``), then a spinner while the segments go."""
     done: list[RetentionPlan] = []
-    with status(f"applying retention in {data_dir} ...", enabled=spinner), open_manager(data_dir) as mgr:
+    with ExitStack() as stack:
+        with bytes_bar(
+            "loading", data_dir_log_bytes(data_dir) if spinner else 0, enabled=spinner
+        ) as on_bytes:
+            mgr = stack.enter_context(open_manager(data_dir, load_progress=on_bytes))
+        stack.enter_context(status(f"applying retention in {data_dir} ...", enabled=spinner))
         logs = mgr.all_logs()
         for plan in plans:
             log = logs.get(plan.topic_partition)

@@ -25,6 +25,7 @@ from typing import Any, Final
 from kafkalog.datadir import read_topics
 from kafkalog.errors import KafkaError
 from kafkalog.log.config import LogConfig
+from kafkalog.log.loader import LoadProgress
 from kafkalog.log.names import TopicPartition
 from kafkalog.log.scheduler import ScheduledTask
 from kafkalog.manager import LogManager
@@ -65,11 +66,16 @@ class ImmediateScheduler:
 
 
 def open_manager(
-    data_dir: Path, default_config: Mapping[str, Any] | None = None, *, hw_follows_leo: bool | None = None
+    data_dir: Path,
+    default_config: Mapping[str, Any] | None = None,
+    *,
+    hw_follows_leo: bool | None = None,
+    load_progress: LoadProgress | None = None,
 ) -> LogManager:
     """A :class:`LogManager` for a command-line run (no background tasks, immediate deletes).
 
-    ``hw_follows_leo`` None keeps what the directory's ``kafkalog-topics.json`` says (True without one).
+    ``hw_follows_leo`` None keeps what the directory's ``kafkalog-topics.json`` says (True without one);
+    ``load_progress`` is :meth:`LogManager.open`'s (``.log`` bytes loaded, for a progress bar).
     """
     if hw_follows_leo is None:
         try:
@@ -84,6 +90,7 @@ def open_manager(
         scheduler=ImmediateScheduler(),
         hw_follows_leo=hw_follows_leo,
         background=False,
+        load_progress=load_progress,
     )
 
 

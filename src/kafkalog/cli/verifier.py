@@ -49,13 +49,13 @@ import os
 import stat
 import struct
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal
 
 from kafkalog.cli.dumplog import BatchEvent, ErrorEvent, LogDump, SummaryEvent
-from kafkalog.cli.paths import Target
+from kafkalog.cli.paths import Target, list_partition_dirs
 from kafkalog.cli.segscan import control_type_at, iter_fixed_entries
 from kafkalog.datadir import SINK_DIR, TOPICS_FILE, read_sink_dir_state, read_topics
 from kafkalog.errors import CorruptSnapshotError, KafkaError
@@ -835,9 +835,20 @@ def verify_target(target: Target, tick: Tick | None = None) -> VerifyReport:
 
 def log_bytes(target: Target) -> int:
     """Total size of the ``.log`` files to check (for the progress bar)."""
+    return _dirs_log_bytes(path for _, path in target.partitions)
+
+
+def data_dir_log_bytes(data_dir: Path) -> int:
+    """Total size of the ``.log`` files a :class:`~kafkalog.manager.LogManager` loads from ``data_dir``: every
+    partition directory's, ``-delete``/``-future`` ones included (for a load's progress bar)."""
+    live, other = list_partition_dirs(data_dir)
+    return _dirs_log_bytes([*(path for _, path in live), *other])
+
+
+def _dirs_log_bytes(dirs: Iterable[Path]) -> int:
     total = 0
-    for _, path in target.partitions:
+    for path in dirs:
         for entry in os.scandir(path):
-            if entry.name.endswith(".log") and entry.is_file():
-                total += entry.stat().st_size
+            if entry.name.endswith(".log") and entry.is_file(follow_symlinks=False):
+                total += entry.stat(follow_symlinks=False).st_size
     return total

@@ -35,6 +35,13 @@ checkpoint file in it that is not a regular file (a symlink, FIFO, directory or 
 opened or repaired), and any segment or snapshot name whose offset is above ``2**63 - 1``; the refusal is a
 :class:`~kafkalog.errors.KafkaStorageError` and the directory is left exactly as it was.
 
+**Progress.** ``load_progress`` (optional) is called from the loading thread with ``.log`` bytes the loader is
+done with: each segment it recovers (its size before the scan) once scanned, and at the end of the load the
+bytes of the segments it did not scan (clean, below the recovery point, or deleted after a truncation) in one
+call; so the calls add up to the ``.log`` bytes found when the segments were opened (more only when a legacy
+segment whose offsets overflow is split and the pass that found it scans again). ``kafkalog recover`` draws its
+load bar from it.
+
 A ``-delete`` directory loads without recovery. The recovery point is the log end offset after a clean
 shutdown of a non-empty log, else ``min(checkpointed recovery point, log end offset)``.
 """
@@ -44,6 +51,7 @@ from __future__ import annotations
 import logging
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,6 +90,7 @@ from kafkalog.storage.segment import TO_SEGMENT_END
 from kafkalog.time import Time
 
 __all__ = [
+    "LoadProgress",
     "LoadedLog",
     "check_partition_dir",
     "load_log",
@@ -102,6 +111,10 @@ class LoadedLog:
     next_offset_metadata: LogOffsetMetadata
     segments_recovered: int = 0
     bytes_truncated: int = 0
+
+
+LoadProgress = Callable[[int], None]
+"""Called with a number of ``.log`` bytes the loader is done with (see the module doc: Progress)."""
 
 
 def _delete_indexes_if_exist(directory: Path, base_offset: int, suffix: str = "") -> None:
@@ -312,6 +325,7 @@ class _Loader:
         recovery_point_checkpoint: int,
         leader_epoch_cache: LeaderEpochFileCache | None,
         producer_state: ProducerStateManager,
+        load_progress: LoadProgress | None = None,
     ) -> None:
         self.dir = directory
         self.tp = tp
@@ -327,6 +341,17 @@ class _Loader:
         self.prefix = f"[LogLoader partition={tp}, dir={directory.parent}] "
         self.recovered = 0
         self.truncated_bytes = 0
+        self.load_progress = load_progress
+        #: ``.log`` bytes of the segments as opened (the last attempt's, after an overflow split) and reported.
+        self.found_bytes = 0
+        self.reported_bytes = 0
+
+    def report_rest(self) -> None:
+        """Reports the ``.log`` bytes found but not scanned (see the module doc: Progress)."""
+        rest = self.found_bytes - self.reported_bytes
+        if self.load_progress is not None and rest > 0:
+            self.reported_bytes += rest
+            self.load_progress(rest)
 
     def _recover_segment(self, segment: LogSegment) -> int:
         psm = ProducerStateManager(
@@ -345,7 +370,11 @@ class _Loader:
             reload_from_clean_shutdown=False,
             prefix=self.prefix,
         )
+        size = segment.size
         truncated = segment.recover(psm, self.epoch_cache)
+        if self.load_progress is not None:
+            self.reported_bytes += size
+            self.load_progress(size)
         # Kafka's segment recovery moves the map end offset past every batch it replays, so this snapshot lands at
         # the end of the recovered segment and the next segment's rebuild starts there instead of re-reading it.
         psm.update_map_end_offset(segment.read_next_offset())
@@ -362,6 +391,7 @@ class _Loader:
         if names is None:
             names = _file_names(self.dir)
         present = set(names)
+        self.found_bytes = 0
         for name in names:
             if is_index_file(name):
                 digits = name.split(".", 1)[0]
@@ -382,6 +412,7 @@ class _Loader:
                     continue
                 stem = name[: -len(".log")]
                 segment = open_segment(self.dir, base, self.config, self.time, file_already_exists=True)
+                self.found_bytes += segment.size
                 path = segment.log.path
                 try:
                     if stem + ".index" not in present or stem + ".timeindex" not in present:
@@ -538,8 +569,10 @@ def load_log(
     recovery_point_checkpoint: int,
     leader_epoch_cache: LeaderEpochFileCache | None,
     producer_state: ProducerStateManager,
+    load_progress: LoadProgress | None = None,
 ) -> LoadedLog:
-    """Load (and if needed repair) a partition directory; see the module doc for the passes."""
+    """Load (and if needed repair) a partition directory; see the module doc for the passes (and for
+    ``load_progress``)."""
     loader = _Loader(
         directory,
         tp,
@@ -551,6 +584,7 @@ def load_log(
         recovery_point_checkpoint,
         leader_epoch_cache,
         producer_state,
+        load_progress,
     )
     swaps, names = _remove_temp_files_and_collect_swap_files(directory, loader.prefix)
     _complete_swaps(directory, swaps, config, time, loader.prefix)
@@ -585,6 +619,7 @@ def load_log(
         reload_from_clean_shutdown=had_clean_shutdown,
         prefix=loader.prefix,
     )
+    loader.report_rest()
     active = loader.segments.last_segment
     assert active is not None
     return LoadedLog(

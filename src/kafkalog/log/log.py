@@ -53,6 +53,7 @@ from kafkalog.log.config import LogConfig
 from kafkalog.log.leader_epoch import LeaderEpochFileCache
 from kafkalog.log.loader import (
     LoadedLog,
+    LoadProgress,
     check_partition_dir,
     load_log,
     rebuild_producer_state,
@@ -153,11 +154,14 @@ class Log:
         last_shutdown_clean: bool | None = None,
         topic_id: uuid.UUID | None = None,
         on_dir_failure: LogDirFailureHandler | None = None,
+        load_progress: LoadProgress | None = None,
     ) -> Log:
         """Open (creating if missing) and load the partition directory ``directory`` (``<topic>-<partition>``).
 
         ``last_shutdown_clean`` None reads (and deletes) the directory's own ``.kafka_cleanshutdown``
         marker; a :class:`~kafkalog.manager.LogManager` passes what it found for the whole log dir.
+        ``load_progress`` is called with the ``.log`` bytes the load is done with
+        (:mod:`kafkalog.log.loader`, Progress).
         """
         from kafkalog.log.checkpoint import read_clean_shutdown
 
@@ -184,6 +188,7 @@ class Log:
             recovery_point_checkpoint=recovery_point,
             leader_epoch_cache=epoch_cache,
             producer_state=psm,
+            load_progress=load_progress,
         )
         local = LocalLog(
             directory,

@@ -78,6 +78,7 @@ from kafkalog.errors import (
     is_resource_exhaustion,
 )
 from kafkalog.log.config import LogConfig, ManagerConfig
+from kafkalog.log.loader import LoadProgress
 from kafkalog.log.log import Log
 from kafkalog.log.names import (
     DELETE_DIR_SUFFIX,
@@ -148,6 +149,7 @@ class LogManager:
         self._failed: dict[TopicPartition, LoadFailure] = {}
         self._closed = False
         self._unclean_dirs: list[Path] = []
+        self._load_progress: LoadProgress | None = None  # open's, for the logs it loads
 
     # --- opening ------------------------------------------------------------------------------------------
     @classmethod
@@ -162,8 +164,14 @@ class LogManager:
         hw_follows_leo: bool = True,
         background: bool = True,
         cleaner: CleanerConfig | Mapping[str, Any] | None = None,
+        load_progress: LoadProgress | None = None,
     ) -> LogManager:
-        """Lock and load every log dir (created if missing); see the module doc for what is read."""
+        """Lock and load every log dir (created if missing); see the module doc for what is read.
+
+        ``load_progress`` is called with the ``.log`` bytes each partition's load is done with
+        (:mod:`kafkalog.log.loader`, Progress), from the ``num.recovery.threads.per.data.dir`` loading threads,
+        so possibly from several at once.
+        """
         paths = [Path(log_dirs)] if isinstance(log_dirs, str | Path) else [Path(d) for d in log_dirs]
         if not paths:
             raise InvalidConfigurationError("at least one log dir is required")
@@ -181,12 +189,15 @@ class LogManager:
             sched.startup()
         ccfg = cleaner if isinstance(cleaner, CleanerConfig) else CleanerConfig.from_props(cleaner)
         manager = cls(dirs, base, mcfg, sched, owns, time, hw_follows_leo, ccfg)
+        manager._load_progress = load_progress
         try:
             manager._load()
             manager._complete_pending_sink_commits()
         except BaseException:
             manager._release(close_logs=True)
             raise
+        finally:
+            manager._load_progress = None  # only the opening load reports
         if background:
             try:
                 manager._start_background_tasks()  # LogDirLockedError: another cleaner works in a dir
@@ -284,6 +295,7 @@ class LogManager:
             last_shutdown_clean=d.had_clean_shutdown,
             topic_id=topic_id,
             on_dir_failure=self._handle_dir_failure,
+            load_progress=self._load_progress,
         )
         if deleted:
             with self._lock:
