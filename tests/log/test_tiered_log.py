@@ -656,3 +656,14 @@ def test_turning_remote_storage_off_moves_log_start_to_local(make_log: LogFactor
     with pytest.raises(OffsetOutOfRangeError):
         log.read(0, 1 << 20)
     check_log_invariants(log)
+
+
+def test_local_log_start_offset_never_past_the_log_end(make_log: LogFactory) -> None:
+    log = _tiered_log(make_log, 5)
+    with pytest.raises(OffsetOutOfRangeError, match="larger than the log end offset 5"):
+        log.maybe_increment_local_log_start_offset(6, "segment deletion")
+    assert log.local_log_start_offset == 0
+    assert log.maybe_increment_local_log_start_offset(5, "segment deletion")
+    assert not log.maybe_increment_local_log_start_offset(4, "segment deletion")
+    assert (log.log_start_offset, log.local_log_start_offset) == (0, 5)
+    check_log_invariants(log)

@@ -537,8 +537,14 @@ class Log:
 
     def maybe_increment_local_log_start_offset(self, new_local_log_start_offset: int, reason: str) -> bool:
         """Move the local log start offset forward alone (local retention deleted segments the remote tier
-        holds; Kafka's ``maybeIncrementLocalLogStartOffset``); returns whether it moved."""
+        holds; Kafka's ``maybeIncrementLocalLogStartOffset``); returns whether it moved. Never past the log end
+        offset (:class:`OffsetOutOfRangeError`, nothing changes: Kafka does not check)."""
         with self.lock:
+            if new_local_log_start_offset > self.log_end_offset:
+                raise OffsetOutOfRangeError(
+                    f"cannot increment the local log start offset to {new_local_log_start_offset} of partition "
+                    f"{self.topic_partition} since it is larger than the log end offset {self.log_end_offset}"
+                )
             if new_local_log_start_offset <= self.local_log_start_offset:
                 return False
             self.watermarks.set_local_log_start_offset(new_local_log_start_offset)
