@@ -11,6 +11,7 @@ Ported from Kafka's ``UnifiedLogTest`` where a tiered case exists (named in each
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,7 +32,7 @@ from kafkalog.storage import FetchDataInfo, LogOffsetMetadata, TimestampAndOffse
 from kafkalog.time import MockTime
 
 from .conftest import LogFactory
-from .helpers import check_log_invariants, fetched_offsets, records, segment_bases
+from .helpers import check_log_invariants, fetched_offsets, fetched_records, records, segment_bases
 
 TIERED = {"remote.storage.enable": True, "segment.bytes": 10 * 80, "retention.ms": 10_000_000}
 
@@ -667,3 +668,40 @@ def test_local_log_start_offset_never_past_the_log_end(make_log: LogFactory) -> 
     assert not log.maybe_increment_local_log_start_offset(4, "segment deletion")
     assert (log.log_start_offset, log.local_log_start_offset) == (0, 5)
     check_log_invariants(log)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_random_operations_keep_one_history(make_log: LogFactory, seed: int) -> None:
+    """Appends, copies, local retention, DeleteRecords and total retention in random order: the invariants
+    hold after every step and every offset in [log start, LEO) reads back its own record, from whichever tier
+    holds it; below the log start offset reads are out of range."""
+    rng = random.Random(seed)
+    log = make_log(
+        LogConfig.from_props({**TIERED, "retention.ms": -1, "local.retention.bytes": 1}),
+        remote_storage_system_enable=True,
+    )
+    remote = FakeRemote()
+    log.set_remote_log_reader(remote)
+    for _ in range(60):
+        op = rng.random()
+        if op < 0.4:
+            _append(log, rng.randint(1, 8))
+        elif op < 0.6 and len(log.segments) > 1:
+            remote.copy_from(log, segment_bases(log)[rng.randint(1, len(log.segments) - 1)])
+        elif op < 0.8:
+            log.delete_old_segments()
+        elif log.high_watermark > log.log_start_offset:
+            log.maybe_increment_log_start_offset(
+                rng.randint(log.log_start_offset, log.high_watermark), "client delete records"
+            )
+        check_log_invariants(log)
+        assert segment_bases(log)[0] <= log.local_log_start_offset
+        for offset in range(log.log_start_offset, log.log_end_offset):
+            records_read = fetched_records(log.read(offset, 200))
+            found = {r.offset: r.value for r in records_read}
+            assert found[offset] == b"v%d" % offset, (offset, log)
+        if log.log_start_offset > 0:
+            with pytest.raises(OffsetOutOfRangeError):
+                log.read(log.log_start_offset - 1, 200)
+    assert remote.reads, "the run never read from the remote tier"
+    assert log.log_start_offset < log.local_log_start_offset or remote.batches
