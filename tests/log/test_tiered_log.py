@@ -159,8 +159,10 @@ def test_read_below_local_log_start_goes_to_the_reader(make_log: LogFactory) -> 
     assert log.delete_old_segments() > 0
     local_start = log.local_log_start_offset
     assert 0 < local_start <= 20 and log.log_start_offset == 0
-    with pytest.raises(OffsetOutOfRangeError):  # no reader attached
-        log.read(0, 1 << 20)
+    with pytest.raises(
+        OffsetOutOfRangeError, match=r"below the local log start offset .* no remote log reader"
+    ):
+        log.read(0, 1 << 20)  # no reader attached
     log.set_remote_log_reader(remote)
     info = log.read(3, 1 << 20, FetchIsolation.HIGH_WATERMARK)
     assert fetched_offsets(info) == list(range(3, 20))

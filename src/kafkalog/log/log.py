@@ -831,6 +831,11 @@ class Log:
             )
             if info is not None:
                 return info
+        if start_offset >= log_start:
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} of partition {self.topic_partition} is below the local log start offset "
+                f"{self.local_log_start_offset} and no remote log reader served it (log start offset {log_start})"
+            )
         raise OffsetOutOfRangeError(
             f"received request for offset {start_offset} for partition {self.topic_partition}, but we only have "
             f"log segments starting from offset: {log_start}."
