@@ -22,7 +22,7 @@ Invariants (checked by the tests and assumed everywhere):
   offset, the log start offset never above the target.
 * One writer at a time (``self.lock``); readers take no lock: they work from immutable offset metadata and
   segment snapshots, and a segment deleted under a reader yields :class:`OffsetOutOfRangeError`, never a
-  crash. ``read`` returns records in memory, never a lazy slice of a segment that could be deleted later.
+  crash (with a remote tier, local retention deleting it sends the read to the remote tier instead). ``read`` returns records in memory, never a lazy slice of a segment that could be deleted later.
 
 Tiered storage (KIP-405, Kafka's ``UnifiedLog`` tiered parts): when :attr:`Log.remote_log_enabled` (the
 broker gate ``remote.log.storage.system.enable`` passed to :meth:`Log.open`, the topic's
@@ -801,9 +801,15 @@ class Log:
                 isolation is _TXN_COMMITTED,
                 in_memory=True,
             )
+        except OffsetOutOfRangeError:
+            if start_offset < watermarks.local_log_start_offset:  # local retention passed it under us
+                return self._read_remote(start_offset, max_length, isolation, min_one_message)
+            raise
         except KafkaStorageError as exc:
             if self.local_log.offline or isinstance(exc, ResourceExhaustedError):
                 raise
+            if start_offset < watermarks.local_log_start_offset:  # local retention deleted it under us
+                return self._read_remote(start_offset, max_length, isolation, min_one_message)
             # The segment was deleted under us (retention or truncation): report the range instead.
             raise OffsetOutOfRangeError(
                 f"offset {start_offset} of partition {self.topic_partition} is no longer available "
