@@ -77,7 +77,7 @@ from kafkalog.errors import (
     UnknownTopicOrPartitionError,
     is_resource_exhaustion,
 )
-from kafkalog.log.config import LogConfig, ManagerConfig
+from kafkalog.log.config import LogConfig, ManagerConfig, validate_remote_storage
 from kafkalog.log.loader import LoadProgress
 from kafkalog.log.log import Log
 from kafkalog.log.names import (
@@ -135,7 +135,10 @@ class LogManager:
         self.time = time
         self.hw_follows_leo = hw_follows_leo
         self._lock = threading.RLock()
-        self._topics = TopicRegistry(default_config, hw_follows_leo)
+        #: the broker's ``remote.log.storage.system.enable`` (Kafka's tiered-storage gate; off until the
+        #: manager has a remote tier): topic configs and ``Log.open`` are checked against it
+        self.remote_storage_system_enable = False
+        self._topics = TopicRegistry(default_config, hw_follows_leo, self.remote_storage_system_enable)
         self._future_logs: dict[TopicPartition, Log] = {}
         self._logs_to_delete: list[tuple[Log, int]] = []
         #: Deleted topics' ``-delete`` directories (their logs closed) and when they were deleted.
@@ -180,6 +183,8 @@ class LogManager:
         base = (
             default_config if isinstance(default_config, LogConfig) else LogConfig.from_props(default_config)
         )
+        # remote.log.storage.system.enable is off until the manager has a remote tier (issue 25)
+        validate_remote_storage(base, False)
         mcfg = config if isinstance(config, ManagerConfig) else ManagerConfig.from_props(config)
         dirs = LogDirState.lock_all(paths)
         owns = scheduler is None
@@ -296,6 +301,7 @@ class LogManager:
             topic_id=topic_id,
             on_dir_failure=self._handle_dir_failure,
             load_progress=self._load_progress,
+            remote_storage_system_enable=self.remote_storage_system_enable,
         )
         if deleted:
             with self._lock:
@@ -633,6 +639,7 @@ class LogManager:
                 last_shutdown_clean=True,
                 topic_id=self._topics.topic_uuid(tp.topic),
                 on_dir_failure=self._handle_dir_failure,
+                remote_storage_system_enable=self.remote_storage_system_enable,
             )
         except OSError as exc:
             if not is_resource_exhaustion(exc) or isinstance(exc, KafkaStorageError):
