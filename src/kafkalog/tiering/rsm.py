@@ -26,7 +26,8 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol
 
-from kafkalog.errors import KafkaError, RemoteStorageError
+from kafkalog.errors import InvalidConfigurationError, KafkaError, RemoteStorageError
+from kafkalog.objstore.open import open_store
 from kafkalog.objstore.store import ObjectStore
 from kafkalog.remote.metadata import RemoteLogSegmentMetadata
 from kafkalog.tiered.aiven import aiven_segment_key
@@ -152,6 +153,15 @@ class AivenRemoteStorageManager:
 
     def __repr__(self) -> str:
         return f"AivenRemoteStorageManager({self.store.url!r})"
+
+    @classmethod
+    def from_config(cls, rsm_config: RsmConfig) -> AivenRemoteStorageManager:
+        """An RSM over ``open_store(rsm.config.storage.url, rsm.config.storage.*)`` (no I/O yet)."""
+        if not rsm_config.storage_url:
+            raise InvalidConfigurationError(
+                "rsm.config.storage.url must name the remote tier's object storage (s3://bucket/path, file://...)"
+            )
+        return cls(open_store(rsm_config.storage_url, rsm_config.storage_options), rsm_config)
 
     # --- keys ---------------------------------------------------------------------------------------------
     def segment_key(self, metadata: RemoteLogSegmentMetadata) -> str:
