@@ -77,7 +77,7 @@ from kafkalog.errors import (
     UnknownTopicOrPartitionError,
     is_resource_exhaustion,
 )
-from kafkalog.log.config import LogConfig, ManagerConfig
+from kafkalog.log.config import LogConfig, ManagerConfig, validate_remote_storage
 from kafkalog.log.log import Log
 from kafkalog.log.names import (
     DELETE_DIR_SUFFIX,
@@ -134,7 +134,10 @@ class LogManager:
         self.time = time
         self.hw_follows_leo = hw_follows_leo
         self._lock = threading.RLock()
-        self._topics = TopicRegistry(default_config, hw_follows_leo)
+        #: the broker's ``remote.log.storage.system.enable`` (Kafka's tiered-storage gate; off until the
+        #: manager has a remote tier): topic configs and ``Log.open`` are checked against it
+        self.remote_storage_system_enable = False
+        self._topics = TopicRegistry(default_config, hw_follows_leo, self.remote_storage_system_enable)
         self._future_logs: dict[TopicPartition, Log] = {}
         self._logs_to_delete: list[tuple[Log, int]] = []
         #: Deleted topics' ``-delete`` directories (their logs closed) and when they were deleted.
@@ -172,6 +175,8 @@ class LogManager:
         base = (
             default_config if isinstance(default_config, LogConfig) else LogConfig.from_props(default_config)
         )
+        # remote.log.storage.system.enable is off until the manager has a remote tier (issue 25)
+        validate_remote_storage(base, False)
         mcfg = config if isinstance(config, ManagerConfig) else ManagerConfig.from_props(config)
         dirs = LogDirState.lock_all(paths)
         owns = scheduler is None
@@ -284,6 +289,7 @@ class LogManager:
             last_shutdown_clean=d.had_clean_shutdown,
             topic_id=topic_id,
             on_dir_failure=self._handle_dir_failure,
+            remote_storage_system_enable=self.remote_storage_system_enable,
         )
         if deleted:
             with self._lock:
@@ -621,6 +627,7 @@ class LogManager:
                 last_shutdown_clean=True,
                 topic_id=self._topics.topic_uuid(tp.topic),
                 on_dir_failure=self._handle_dir_failure,
+                remote_storage_system_enable=self.remote_storage_system_enable,
             )
         except OSError as exc:
             if not is_resource_exhaustion(exc) or isinstance(exc, KafkaStorageError):
