@@ -466,3 +466,77 @@ def test_stop_partition_with_delete_removes_remote_data(tmp_path: Path, tiers: l
     tier.meta.close()
     again = TopicBasedRemoteLogMetadataManager(MetadataLogs(tmp_path / "data"), 3)
     assert list(again.list_remote_log_segments(tip)) == []
+
+
+@pytest.mark.parametrize("point", ["after-delete-started", "after-objects"])
+def test_crash_during_expiry_is_finished_on_restart(tmp_path: Path, point: str, tiers: list[Tier]) -> None:
+    store = FlakyStore()
+    time = MockTime()
+    tier = open_tier(tmp_path / "data", store, time)
+    tiers.append(tier)
+    _append(tier.log, 80)
+    assert tier.rlm.copy_once(tier.log) > 2
+    segs = sorted(tier.segments(), key=lambda m: m.start_offset)
+    tier.log.maybe_increment_log_start_offset(segs[1].end_offset + 1, "client delete records")
+    tier.close()
+    tiers.remove(tier)
+
+    class CrashingDelete(AivenRemoteStorageManager):
+        def delete_log_segment_data(self, metadata: RemoteLogSegmentMetadata) -> None:
+            if point == "after-objects":
+                super().delete_log_segment_data(metadata)
+            raise CrashAt(point)
+
+    crashing = open_tier(
+        tmp_path / "data", store, time, rsm_factory=lambda s: CrashingDelete(s, RsmConfig(chunk_size=512))
+    )
+    crashing.log.maybe_increment_log_start_offset(segs[1].end_offset + 1, "client delete records")
+    with pytest.raises(CrashAt):
+        crashing.rlm.expire_once(crashing.log)
+    assert [m.state for m in crashing.segments()].count(S.DELETE_SEGMENT_STARTED) == 1
+    crashing.close()
+
+    restarted = open_tier(tmp_path / "data", store, time)
+    tiers.append(restarted)
+    restarted.log.maybe_increment_log_start_offset(segs[1].end_offset + 1, "client delete records")
+    # the half-done delete was finished when the partition started; the log start offset expires the other
+    assert all(m.state is S.COPY_SEGMENT_FINISHED for m in restarted.segments())
+    assert restarted.rlm.expire_once(restarted.log) == 1
+    assert _by_start(restarted.segments()) == _by_start(segs[2:])
+    assert set(store.keys()) == restarted.objects_of_finished()
+
+
+def test_a_read_racing_expiry_is_out_of_range_not_a_storage_error(tmp_path: Path, tiers: list[Tier]) -> None:
+    from kafkalog.errors import OffsetOutOfRangeError
+    from kafkalog.tiering import IndexType
+
+    holder: dict[str, Tier] = {}
+
+    class ExpiresFirst(AivenRemoteStorageManager):
+        """The segment is expired between the reader's metadata lookup and its first fetch."""
+
+        armed = False
+
+        def fetch_index(self, metadata: RemoteLogSegmentMetadata, index_type: IndexType) -> bytes:
+            if type(self).armed:
+                type(self).armed = False
+                tier = holder["tier"]
+                tier.log.maybe_increment_log_start_offset(metadata.end_offset + 1, "client delete records")
+                assert tier.rlm.expire_once(tier.log) >= 1
+            return super().fetch_index(metadata, index_type)
+
+    tier = open_tier(
+        tmp_path / "data", FlakyStore(), MockTime(), rsm_factory=lambda s: ExpiresFirst(s, RsmConfig())
+    )
+    tiers.append(tier)
+    holder["tier"] = tier
+    _append(tier.log, 60)
+    assert tier.rlm.copy_once(tier.log) > 1
+    reader = tier.rlm.reader_for(tier.log)
+    ExpiresFirst.armed = True
+    assert reader.read(0, 1 << 20, tier.log.high_watermark, True, False) is None
+    tier.log.update_config({"local.retention.bytes": 1})
+    tier.log.delete_old_segments()
+    with pytest.raises(OffsetOutOfRangeError):
+        tier.log.read(0)
+    assert tier.log.read(tier.log.log_start_offset).records.size_in_bytes > 0

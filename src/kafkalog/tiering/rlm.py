@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from kafkalog.errors import KafkaError, RemoteStorageError
+from kafkalog.errors import KafkaError, RemoteResourceNotFoundError, RemoteStorageError
 from kafkalog.log.checkpoint import EpochEntry, leader_epoch_checkpoint
 from kafkalog.log.log import Log
 from kafkalog.log.names import TopicPartition
@@ -665,6 +665,27 @@ class RemoteLogManager:
         md = self.fetch_remote_log_segment_metadata(log, state.tip, fetch_offset)
         if md is None:
             return None
+        try:
+            return self._read_segment(
+                log, state, md, fetch_offset, max_bytes, max_offset, min_one_message, read_committed
+            )
+        except RemoteResourceNotFoundError:
+            # expiration deleted the segment after it was looked up: the offset is gone, not storage broken
+            if self.fetch_remote_log_segment_metadata(log, state.tip, fetch_offset) == md:
+                raise
+            return None
+
+    def _read_segment(
+        self,
+        log: Log,
+        state: _PartitionState,
+        md: RemoteLogSegmentMetadata,
+        fetch_offset: int,
+        max_bytes: int,
+        max_offset: int,
+        min_one_message: bool,
+        read_committed: bool,
+    ) -> FetchDataInfo:
         try:
             entry = self.index_cache.get(md)
         except Exception:
