@@ -192,6 +192,13 @@ def test_copy_after_roll_reads_back_byte_identical(tmp_path: Path, tiers: list[T
     assert {e for m in segs for e, _ in m.segment_leader_epochs} == {0, 2}
     assert set(tier.store.keys()) == tier.objects_of_finished()
     assert tier.rlm.copy_once(log) == 0  # nothing new rolled
+    from kafkalog.tiering import IndexType
+
+    rsm = tier.rlm.rsm
+    for md in segs:  # each copy carries the producer snapshot taken at the roll, and the epoch lineage
+        snapshot = log.dir / f"{md.end_offset + 1:020d}.snapshot"
+        assert rsm.fetch_index(md, IndexType.PRODUCER_SNAPSHOT) == snapshot.read_bytes()
+        assert rsm.fetch_index(md, IndexType.LEADER_EPOCH).startswith(b"0\n")
     metrics = tier.rlm.metrics(log.topic_partition)
     assert metrics["RemoteCopyRequestsPerSec"] == len(ends)
     assert metrics["RemoteCopyBytesPerSec"] == sum(m.segment_size_in_bytes for m in segs)
@@ -540,3 +547,33 @@ def test_a_read_racing_expiry_is_out_of_range_not_a_storage_error(tmp_path: Path
     with pytest.raises(OffsetOutOfRangeError):
         tier.log.read(0)
     assert tier.log.read(tier.log.log_start_offset).records.size_in_bytes > 0
+
+
+def test_from_config_builds_the_remote_tier(tmp_path: Path) -> None:
+    meta = MetadataLogs(tmp_path / "data")
+    config = RemoteLogManagerConfig.from_props(
+        {
+            "remote.log.storage.system.enable": "true",
+            "remote.log.metadata.topic.num.partitions": "4",
+            "rsm.config.storage.url": str(tmp_path / "bucket"),
+            "rsm.config.key.prefix": "k/",
+        }
+    )
+    rlm = RemoteLogManager.from_config(config, meta, MockTime())
+    log = Log.open(
+        tmp_path / "data" / "orders-0",
+        {**SMALL, "remote.storage.enable": "true"},
+        topic_id=TOPIC_ID,
+        remote_storage_system_enable=True,
+    )
+    try:
+        log.hw_follows_leo = True
+        rlm.start_partition(log)
+        _append(log, 40)
+        assert rlm.copy_once(log) > 0
+        assert rlm.rlmm.partitioner.num_metadata_topic_partitions == 4
+        assert any((tmp_path / "bucket" / "k").rglob("*.rsm-manifest"))
+    finally:
+        rlm.close()
+        log.close()
+        meta.close()

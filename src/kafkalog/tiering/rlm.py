@@ -34,7 +34,7 @@ import logging
 import struct
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -72,7 +72,7 @@ from kafkalog.tiered.view import is_within_lineage
 from kafkalog.tiering.config import RemoteLogManagerConfig
 from kafkalog.tiering.index_cache import RemoteIndexCache
 from kafkalog.tiering.rlmm import TopicBasedRemoteLogMetadataManager
-from kafkalog.tiering.rsm import LogSegmentData, RemoteStorageManager
+from kafkalog.tiering.rsm import AivenRemoteStorageManager, LogSegmentData, RemoteStorageManager
 from kafkalog.time import SYSTEM_TIME, Time
 
 __all__ = ["METRIC_NAMES", "RemoteLogManager", "RemoteTierReader"]
@@ -232,6 +232,19 @@ class RemoteLogManager:
 
     def __repr__(self) -> str:
         return f"RemoteLogManager({self.rsm!r}, {len(self._partitions)} partitions)"
+
+    @classmethod
+    def from_config(
+        cls, config: RemoteLogManagerConfig, log_for_partition: Callable[[int], Log], time: Time | None = None
+    ) -> RemoteLogManager:
+        """The manager's whole remote tier from its config: an :class:`AivenRemoteStorageManager` over
+        ``rsm.config.storage.url`` and a :class:`TopicBasedRemoteLogMetadataManager` over the
+        ``__remote_log_metadata`` Logs ``log_for_partition`` opens (no I/O until first used)."""
+        rsm = AivenRemoteStorageManager.from_config(config.rsm)
+        rlmm = TopicBasedRemoteLogMetadataManager(
+            log_for_partition, config.remote_log_metadata_topic_num_partitions
+        )
+        return cls(rsm, rlmm, config, time)
 
     # --- partitions ---------------------------------------------------------------------------------------
     def on_leadership_change(self, log: Log, topic_id: uuid.UUID | Uuid | None = None) -> None:
