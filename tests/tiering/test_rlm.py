@@ -577,3 +577,69 @@ def test_from_config_builds_the_remote_tier(tmp_path: Path) -> None:
         rlm.close()
         log.close()
         meta.close()
+
+
+def test_reads_race_copy_local_retention_and_expiry(tmp_path: Path, tiers: list[Tier]) -> None:
+    import random
+    import threading
+
+    from kafkalog.errors import OffsetOutOfRangeError
+
+    tier = open_tier(tmp_path / "data", FlakyStore(), MockTime(), {"local.retention.bytes": 1})
+    tiers.append(tier)
+    log = tier.log
+    values: dict[int, bytes] = {}
+    lock = threading.Lock()
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            for round_ in range(25):
+                for _ in range(12):
+                    value = b"value-%05d" % len(values)
+                    info = log.append([SimpleRecord(value, None, 1_000)])
+                    with lock:
+                        values[info.first_offset] = value
+                tier.rlm.copy_once(log)
+                log.delete_old_segments()
+                if round_ % 5 == 4:
+                    log.update_config({"retention.bytes": 3000})
+                    tier.rlm.expire_once(log)
+                    log.update_config({"retention.bytes": -1})
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            done.set()
+
+    def reader() -> None:
+        rng = random.Random(7)
+        reads = 0
+        try:
+            while not done.is_set() or reads < 50:
+                start, hw = log.log_start_offset, log.high_watermark
+                if hw <= start:
+                    continue
+                offset = rng.randrange(start, hw)
+                try:
+                    info = log.read(offset, 500, FetchIsolation.HIGH_WATERMARK)
+                except OffsetOutOfRangeError:
+                    assert offset < log.log_start_offset  # expired meanwhile, never a hole above it
+                    continue
+                records = [r for b in info.records.batches() for r in b if r.offset >= offset]
+                assert records and records[0].offset == offset
+                with lock:
+                    assert all(r.value == values[r.offset] for r in records)
+                reads += 1
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer), threading.Thread(target=reader)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads)
+    assert not errors, errors
+    assert set(tier.store.keys()) == tier.objects_of_finished()
+    assert log.log_start_offset > 0  # expiry ran

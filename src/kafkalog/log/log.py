@@ -782,8 +782,15 @@ class Log:
                 isolation is _TXN_COMMITTED,
                 in_memory=True,
             )
-        except KafkaStorageError as exc:
+        except (KafkaStorageError, OffsetOutOfRangeError) as exc:
             if self.local_log.offline or isinstance(exc, ResourceExhaustedError):
+                raise
+            if start_offset < self.watermarks.local_log_start_offset:
+                # local retention moved the local log start offset and deleted the segment after the check
+                # above (it moves the offset first): the remote tier holds the offset now (Kafka's
+                # ReplicaManager sends such a fetch to the remote tier too)
+                return self._read_remote(start_offset, max_length, isolation, min_one_message)
+            if isinstance(exc, OffsetOutOfRangeError):
                 raise
             # The segment was deleted under us (retention or truncation): report the range instead.
             raise OffsetOutOfRangeError(
