@@ -643,3 +643,46 @@ def test_reads_race_copy_local_retention_and_expiry(tmp_path: Path, tiers: list[
     assert not errors, errors
     assert set(tier.store.keys()) == tier.objects_of_finished()
     assert log.log_start_offset > 0  # expiry ran
+
+
+def test_an_abort_marker_still_local_hides_remote_data(tmp_path: Path, tiers: list[Tier]) -> None:
+    from kafkalog.readonly import iter_committed
+
+    time = MockTime()
+    tier = open_tier(tmp_path / "data", FlakyStore(), time)
+    tiers.append(tier)
+    log = tier.log
+    txn = append_transactional(log, 4242, 0, time)
+    txn(2)  # offsets 0-1: the transaction starts in what will be a remote segment
+    _append(log, 70, start=2)
+    assert log.num_log_segments > 3
+    append_end_txn_marker(log, 4242, 0, ControlRecordType.ABORT, time.milliseconds())  # in the active segment
+    assert tier.rlm.copy_once(log) > 0
+    end = log.highest_offset_in_remote_storage + 1
+    info = tier.rlm.reader_for(log).read(0, 1 << 20, log.last_stable_offset, True, True)
+    assert info is not None and info.aborted_transactions
+    assert [(t.producer_id, t.first_offset) for t in info.aborted_transactions] == [(4242, 0)]
+    offsets = [r.offset for r in iter_committed([info], 0, end)]
+    assert offsets and offsets[0] == 2  # the aborted records are hidden
+
+
+def test_the_index_cache_is_bounded_in_bytes(tmp_path: Path, tiers: list[Tier]) -> None:
+    tier = open_tier(tmp_path / "data", FlakyStore(), MockTime())
+    tiers.append(tier)
+    _append(tier.log, 120)
+    assert tier.rlm.copy_once(tier.log) >= 4
+    segs = sorted(tier.segments(), key=lambda m: m.start_offset)
+    cache = tier.rlm.index_cache
+    one = cache.get(segs[0]).size_in_bytes
+    cache.max_bytes = 2 * one + one // 2  # room for two segments' indexes
+    for md in segs:
+        cache.get(md)
+    assert len(cache) == 2 and cache.size_in_bytes <= cache.max_bytes
+    misses = cache.misses
+    cache.get(segs[-1])  # the newest are kept
+    assert cache.misses == misses
+    cache.get(segs[0])  # the oldest was evicted: fetched again
+    assert cache.misses == misses + 1
+    cache.max_bytes = 1  # smaller than one entry: the entry just fetched is still kept
+    cache.get(segs[1])
+    assert len(cache) == 1
