@@ -686,3 +686,33 @@ def test_the_index_cache_is_bounded_in_bytes(tmp_path: Path, tiers: list[Tier]) 
     cache.max_bytes = 1  # smaller than one entry: the entry just fetched is still kept
     cache.get(segs[1])
     assert len(cache) == 1
+
+
+def test_copy_quota_spreads_copies_over_passes(tmp_path: Path, tiers: list[Tier]) -> None:
+    time = MockTime()
+    tier = open_tier(tmp_path / "data", FlakyStore(), time)
+    tiers.append(tier)
+    rate = 1000
+    tier.rlm.config = RemoteLogManagerConfig(
+        broker_id=7,
+        remote_log_manager_copy_max_bytes_per_second=rate,
+        remote_log_manager_copy_quota_window_num=2,
+        remote_log_manager_copy_quota_window_size_seconds=1,
+    )
+    _append(tier.log, 120)
+    rolled = len(_rolled_ends(tier.log))
+    assert rolled >= 6
+    sizes = [s.size for s in tier.log.segments[:-1]]
+    first = tier.rlm.copy_once(tier.log)
+    # copies go on until the window's bytes reach rate x 2 s
+    assert first == next(i + 1 for i in range(rolled) if sum(sizes[: i + 1]) >= 2 * rate)
+    assert tier.rlm.copy_once(tier.log) == 0  # same window: throttled, nothing raised, nothing failed
+    assert tier.rlm.metrics()["FailedRemoteCopyRequestsPerSec"] == 0
+    total = first
+    for _ in range(rolled):
+        time.sleep(2_001)
+        total += tier.rlm.copy_once(tier.log)
+        if total == rolled:
+            break
+    assert total == rolled
+    assert tier.log.highest_offset_in_remote_storage == _rolled_ends(tier.log)[-1]

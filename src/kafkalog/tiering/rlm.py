@@ -229,6 +229,8 @@ class RemoteLogManager:
         self.index_cache = RemoteIndexCache(rsm, self.config.remote_log_index_file_cache_total_size_bytes)
         self._partitions: dict[TopicPartition, _PartitionState] = {}
         self._lock = threading.Lock()
+        #: ``(time ms, bytes)`` of the copies inside the quota's window (every partition's)
+        self._copied: list[tuple[int, int]] = []
 
     def __repr__(self) -> str:
         return f"RemoteLogManager({self.rsm!r}, {len(self._partitions)} partitions)"
@@ -450,6 +452,9 @@ class RemoteLogManager:
             from_offset = max(log.highest_offset_in_remote_storage + 1, log.local_log_start_offset)
             candidates = self.candidate_log_segments(log, from_offset)
             for seg, next_base in candidates:
+                if self._copy_throttled():
+                    _log.debug("Copy quota reached: %s resumes copying in the next pass", log.topic_partition)
+                    break
                 self._copy_segment(log, state, seg, next_base)
                 copied += 1
         except Exception as exc:
@@ -458,6 +463,22 @@ class RemoteLogManager:
             state.pass_lock.release()
             self._update_lag(log, state)
         return copied
+
+    def _copy_throttled(self) -> bool:
+        """Kafka's copy quota (``remote.log.manager.copy.max.bytes.per.second`` over ``window.num`` windows of
+        ``window.size.seconds``): whether the bytes copied in the window already reach the quota's rate. A
+        pass stops there (Kafka's task waits instead); the next pass goes on."""
+        cfg = self.config
+        window_ms = (
+            cfg.remote_log_manager_copy_quota_window_num
+            * cfg.remote_log_manager_copy_quota_window_size_seconds
+            * 1000
+        )
+        now = self.time.milliseconds()
+        with self._lock:
+            self._copied = [(t, n) for t, n in self._copied if t > now - window_ms]
+            copied = sum(n for _, n in self._copied)
+        return copied * 1000 >= cfg.remote_log_manager_copy_max_bytes_per_second * window_ms
 
     def _copy_segment(self, log: Log, state: _PartitionState, seg: object, next_base: int) -> None:
         from kafkalog.storage.segment import LogSegment
@@ -507,6 +528,8 @@ class RemoteLogManager:
         )
         log.update_highest_offset_in_remote_storage(end)
         self._count(state, "RemoteCopyBytesPerSec", seg.size)
+        with self._lock:
+            self._copied.append((self.time.milliseconds(), seg.size))
         _log.info(
             "Copied segment %d-%d of %s to remote storage as %s",
             seg.base_offset,
