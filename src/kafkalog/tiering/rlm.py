@@ -21,10 +21,15 @@ Invariants owned here:
   next pass retries. Reads raise :class:`~kafkalog.errors.RemoteStorageError` to their caller.
 * **Reads** (:class:`RemoteTierReader`) find the segment by the leader-epoch lineage and offset, position
   through the remote offset index (:class:`~kafkalog.tiering.index_cache.RemoteIndexCache`), fetch only the
-  byte ranges needed and return whole batches of that one segment.
+  byte ranges needed (one ranged GET per read in the common case) and return whole batches of that one
+  segment; a segment that expiration deleted after the lookup reads as None (the Log's
+  ``OffsetOutOfRangeError``), not as a storage failure.
+* **Copy quota.** ``remote.log.manager.copy.max.bytes.per.second`` bounds the bytes all partitions copy per
+  quota window; a pass that finds it reached stops before its next segment.
 
 It runs no threads: the manager schedules :meth:`RemoteLogManager.copy_once` / :meth:`RemoteLogManager.expire_once`
-every ``remote.log.manager.task.interval.ms``; passes of one partition must not run concurrently.
+every ``remote.log.manager.task.interval.ms``; the passes of one partition take its lock, so a copy, an
+expiration and a cleanup never interleave (reads take no such lock).
 """
 
 from __future__ import annotations
