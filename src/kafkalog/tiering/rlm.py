@@ -70,6 +70,7 @@ from kafkalog.remote.metadata import (
     TopicIdPartition,
     Uuid,
 )
+from kafkalog.storage.segment import LogSegment
 from kafkalog.storage.txn_index import AbortedTxn, collect_aborted_txns
 from kafkalog.storage.types import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset, fetch_data_info
 from kafkalog.tiered.aiven import epochs_in_range
@@ -159,7 +160,9 @@ class _SegmentWindow:
         size = self._md.segment_size_in_bytes
         while self.end < min(position, size):
             want = min(size, max(position, self.end + self.step))
-            chunk = self._rlm.fetch_bytes(self._state, self._md, self.end, want - 1)
+            chunk = self._rlm._fetch_bytes(  # noqa: SLF001 (the window is the manager's own helper)
+                self._state, self._md, self.end, want - 1
+            )
             if not chunk:
                 return False
             self.data += chunk
@@ -430,12 +433,12 @@ class RemoteLogManager:
             _log.error("Failed to %s %s, retrying in the next pass", what, log.topic_partition, exc_info=exc)
 
     # --- copy ---------------------------------------------------------------------------------------------
-    def candidate_log_segments(self, log: Log, from_offset: int) -> list[tuple[object, int]]:
+    def candidate_log_segments(self, log: Log, from_offset: int) -> list[tuple[LogSegment, int]]:
         """Kafka's ``candidateLogSegments``: ``(segment, next segment's base offset)`` of every rolled segment
         with offsets at or above ``from_offset`` whose last offset is below ``min(LSO, high watermark)``."""
         limit = min(log.last_stable_offset, log.high_watermark)
         segments = log.segments
-        out: list[tuple[object, int]] = []
+        out: list[tuple[LogSegment, int]] = []
         for seg, nxt in itertools.pairwise(segments):
             next_base = nxt.base_offset
             if next_base <= from_offset or next_base - 1 < seg.base_offset:
@@ -485,10 +488,7 @@ class RemoteLogManager:
             copied = sum(n for _, n in self._copied)
         return copied * 1000 >= cfg.remote_log_manager_copy_max_bytes_per_second * window_ms
 
-    def _copy_segment(self, log: Log, state: _PartitionState, seg: object, next_base: int) -> None:
-        from kafkalog.storage.segment import LogSegment
-
-        assert isinstance(seg, LogSegment)
+    def _copy_segment(self, log: Log, state: _PartitionState, seg: LogSegment, next_base: int) -> None:
         end = next_base - 1
         entries = [(e.epoch, e.start_offset) for e in log.leader_epoch_cache.epoch_entries]
         epochs = epochs_in_range(entries, seg.base_offset, end)
@@ -660,7 +660,7 @@ class RemoteLogManager:
         return to_delete, new_start
 
     # --- reads --------------------------------------------------------------------------------------------
-    def fetch_bytes(
+    def _fetch_bytes(
         self, state: _PartitionState, md: RemoteLogSegmentMetadata, start: int, end: int
     ) -> bytes:
         """``[start, end]`` of a remote segment's ``.log`` through the RSM, counted."""
