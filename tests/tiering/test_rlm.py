@@ -104,18 +104,21 @@ def open_tier(
     time: MockTime,
     config: dict[str, object] | None = None,
     rsm_factory: Callable[[FlakyStore], AivenRemoteStorageManager] | None = None,
+    rlmm_class: type[TopicBasedRemoteLogMetadataManager] = TopicBasedRemoteLogMetadataManager,
+    log_start_offset: int = 0,
 ) -> Tier:
     meta = MetadataLogs(data_dir)
     log = Log.open(
         data_dir / "orders-0",
         {**SMALL, "remote.storage.enable": "true", "retention.ms": -1, **(config or {})},
+        log_start_offset=log_start_offset,
         time=time,
         topic_id=TOPIC_ID,
         remote_storage_system_enable=True,
     )
     log.hw_follows_leo = True
     rsm = (rsm_factory or (lambda s: AivenRemoteStorageManager(s, RsmConfig(chunk_size=512))))(store)
-    rlmm = TopicBasedRemoteLogMetadataManager(meta, 3)
+    rlmm = rlmm_class(meta, 3)
     rlm = RemoteLogManager(rsm, rlmm, RemoteLogManagerConfig(broker_id=7), time)
     rlm.start_partition(log)
     log.set_remote_log_reader(rlm.reader_for(log))
