@@ -718,3 +718,24 @@ def test_copy_quota_spreads_copies_over_passes(tmp_path: Path, tiers: list[Tier]
             break
     assert total == rolled
     assert tier.log.highest_offset_in_remote_storage == _rolled_ends(tier.log)[-1]
+
+
+def test_passes_on_other_threads_take_turns(tmp_path: Path, tiers: list[Tier]) -> None:
+    import threading
+
+    tier = open_tier(tmp_path / "data", FlakyStore(), MockTime())
+    tiers.append(tier)
+    _append(tier.log, 40)
+    results: list[int] = []
+
+    def on_a_thread(step: Callable[[Log], int]) -> None:
+        t = threading.Thread(target=lambda: results.append(step(tier.log)), daemon=True)
+        t.start()
+        t.join(timeout=60)
+        assert not t.is_alive(), step  # a pass left the partition's pass lock held
+
+    on_a_thread(tier.rlm.expire_once)
+    on_a_thread(tier.rlm.copy_once)
+    on_a_thread(tier.rlm.cleanup_incomplete)
+    on_a_thread(tier.rlm.expire_once)
+    assert results[1] > 0
