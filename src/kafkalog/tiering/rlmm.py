@@ -1,0 +1,243 @@
+"""Kafka's ``TopicBasedRemoteLogMetadataManager``: remote segment metadata kept in the ``__remote_log_metadata``
+topic of the data directory.
+
+Format: each event is one record of an ordinary kafkalog :class:`~kafkalog.log.Log` of that topic, key null,
+value :func:`kafkalog.remote.serde.serialize` (Kafka's ``RemoteLogMetadataSerde``: Kafka's own message schemas
+decode it); the partition is :class:`~kafkalog.remote.RemoteLogMetadataTopicPartitioner`'s.
+
+Invariants owned here:
+
+* a publish returns only once its record is appended **and flushed** (durable), and only then is it applied
+  to the in-memory :class:`~kafkalog.remote.RemotePartitionMetadataStore` (Kafka waits for its consumer to
+  read the record back): what a query answers survives a crash;
+* a user partition's events are replayed from its metadata partition, log start to end, before it is first
+  queried or published to (:meth:`TopicBasedRemoteLogMetadataManager.on_partition_leadership_changes` or the
+  first use; again after :meth:`~TopicBasedRemoteLogMetadataManager.on_stop_partitions`), so after a
+  restart its state is exactly what the durable records say;
+* an event is checked against the current state before it is written (Kafka's ``IllegalArgumentException``
+  cases: an add in a state other than COPY_SEGMENT_STARTED, an update to COPY_SEGMENT_STARTED, a transition
+  :meth:`~kafkalog.remote.RemoteLogSegmentState.is_valid_transition` refuses): a refused event is an
+  :class:`~kafkalog.errors.InvalidRecordError` and writes nothing.
+
+It gets its Logs from ``log_for_partition`` (the manager's), so it imports nothing above ``log``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator
+
+from kafkalog.errors import InvalidRecordError, RemoteResourceNotFoundError
+from kafkalog.log.log import Log
+from kafkalog.records import MemoryRecords, SimpleRecord
+from kafkalog.remote.metadata import (
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentMetadataSnapshot,
+    RemoteLogSegmentMetadataUpdate,
+    RemoteLogSegmentState,
+    RemotePartitionDeleteMetadata,
+    TopicIdPartition,
+)
+from kafkalog.remote.partitioner import (
+    DEFAULT_REMOTE_LOG_METADATA_TOPIC_PARTITIONS,
+    REMOTE_LOG_METADATA_TOPIC_NAME,
+    RemoteLogMetadataTopicPartitioner,
+)
+from kafkalog.remote.serde import RemoteLogMetadata, deserialize, serialize
+from kafkalog.remote.store import RemotePartitionMetadataStore
+
+__all__ = ["TopicBasedRemoteLogMetadataManager"]
+
+_log = logging.getLogger(__name__)
+#: Bytes read per step while replaying a metadata partition.
+_REPLAY_FETCH_BYTES = 1 << 20
+
+
+class TopicBasedRemoteLogMetadataManager:
+    """Publishes remote log metadata events to ``__remote_log_metadata`` and answers queries from their replay.
+
+    Thread-safe: one lock orders publishes and queries of all partitions."""
+
+    def __init__(
+        self,
+        log_for_partition: Callable[[int], Log],
+        num_metadata_topic_partitions: int = DEFAULT_REMOTE_LOG_METADATA_TOPIC_PARTITIONS,
+    ) -> None:
+        self._log_for_partition = log_for_partition
+        self.partitioner = RemoteLogMetadataTopicPartitioner(num_metadata_topic_partitions)
+        self.store = RemotePartitionMetadataStore()
+        #: user partitions loaded (replayed) since start
+        self._loaded: set[TopicIdPartition] = set()
+        self._lock = threading.RLock()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return (
+            f"TopicBasedRemoteLogMetadataManager({self.partitioner.num_metadata_topic_partitions} partitions)"
+        )
+
+    # --- partitions ---------------------------------------------------------------------------------------
+    def metadata_partition(self, topic_id_partition: TopicIdPartition) -> int:
+        """The ``__remote_log_metadata`` partition holding ``topic_id_partition``'s events."""
+        return self.partitioner.metadata_partition(topic_id_partition)
+
+    def on_partition_leadership_changes(
+        self,
+        leader_partitions: Iterable[TopicIdPartition],
+        follower_partitions: Iterable[TopicIdPartition] = (),
+    ) -> None:
+        """Kafka's: start serving these partitions (their metadata partitions are replayed if not yet)."""
+        for tip in (*leader_partitions, *follower_partitions):
+            self._ensure_loaded(tip)
+
+    def on_stop_partitions(self, partitions: Iterable[TopicIdPartition]) -> None:
+        """Stop serving these partitions (their events stay in the topic)."""
+        with self._lock:
+            for tip in partitions:
+                self.store.clear_topic_partition(tip)
+                self._loaded.discard(tip)
+
+    def is_ready(self, topic_id_partition: TopicIdPartition) -> bool:
+        """Whether the partition's metadata is loaded and replayed."""
+        with self._lock:
+            return self.store.is_initialized(topic_id_partition)
+
+    def _ensure_loaded(self, tip: TopicIdPartition) -> None:
+        with self._lock:
+            if not self.store.is_initialized(tip):
+                self._replay(self.metadata_partition(tip), tip)
+
+    def _replay(self, partition: int, tip: TopicIdPartition) -> None:
+        """Apply every record of metadata partition ``partition`` for the user partitions not loaded yet (so
+        ``tip`` and the others sharing the partition); each is then initialized."""
+        log = self._log_for_partition(partition)
+        live = {t for t in self._loaded if self.store.is_initialized(t)}
+        touched: set[TopicIdPartition] = {tip}
+        offset = log.log_start_offset
+        end = log.log_end_offset
+        count = 0
+        while offset < end:
+            batches = list(log.read(offset, _REPLAY_FETCH_BYTES).records.batches())
+            if not batches:
+                break
+            for batch in batches:
+                if batch.is_control_batch:
+                    continue
+                for record in batch:
+                    if record.offset < offset or record.value is None:
+                        continue
+                    event = deserialize(record.value)
+                    if isinstance(event, RemoteLogSegmentMetadataSnapshot):
+                        raise InvalidRecordError(
+                            "RemoteLogSegmentMetadataSnapshotRecord is not a __remote_log_metadata record"
+                        )
+                    if event.topic_id_partition in live:
+                        continue
+                    touched.add(event.topic_id_partition)
+                    self.store.maybe_load_partition(event.topic_id_partition)
+                    self.store.handle_remote_log_metadata(event)
+                    count += 1
+            offset = batches[-1].last_offset + 1
+        for t in touched:
+            self.store.maybe_load_partition(t)
+            self.store.mark_initialized(t)
+            self._loaded.add(t)
+        _log.info("Replayed %d records of %s-%d", count, REMOTE_LOG_METADATA_TOPIC_NAME, partition)
+
+    # --- publishing ---------------------------------------------------------------------------------------
+    def _publish(self, tip: TopicIdPartition, event: RemoteLogMetadata) -> None:
+        value = serialize(event)
+        with self._lock:
+            log = self._log_for_partition(self.metadata_partition(tip))
+            log.append_as_leader(MemoryRecords.build([SimpleRecord(value, None)]), 0)
+            log.flush()
+            if log.high_watermark < log.log_end_offset:  # a Log the manager does not run with hw_follows_leo
+                log.maybe_increment_high_watermark(log.log_end_offset)
+            self.store.handle_remote_log_metadata(event)
+
+    def _current_state(self, metadata_id: object, tip: TopicIdPartition) -> RemoteLogSegmentState | None:
+        for md in self.store.list_remote_log_segments(tip):
+            if md.remote_log_segment_id == metadata_id:
+                return md.state
+        return None
+
+    def add_remote_log_segment_metadata(self, metadata: RemoteLogSegmentMetadata) -> None:
+        """Kafka's ``addRemoteLogSegmentMetadata``: a COPY_SEGMENT_STARTED segment, durable on return."""
+        if metadata.state is not RemoteLogSegmentState.COPY_SEGMENT_STARTED:
+            raise InvalidRecordError(
+                f"Given remoteLogSegmentMetadata should have state as COPY_SEGMENT_STARTED but it contains state "
+                f"as: {metadata.state.name}"
+            )
+        tip = metadata.topic_id_partition
+        with self._lock:
+            self._ensure_loaded(tip)
+            if self._current_state(metadata.remote_log_segment_id, tip) is not None:
+                raise InvalidRecordError(f"segment {metadata.remote_log_segment_id} is already known")
+            self._publish(tip, metadata)
+
+    def update_remote_log_segment_metadata(self, update: RemoteLogSegmentMetadataUpdate) -> None:
+        """Kafka's ``updateRemoteLogSegmentMetadata``: a state change of a known segment, durable on return."""
+        if update.state is RemoteLogSegmentState.COPY_SEGMENT_STARTED:
+            raise InvalidRecordError(
+                "Given remoteLogSegmentMetadata should not have the state as: COPY_SEGMENT_STARTED"
+            )
+        tip = update.topic_id_partition
+        with self._lock:
+            self._ensure_loaded(tip)
+            current = self._current_state(update.remote_log_segment_id, tip)
+            if current is None:
+                raise RemoteResourceNotFoundError(
+                    f"No remote log segment metadata found for :{update.remote_log_segment_id}"
+                )
+            if not RemoteLogSegmentState.is_valid_transition(current, update.state):
+                raise InvalidRecordError(
+                    f"Current state: {current.name} can not be transitioned to target state: {update.state.name}"
+                )
+            self._publish(tip, update)
+
+    def put_remote_partition_delete_metadata(self, metadata: RemotePartitionDeleteMetadata) -> None:
+        """Kafka's ``putRemotePartitionDeleteMetadata``: a step of deleting a partition's remote data."""
+        tip = metadata.topic_id_partition
+        with self._lock:
+            self._ensure_loaded(tip)
+            self._publish(tip, metadata)
+
+    # --- queries ------------------------------------------------------------------------------------------
+    def list_remote_log_segments(
+        self, topic_id_partition: TopicIdPartition, leader_epoch: int | None = None
+    ) -> Iterator[RemoteLogSegmentMetadata]:
+        """Every segment of the partition not yet DELETE_SEGMENT_FINISHED (in the order they were added), or
+        with ``leader_epoch`` the segments holding that epoch, by start offset."""
+        with self._lock:
+            self._ensure_loaded(topic_id_partition)
+            return iter(list(self.store.list_remote_log_segments(topic_id_partition, leader_epoch)))
+
+    def remote_log_segment_metadata(
+        self, topic_id_partition: TopicIdPartition, epoch_for_offset: int, offset: int
+    ) -> RemoteLogSegmentMetadata | None:
+        """The COPY_SEGMENT_FINISHED segment holding ``offset`` written in ``epoch_for_offset``, else None."""
+        with self._lock:
+            self._ensure_loaded(topic_id_partition)
+            return self.store.remote_log_segment_metadata(topic_id_partition, offset, epoch_for_offset)
+
+    def highest_offset_for_epoch(self, topic_id_partition: TopicIdPartition, leader_epoch: int) -> int | None:
+        """The highest offset of ``leader_epoch`` among the partition's finished copies, else None."""
+        with self._lock:
+            self._ensure_loaded(topic_id_partition)
+            return self.store.highest_log_offset(topic_id_partition, leader_epoch)
+
+    def remote_log_size(self, topic_id_partition: TopicIdPartition) -> int:
+        """Bytes of the partition's segments that are COPY_SEGMENT_FINISHED."""
+        return sum(
+            md.segment_size_in_bytes
+            for md in self.list_remote_log_segments(topic_id_partition)
+            if md.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+        )
+
+    def close(self) -> None:
+        """Forget the replayed state (the Logs are the manager's to close)."""
+        with self._lock:
+            self._closed = True
+            self._loaded.clear()
+            self.store = RemotePartitionMetadataStore()
