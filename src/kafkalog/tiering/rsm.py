@@ -291,6 +291,13 @@ class AivenRemoteStorageManager:
         """One part of the ``.indexes`` object, decrypted (one ranged GET)."""
         manifest = self.manifest(metadata)
         si = manifest.segment_indexes
+        if (
+            si is None
+        ):  # separate index objects: a plugin archive from before October 2023, never one we wrote
+            raise RemoteStorageError(
+                f"{self.segment_key(metadata)}.rsm-manifest has no segmentIndexes (index objects of the plugin's "
+                "layout before October 2023); kafkalog's tiering reads only the single .indexes object it writes"
+            )
         parts: dict[IndexType, SegmentIndex | None] = {
             IndexType.OFFSET: si.offset,
             IndexType.TIMESTAMP: si.timestamp,
