@@ -14,6 +14,13 @@ Contract of every implementation:
   (a reader that asks for more than an object holds has been lied to by a manifest or index).
 * ``get_ranges`` returns one ``bytes`` per range, in order; implementations may coalesce nearby ranges and
   run requests concurrently (bounded).
+* A store may also offer ``get_range_view(key, start, end)`` and ``get_range_views(key, ranges)``: the same
+  bytes as ``get_range`` / ``get_ranges``, as read-only ``memoryview`` s of the buffers the client received
+  (no copy). :func:`range_view` and :func:`range_views` use them where a store has them, else wrap the
+  ``bytes``; block readers (:class:`~kafkalog.objstore.ranged.RangedFile`) read through these.
+* A store may offer ``get_many(keys, concurrency)``: whole objects, in order, at most ``concurrency``
+  requests at once (obstore's async client: no Python thread per request); :func:`get_objects` uses it
+  where a store has it, else runs ``get`` on ``concurrency`` threads.
 * ``stats`` counts requests and payload bytes of every read (list, head, get), so tests and benchmarks can
   measure what a query transfers at the seam.
 """
@@ -23,6 +30,7 @@ from __future__ import annotations
 import builtins
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
@@ -204,6 +212,39 @@ class MemoryStore:
     def delete(self, key: str) -> None:
         with self._lock:
             self._objects.pop(key, None)
+
+
+def range_view(store: ObjectStore, key: str, start: int, end: int) -> memoryview:
+    """Bytes ``[start, end)`` of ``key`` as a read-only view: the client's own buffer where the store offers
+    ``get_range_view`` (no copy), else a view of ``get_range``'s ``bytes``."""
+    view = getattr(store, "get_range_view", None)
+    if view is not None:
+        got: memoryview = view(key, start, end)
+        return got
+    return memoryview(store.get_range(key, start, end))
+
+
+def range_views(store: ObjectStore, key: str, ranges: Sequence[tuple[int, int]]) -> builtins.list[memoryview]:
+    """Several ranges of ``key`` as read-only views (see :func:`range_view`), in order."""
+    views = getattr(store, "get_range_views", None)
+    if views is not None:
+        got: builtins.list[memoryview] = views(key, ranges)
+        return got
+    return [memoryview(b) for b in store.get_ranges(key, ranges)]
+
+
+def get_objects(store: ObjectStore, keys: Sequence[str], concurrency: int) -> builtins.list[bytes]:
+    """The whole objects ``keys``, in order, at most ``concurrency`` requests at once (the first failure is
+    raised: a missing key's :class:`~kafkalog.errors.RemoteResourceNotFoundError`, or another
+    :class:`~kafkalog.errors.RemoteStorageError`)."""
+    if not keys:
+        return []
+    many = getattr(store, "get_many", None)
+    if many is not None:
+        got: builtins.list[bytes] = many(keys, max(1, concurrency))
+        return got
+    with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(keys)))) as pool:
+        return builtins.list(pool.map(store.get, keys))
 
 
 def _memory_copy(objects: dict[str, bytes], url: str) -> MemoryStore:

@@ -27,14 +27,13 @@ import logging
 import re
 import threading
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final
 
 from kafkalog.errors import RemoteResourceNotFoundError, RemoteStorageError
 from kafkalog.objstore.files import RandomAccessFile
-from kafkalog.objstore.ranged import RangedFile
-from kafkalog.objstore.store import ObjectMeta, ObjectStore
+from kafkalog.objstore.ranged import RangedFile, RangedSettings
+from kafkalog.objstore.store import ObjectMeta, ObjectStore, get_objects
 from kafkalog.tiered.crypto import GCM_TAG_SIZE, IV_SIZE, KEY_RING_OPTION, KeyRing, decrypt_chunk
 from kafkalog.tiered.files import DEFAULT_CHUNK_CACHE_BYTES, ChunkedFile, object_url
 from kafkalog.tiered.manifest import SegmentIndex, SegmentManifest, parse_manifest
@@ -60,7 +59,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 #: Manifests fetched at once while planning a partition.
-DEFAULT_MANIFEST_CONCURRENCY: Final = 16
+DEFAULT_MANIFEST_CONCURRENCY: Final = 32
 #: A manifest larger than this is refused unread (real ones are about 1 KiB; a variable chunk index of a
 #: 2 GiB segment in 4 MiB chunks adds well under 1 KiB).
 MAX_MANIFEST_BYTES: Final = 16 * 1024 * 1024
@@ -107,6 +106,7 @@ class AivenSegment(ArchivedSegment):
         *,
         key_ring: KeyRing | None,
         cache_bytes: int,
+        ranged: RangedSettings | None = None,
         base_offset: int,
         segment_id: str,
     ) -> None:
@@ -117,6 +117,9 @@ class AivenSegment(ArchivedSegment):
         self.indexes_meta = indexes_meta
         self._key_ring = key_ring
         self._cache_bytes = cache_bytes
+        #: How the ``.log`` is read: read-ahead depth (blocks of an untransformed object, chunks of a
+        #: transformed one), block size and cache of an untransformed one.
+        self.ranged = ranged or RangedSettings()
         self._lock = threading.Lock()
         self._indexes: bytes | None = None
         self._dek: tuple[bytes, bytes] | None = None
@@ -174,7 +177,7 @@ class AivenSegment(ArchivedSegment):
         key = self.stem + ".log"
         m = self.manifest
         if not m.compression and m.encryption is None:
-            return RangedFile(self.store, key, size=m.chunk_index.original_file_size)
+            return RangedFile(self.store, key, size=m.chunk_index.original_file_size, settings=self.ranged)
         return ChunkedFile(
             self.store,
             key,
@@ -182,6 +185,7 @@ class AivenSegment(ArchivedSegment):
             compressed=m.compression,
             data_key=self._data_key if m.encryption is not None else None,
             cache_bytes=self._cache_bytes,
+            readahead_chunks=self.ranged.readahead_blocks,
         )
 
     def _indexes_object(self) -> bytes:
@@ -227,7 +231,8 @@ class AivenArchive:
     segments; ``strict`` (orphans, overlaps, gaps and segments outside the lineage are errors, not warnings);
     ``topic_ids`` (``{topic: topicId}``: which incarnation of a recreated topic to read; by default the one
     whose newest manifest has the newest ``eventTimestampMs``); ``chunk_cache_bytes`` (decoded chunks kept per
-    open ``.log``); ``manifest_concurrency`` (manifest GETs at once)."""
+    open ``.log``); ``manifest_concurrency`` (manifest GETs at once); ``ranged`` (the storage options'
+    :class:`~kafkalog.objstore.ranged.RangedSettings`: read-ahead, and the blocks of an untransformed ``.log``)."""
 
     def __init__(
         self,
@@ -239,6 +244,7 @@ class AivenArchive:
         topic_ids: Mapping[str, str] | None = None,
         chunk_cache_bytes: int = DEFAULT_CHUNK_CACHE_BYTES,
         manifest_concurrency: int = DEFAULT_MANIFEST_CONCURRENCY,
+        ranged: RangedSettings | None = None,
     ) -> None:
         self.store = store
         self.prefix = prefix
@@ -246,6 +252,7 @@ class AivenArchive:
         self.strict = strict
         self.topic_id_option = dict(topic_ids or {})
         self.chunk_cache_bytes = chunk_cache_bytes
+        self.ranged = ranged or RangedSettings()
         self.manifest_concurrency = max(1, manifest_concurrency)
         self._topics: dict[str, list[str]] | None = None
         self._chosen_ids: dict[str, str] = {}
@@ -332,7 +339,8 @@ class AivenArchive:
         name = _url(self.store, base).rstrip("/")
         groups: dict[str, _Group] = {}
         strays: list[str] = []
-        for obj in self.store.list(base).objects:
+        objects = self.store.list(base).objects
+        for obj in objects:
             m = _SEGMENT_OBJECT.match(obj.key[len(base) :])
             if m is None:
                 strays.append(obj.key)
@@ -360,20 +368,24 @@ class AivenArchive:
                 f"{name}: orphan objects {orphans[:5]}{' ...' if len(orphans) > 5 else ''} (strict=True)"
             )
 
-        def load(item: tuple[str, _Group]) -> AivenSegment:
-            stem, group = item
+        for _, group in complete:
             manifest_meta = group.objects["rsm-manifest"]
-            manifest_key = manifest_meta.key
             if manifest_meta.size > MAX_MANIFEST_BYTES:
                 raise RemoteStorageError(
-                    f"{_url(self.store, manifest_key)}: corrupt segment manifest: {manifest_meta.size} bytes, "
-                    f"more than the {MAX_MANIFEST_BYTES} a manifest can need"
+                    f"{_url(self.store, manifest_meta.key)}: corrupt segment manifest: {manifest_meta.size} "
+                    f"bytes, more than the {MAX_MANIFEST_BYTES} a manifest can need"
                 )
-            manifest = parse_manifest(self.store.get(manifest_key), _url(self.store, manifest_key))
-            return self._segment(stem, group, manifest)
-
-        with ThreadPoolExecutor(max_workers=self.manifest_concurrency) as pool:
-            segments = list(pool.map(load, complete))
+        manifests = get_objects(
+            self.store,
+            [group.objects["rsm-manifest"].key for _, group in complete],
+            self.manifest_concurrency,
+        )
+        segments = [
+            self._segment(
+                stem, group, parse_manifest(data, _url(self.store, group.objects["rsm-manifest"].key))
+            )
+            for (stem, group), data in zip(complete, manifests, strict=True)
+        ]
         lineage: dict[int, int] | None = None
         if segments:
             newest = max(segments, key=lambda s: (s.end_offset, s.event_timestamp_ms or -1, s.base_offset))
@@ -383,7 +395,8 @@ class AivenArchive:
             )
             lineage = filtered_epochs(dict(entries)) if entries else None
         selection = select_segments(segments, lineage, name, strict=self.strict)
-        return ArchivePartitionSource(name, selection, orphans)
+        listed = tuple((o.key, o.size) for o in objects)
+        return ArchivePartitionSource(name, selection, orphans, listed)
 
     def _segment(self, stem: str, group: _Group, manifest: SegmentManifest) -> AivenSegment:
         log_meta = group.objects["log"]
@@ -421,6 +434,7 @@ class AivenArchive:
             indexes_meta,
             key_ring=self.key_ring,
             cache_bytes=self.chunk_cache_bytes,
+            ranged=self.ranged,
             base_offset=group.offset,
             segment_id=group.segment_id,
         )
