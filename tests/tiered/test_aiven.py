@@ -437,3 +437,47 @@ def test_a_scan_prefetches_the_next_segment_while_reading_this_one(source_log: P
     end = int(second.removesuffix(".log")) - 1  # inside the first segment: nothing to prefetch
     assert sum(c.table.shape[1] for c in view.iter_batch_chunks(0, end)) >= 1
     assert not [e for e in events if e[0] == "prefetch"] and ("open", second) not in events
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_a_planned_partition_pickles_compactly_and_reads_the_same(
+    mode: str, source_log: Path, kek: tuple[Any, bytes], tmp_path: Path
+) -> None:
+    """What a Spark task carries (a partition clipped to its segments) pickles as flat values per segment
+    (old code: each segment's attribute dict with its manifest's dataclasses and listing metadata, ~830
+    bytes for a real segment; now ~210) and reads back the same files."""
+    import pickle
+
+    from kafkalog.objstore.store import forget_shared_memory_store, shared_memory_store
+
+    options = dict(MODES[mode])
+    encrypt = options.pop("encrypt", False)
+    segments = segments_from_log_dir(source_log)
+    name = f"compact-{mode}"
+    store = shared_memory_store(name)  # pickles as its name: only the plan is measured
+    try:
+        upload(store, segments, kek if encrypt else None, **options)
+        ring = {"kek-1": kek[1].decode()} if encrypt else None
+        source = AivenArchive(store, PREFIX, key_ring=ring).partition("orders", 3)
+        clipped = source.within(0, segments[-1].end_offset + 1)
+        blob = pickle.dumps(clipped)
+        back = pickle.loads(blob)
+        assert back.list_files() == source.list_files()
+        for seg in segments:
+            stem = f"{seg.base_offset:020d}"
+            assert back.read(f"{stem}.log") == seg.log and back.read(f"{stem}.index") == seg.offset_index
+        kept = [
+            (s.base_offset, s.end_offset, s.max_timestamp_ms, s.size, s.part_sizes, s.name, s.leader_epochs)
+            for s in source.segments
+        ]
+        assert kept == [
+            (s.base_offset, s.end_offset, s.max_timestamp_ms, s.size, s.part_sizes, s.name, s.leader_epochs)
+            for s in back.segments
+        ]
+        assert rows(materialize(back, tmp_path / "orders-3")) == rows(materialize(source, tmp_path / "x-3"))
+        if mode == "plain":
+            one = len(pickle.dumps(source.within(0, 1)))  # the partition's shared parts and one segment
+            per_segment = (len(blob) - one) / (len(segments) - 1)
+            assert per_segment < 300, per_segment
+    finally:
+        forget_shared_memory_store(name)

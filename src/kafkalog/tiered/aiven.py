@@ -36,7 +36,14 @@ from kafkalog.objstore.ranged import RangedFile, RangedSettings
 from kafkalog.objstore.store import ObjectMeta, ObjectStore, get_objects
 from kafkalog.tiered.crypto import GCM_TAG_SIZE, IV_SIZE, KEY_RING_OPTION, KeyRing, decrypt_chunk
 from kafkalog.tiered.files import DEFAULT_CHUNK_CACHE_BYTES, ChunkedFile, object_url
-from kafkalog.tiered.manifest import SegmentIndex, SegmentManifest, parse_manifest
+from kafkalog.tiered.manifest import (
+    ChunkIndex,
+    EncryptionMetadata,
+    SegmentIndex,
+    SegmentIndexes,
+    SegmentManifest,
+    parse_manifest,
+)
 from kafkalog.tiered.scan import scan_end
 from kafkalog.tiered.view import (
     ArchivedSegment,
@@ -150,15 +157,36 @@ class AivenSegment(ArchivedSegment):
             },
         )
 
-    def __getstate__(self) -> dict[str, Any]:
-        # planned state only: the lock and the caches (indexes blob, unwrapped data key) stay behind
-        state = dict(self.__dict__)
-        state.update(_lock=None, _indexes=None, _dek=None)
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # Planned state only, as flat values (a Spark task carries thousands of segments: about 200 bytes
+        # each, not 800 as attribute dicts of dataclasses): the lock, the caches (indexes blob, unwrapped data
+        # key), the listing's metadata and the manifest's remoteLogSegmentMetadata (its offsets, time and
+        # epochs are this segment's own fields) stay behind; the store and settings, shared by every
+        # segment, pickle once.
+        m = self.manifest
+        ci, si = m.chunk_index, m.segment_indexes
+        sizes: tuple[int, ...] = ci.transformed_sizes
+        if ci.kind == "fixed":  # every chunk the same size but the last: two numbers
+            sizes = (sizes[0], sizes[-1]) if sizes else ()
+        parts = tuple(
+            None if p is None else (p.position, p.size)
+            for p in (si.offset, si.timestamp, si.producer_snapshot, si.leader_epoch, si.transaction)
+        )
+        enc = None if m.encryption is None else (m.encryption.data_key, m.encryption.aad)
+        return _planned_segment, (
+            self.store,
+            self.stem,
+            (ci.kind, ci.original_chunk_size, ci.original_file_size, sizes),
+            parts,
+            m.compression,
+            enc,
+            self._key_ring,
+            self._cache_bytes,
+            self.ranged,
+            (self.base_offset, self.end_offset, self.max_timestamp_ms, self.event_timestamp_ms),
+            self.segment_id,
+            tuple(self.leader_epochs.items()),
+        )
 
     def _data_key(self) -> tuple[bytes, bytes]:
         enc = self.manifest.encryption
@@ -214,6 +242,58 @@ class AivenSegment(ArchivedSegment):
             key, aad = self._data_key()
             data = decrypt_chunk(key, aad, data, f"{_url(self.store, self.stem + '.indexes')} ({kind} index)")
         return data
+
+
+def _planned_segment(
+    store: ObjectStore,
+    stem: str,
+    chunks: tuple[Any, int, int, tuple[int, ...]],
+    parts: tuple[tuple[int, int] | None, ...],
+    compression: bool,
+    enc: tuple[str, bytes] | None,
+    key_ring: KeyRing | None,
+    cache_bytes: int,
+    ranged: RangedSettings,
+    offsets: tuple[int, int, int, int | None],
+    segment_id: str,
+    leader_epochs: tuple[tuple[int, int], ...],
+) -> AivenSegment:
+    """An unpickled :class:`AivenSegment` (see its ``__reduce__``)."""
+    kind, chunk_size, file_size, sizes = chunks
+    if kind == "fixed":
+        count = ChunkIndex.chunk_count(chunk_size, file_size)
+        sizes = (sizes[0],) * (count - 1) + (sizes[-1],) if count else ()
+    offset, timestamp, snapshot, epoch, transaction = (
+        None if p is None else SegmentIndex(p[0], p[1]) for p in parts
+    )
+    assert offset is not None and timestamp is not None and snapshot is not None and epoch is not None
+    manifest = SegmentManifest(
+        ChunkIndex.build(kind, chunk_size, file_size, sizes),
+        SegmentIndexes(offset, timestamp, snapshot, epoch, transaction),
+        compression,
+        None if enc is None else EncryptionMetadata(enc[0], enc[1]),
+        None,
+    )
+    base_offset, end_offset, max_timestamp_ms, event_timestamp_ms = offsets
+    seg = AivenSegment(
+        store,
+        stem,
+        manifest,
+        ObjectMeta(stem + ".log", manifest.chunk_index.transformed_file_size),
+        ObjectMeta(stem + ".indexes", manifest.segment_indexes.end()),
+        key_ring=key_ring,
+        cache_bytes=cache_bytes,
+        ranged=ranged,
+        base_offset=base_offset,
+        segment_id=segment_id,
+    )
+    seg.end_offset, seg.max_timestamp_ms, seg.event_timestamp_ms = (
+        end_offset,
+        max_timestamp_ms,
+        event_timestamp_ms,
+    )
+    seg.leader_epochs = dict(leader_epochs)
+    return seg
 
 
 @dataclass
