@@ -304,26 +304,3 @@ def test_prefetch_starts_the_first_blocks_of_a_file_the_scan_reaches_next() -> N
     f.close()
     f.prefetch(0)  # a closed file starts nothing
     assert len(store.ranges) == 5
-
-
-def test_get_objects_in_order_bounded_on_the_real_server(s3_server: S3Server) -> None:
-    """``get_objects`` (planning's manifest GETs): on obstore's async client for an S3 store, every object in
-    key order, counted; the first missing key is a typed error naming it; a store without ``get_many`` (a
-    MemoryStore) runs ``get`` on threads."""
-    pytest.importorskip("obstore")
-    from kafkalog.objstore.store import get_objects
-
-    bucket = s3_server.make_bucket("many")
-    store = s3_server.open(f"s3://{bucket}")
-    blobs = {f"m/{i:05d}": random.Random(i).randbytes(i % 700 + 1) for i in range(150)}
-    for key, data in blobs.items():
-        store.put(key, data)
-    store.stats.reset()
-    keys = sorted(blobs, reverse=True)
-    assert get_objects(store, keys, 8) == [blobs[k] for k in keys]
-    assert store.stats.get_requests == 150 and store.stats.bytes_read == sum(map(len, blobs.values()))
-    with pytest.raises(RemoteResourceNotFoundError, match="m/missing"):
-        get_objects(store, [keys[0], "m/missing", keys[1]], 4)
-    memory = _store()
-    assert get_objects(memory, ["p/t-0/00000000000000000000.log"], 4) == [DATA]
-    assert get_objects(memory, [], 4) == []

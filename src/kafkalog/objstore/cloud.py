@@ -15,7 +15,6 @@ obstore is imported lazily (the ``kafkalog[cloud]`` extra); without it :func:`lo
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 import importlib
 import math
@@ -24,7 +23,6 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
 from typing import Any, Final
 
@@ -298,38 +296,6 @@ class ObstoreStore:
             raise self._fail(exc, "GET", key) from None
         self._stats.count_get(len(data))
         return data
-
-    def get_many(self, keys: Sequence[str], concurrency: int) -> builtins.list[bytes]:
-        """Whole objects, in order, at most ``concurrency`` GETs at once on obstore's async client (one
-        event loop on a helper thread; no Python thread per request); the first failure in key order is
-        raised, translated."""
-        for key in keys:
-            check_key(self._url, key)
-        ob = self._runtime()
-        inner = self._inner
-
-        async def fetch_all() -> builtins.list[Any]:
-            gate = asyncio.Semaphore(max(1, concurrency))
-
-            async def one(key: str) -> Any:
-                async with gate:
-                    result = await ob.get_async(inner, key)
-                    return await result.bytes_async()
-
-            return await asyncio.gather(*(one(k) for k in keys), return_exceptions=True)
-
-        with ThreadPoolExecutor(1, thread_name_prefix="kafkalog-get-many") as runner:
-            # its own thread: the caller may be inside a running event loop (a notebook)
-            results = runner.submit(asyncio.run, fetch_all()).result()
-        out: list[bytes] = []
-        for key, result in zip(keys, results, strict=True):
-            if isinstance(result, BaseException):
-                self._stats.count_get(0, len(keys) - len(out))
-                raise self._fail(result, "GET", key) from None
-            data = bytes(result)
-            self._stats.count_get(len(data))
-            out.append(data)
-        return out
 
     def get_range(self, key: str, start: int, end: int) -> bytes:
         return bytes(self.get_range_view(key, start, end))

@@ -18,9 +18,6 @@ Contract of every implementation:
   bytes as ``get_range`` / ``get_ranges``, as read-only ``memoryview`` s of the buffers the client received
   (no copy). :func:`range_view` and :func:`range_views` use them where a store has them, else wrap the
   ``bytes``; block readers (:class:`~kafkalog.objstore.ranged.RangedFile`) read through these.
-* A store may offer ``get_many(keys, concurrency)``: whole objects, in order, at most ``concurrency``
-  requests at once (obstore's async client: no Python thread per request); :func:`get_objects` uses it
-  where a store has it, else runs ``get`` on ``concurrency`` threads.
 * ``stats`` counts requests and payload bytes of every read (list, head, get), so tests and benchmarks can
   measure what a query transfers at the seam.
 """
@@ -30,7 +27,6 @@ from __future__ import annotations
 import builtins
 import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
@@ -231,20 +227,6 @@ def range_views(store: ObjectStore, key: str, ranges: Sequence[tuple[int, int]])
         got: builtins.list[memoryview] = views(key, ranges)
         return got
     return [memoryview(b) for b in store.get_ranges(key, ranges)]
-
-
-def get_objects(store: ObjectStore, keys: Sequence[str], concurrency: int) -> builtins.list[bytes]:
-    """The whole objects ``keys``, in order, at most ``concurrency`` requests at once (the first failure is
-    raised: a missing key's :class:`~kafkalog.errors.RemoteResourceNotFoundError`, or another
-    :class:`~kafkalog.errors.RemoteStorageError`)."""
-    if not keys:
-        return []
-    many = getattr(store, "get_many", None)
-    if many is not None:
-        got: builtins.list[bytes] = many(keys, max(1, concurrency))
-        return got
-    with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(keys)))) as pool:
-        return builtins.list(pool.map(store.get, keys))
 
 
 def _memory_copy(objects: dict[str, bytes], url: str) -> MemoryStore:

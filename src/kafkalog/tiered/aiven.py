@@ -27,13 +27,14 @@ import logging
 import re
 import threading
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final
 
 from kafkalog.errors import RemoteResourceNotFoundError, RemoteStorageError
 from kafkalog.objstore.files import RandomAccessFile
 from kafkalog.objstore.ranged import RangedFile, RangedSettings
-from kafkalog.objstore.store import ObjectMeta, ObjectStore, get_objects
+from kafkalog.objstore.store import ObjectMeta, ObjectStore
 from kafkalog.tiered.crypto import GCM_TAG_SIZE, IV_SIZE, KEY_RING_OPTION, KeyRing, decrypt_chunk
 from kafkalog.tiered.files import DEFAULT_CHUNK_CACHE_BYTES, ChunkedFile, object_url
 from kafkalog.tiered.manifest import (
@@ -66,7 +67,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 #: Manifests fetched at once while planning a partition.
-DEFAULT_MANIFEST_CONCURRENCY: Final = 32
+DEFAULT_MANIFEST_CONCURRENCY: Final = 16
 #: A manifest larger than this is refused unread (real ones are about 1 KiB; a variable chunk index of a
 #: 2 GiB segment in 4 MiB chunks adds well under 1 KiB).
 MAX_MANIFEST_BYTES: Final = 16 * 1024 * 1024
@@ -455,17 +456,14 @@ class AivenArchive:
                     f"{_url(self.store, manifest_meta.key)}: corrupt segment manifest: {manifest_meta.size} "
                     f"bytes, more than the {MAX_MANIFEST_BYTES} a manifest can need"
                 )
-        manifests = get_objects(
-            self.store,
-            [group.objects["rsm-manifest"].key for _, group in complete],
-            self.manifest_concurrency,
-        )
-        segments = [
-            self._segment(
-                stem, group, parse_manifest(data, _url(self.store, group.objects["rsm-manifest"].key))
-            )
-            for (stem, group), data in zip(complete, manifests, strict=True)
-        ]
+
+        def load(item: tuple[str, _Group]) -> AivenSegment:
+            stem, group = item
+            key = group.objects["rsm-manifest"].key
+            return self._segment(stem, group, parse_manifest(self.store.get(key), _url(self.store, key)))
+
+        with ThreadPoolExecutor(max_workers=self.manifest_concurrency) as pool:
+            segments = list(pool.map(load, complete))
         lineage: dict[int, int] | None = None
         if segments:
             newest = max(segments, key=lambda s: (s.end_offset, s.event_timestamp_ms or -1, s.base_offset))
