@@ -332,3 +332,34 @@ def test_read_ahead_works_in_a_process_forked_after_it_started() -> None:
     os.kill(pid, 9)
     os.waitpid(pid, 0)
     pytest.fail("the forked child's scan hung: its read-ahead was queued on the parent's threads")
+
+
+def test_a_read_of_several_blocks_reads_ahead_and_fills_the_buffer_in_place() -> None:
+    """A scan's read (more than one block, the reader's 16 MiB chunk) starts the read-ahead at once, so the
+    next read finds its blocks fetched (old code: only the read after it, a sequential one, did; a scan of
+    32 MiB segments in 16 MiB reads never overlapped a transfer); each missing block is its own GET, and
+    ``readinto`` copies the blocks straight into the caller's buffer."""
+    store = _store()
+    key = "p/t-0/00000000000000000000.log"
+    f = RangedFile(store, key, size=len(DATA), settings=RangedSettings(4096, 4, 2))
+    buf = bytearray(10_000)
+    assert f.readinto(memoryview(buf), 0) == 10_000 and bytes(buf) == DATA[:10_000]  # blocks 0-2
+    assert _wait_for(lambda: {(key, 12288, 16384), (key, 16384, 20480)} <= set(store.ranges))
+    assert sorted(store.ranges)[:3] == [(key, 0, 4096), (key, 4096, 8192), (key, 8192, 12288)]
+    assert f.readinto(memoryview(buf)[:5], len(DATA) - 3) == 3 and bytes(buf[:3]) == DATA[-3:]
+    assert f.readinto(memoryview(buf), len(DATA)) == 0
+
+
+def test_prefetch_starts_the_first_blocks_of_a_file_the_scan_reaches_next() -> None:
+    store = _store()
+    key = "p/t-0/00000000000000000000.log"
+    f = RangedFile(store, key, size=len(DATA), settings=RangedSettings(4096, 4, 3))
+    f.prefetch(0)
+    assert _wait_for(lambda: len(store.ranges) == 3)
+    assert f.pread(5000, 0) == DATA[:5000]  # blocks 0 and 1 from the prefetch: no new GET for them
+    assert sorted(s for _, s, _ in store.ranges)[:3] == [0, 4096, 8192]
+    assert _wait_for(lambda: len(store.ranges) == 5)  # sequential from the prefetch: 3 blocks past block 1
+    assert sorted(s for _, s, _ in store.ranges) == [0, 4096, 8192, 12288, 16384]
+    f.close()
+    f.prefetch(0)  # a closed file starts nothing
+    assert len(store.ranges) == 5

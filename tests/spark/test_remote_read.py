@@ -625,3 +625,31 @@ def test_a_stream_over_an_archive_sees_uploads_and_restarts_from_its_checkpoint(
         query.stop()
     assert sink() == expected(ends)  # every record exactly once
     assert ends == {p: segs[-1].end_offset + 1 for p, segs in segments.items()}
+
+
+def test_the_driver_plans_archived_partitions_concurrently(tmp_path: Path) -> None:
+    """Each archived partition's planning (its LIST, then its manifests) runs beside the others' (old code:
+    one partition after another, so each LIST and parse waited for the previous partition's GETs): the
+    LISTs of both partitions must be in flight at once to pass the barrier."""
+    import threading
+
+    data = tmp_path / "data"
+    write_topic(data, "events", 2, 40, segment_bytes=2048)
+    name = f"concurrent-{tmp_path.name}"
+    store = open_store(f"memory://{name}")
+    archive_dir(data, store, "events", 2)
+    barrier = threading.Barrier(2, timeout=30)
+    listed = store.list
+
+    def list_(prefix: str = "", *, delimiter: bool = True) -> Any:
+        if prefix.count("/") == 2:  # <topic>-<id>/<partition>/: a partition's planning LIST
+            barrier.wait()
+        return listed(prefix, delimiter=delimiter)
+
+    store.list = list_  # type: ignore[method-assign]
+    try:
+        opts = {"path": f"memory://{name}", "subscribe": "events"}
+        tasks = plan_batch(parse_source_options(opts, streaming=False))
+        assert sorted(t.partition for t in tasks) == [0, 1] and all(t.end > t.start == 0 for t in tasks)
+    finally:
+        forget_memory_store(name)

@@ -5,6 +5,7 @@ reader's rows, what planning reads, and every error path typed."""
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from kafkalog.errors import RemoteResourceNotFoundError, RemoteStorageError, UnsupportedRemoteSegmentError
-from kafkalog.objstore.ranged import RangedFile
+from kafkalog.objstore.ranged import RangedFile, RangedSettings
 from kafkalog.objstore.store import MemoryStore
 from kafkalog.tiered import AivenArchive
 from kafkalog.tiered.files import ChunkedFile
@@ -126,7 +127,7 @@ def test_planning_reads_manifests_and_one_epoch_blob_never_a_log(source_log: Pat
     store = RecordingStore()
     upload(store, segments_from_log_dir(source_log), compression=True, chunk_size=300)
     store.reads.clear()
-    source = AivenArchive(store, PREFIX).partition("orders", 3)
+    source = AivenArchive(store, PREFIX, ranged=RangedSettings(readahead_blocks=0)).partition("orders", 3)
     assert not [k for k in store.reads if k.endswith(".log")]
     assert sum(k.endswith(".rsm-manifest") for k in store.reads) == len(source.segments)
     newest_indexes = (
@@ -374,3 +375,177 @@ def test_separate_index_objects_upload_stopped_lost_and_unencrypted(
         match=r"\.index \(an index object .*before July 2023 uploaded them unencrypted.*fails AES-GCM authentication",
     ):
         planned.read(f"{segments[0].base_offset:020d}.index")
+
+
+def test_a_chunked_scan_reads_ahead_decodes_in_parallel_and_fills_buffers_in_place(source_log: Path) -> None:
+    """A read spanning several chunks starts fetching and decoding the next ``readahead_blocks`` chunks in the
+    background (old code: no read-ahead for chunked objects, so every scan read waited for its transfer);
+    ``readinto`` fills the caller's buffer, byte-identical, and ``prefetch`` starts a file's first chunks."""
+    original = (source_log / "00000000000000000000.log").read_bytes()
+    store = RecordingStore()
+    upload(store, segments_from_log_dir(source_log)[:1], compression=True, chunk_size=200)
+    seg = (
+        AivenArchive(store, PREFIX, ranged=RangedSettings(readahead_blocks=3))
+        .partition("orders", 3)
+        .segments[0]
+    )
+    log_file = seg.open_log()
+    assert isinstance(log_file, ChunkedFile) and log_file.size == len(original) > 1000
+    store.reads.clear()
+    buf = bytearray(450)
+    assert log_file.readinto(memoryview(buf), 0) == 450 and bytes(buf) == original[:450]  # chunks 0-2
+    # chunks 3, 4, 5 come from the read-ahead threads (one get_ranges each), without another read
+    assert _wait_for(lambda: len(store.reads) == 4)
+    got = bytearray()
+    position = 450
+    while position < log_file.size:
+        n = log_file.readinto(memoryview(buf), position)
+        got += buf[:n]
+        position += n
+    assert original[:450] + bytes(got) == original
+    chunks = -(-len(original) // 200)
+    assert len(store.reads) == chunks - 2  # every chunk fetched once (chunks 0-2 by one request)
+    log_file.close()
+
+    store.reads.clear()
+    fresh = seg.open_log()
+    fresh.prefetch(0)  # type: ignore[attr-defined]
+    assert _wait_for(lambda: len(store.reads) == 3)
+    assert fresh.pread(600, 0) == original[:600]  # from the prefetched chunks, then 3 more ahead
+    assert _wait_for(lambda: len(store.reads) == 6)
+    fresh.close()
+
+
+def _wait_for(predicate: Any, timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_planning_lists_each_partition_once(source_log: Path) -> None:
+    """The archive's planning LIST of a partition is also what a stream compares with later (old code listed
+    every partition a second time while planning: 3,000 objects in 4 partitions cost 4 more LIST pages)."""
+    from kafkalog.objstore.store import forget_shared_memory_store, shared_memory_store
+    from kafkalog.readonly.log import ReadOnlyDataDir
+
+    store = shared_memory_store("plan-lists")
+    try:
+        segments = segments_from_log_dir(source_log)
+        for seg in segments:
+            write_aiven_segment(store, seg, topic="orders", topic_id=TOPIC_ID, partition=3, prefix="")
+        data_dir = ReadOnlyDataDir("memory://plan-lists", {})
+        assert len(data_dir.partition_names()) == 1  # lists the topics and partitions
+        store.stats.reset()
+        log = data_dir.log("orders", 3)
+        assert log.high_watermark == segments[-1].end_offset + 1
+        lists = store.stats.list_requests
+        assert lists == 1, lists  # the partition's objects, once
+        assert not data_dir.refresh_partition("orders", 3)  # unchanged: one more LIST, no re-planning
+        assert store.stats.list_requests == lists + 1
+    finally:
+        forget_shared_memory_store("plan-lists")
+
+
+class _SpyFile:
+    """A local file that records its reads and prefetches in ``events`` (as a ranged object would take them)."""
+
+    def __init__(self, inner: Any, name: str, events: list[tuple[str, str]]) -> None:
+        self._inner, self._name, self._events = inner, name, events
+
+    name = property(lambda self: self._inner.name)
+    size = property(lambda self: self._inner.size)
+
+    def pread(self, n: int, position: int) -> bytes:
+        self._events.append(("read", self._name))
+        data: bytes = self._inner.pread(n, position)
+        return data
+
+    def prefetch(self, position: int) -> None:
+        self._events.append(("prefetch", self._name))
+
+    def close(self) -> None:
+        self._events.append(("close", self._name))
+        self._inner.close()
+
+
+def test_a_scan_prefetches_the_next_segment_while_reading_this_one(source_log: Path) -> None:
+    """``iter_batch_chunks`` over remote files opens segment k + 1 when it starts segment k and asks it to
+    prefetch (so no segment's first read waits for a whole transfer), opens each file once, and prefetches
+    nothing past the end offset; local files (no ``prefetch``) are opened one at a time as before."""
+    from kafkalog.readonly.local import LocalPartitionSource
+    from kafkalog.readonly.log import ReadOnlyLog
+    from kafkalog.records import kernels as K
+
+    events: list[tuple[str, str]] = []
+
+    class Spy(LocalPartitionSource):
+        def open(self, name: str) -> Any:
+            events.append(("open", name))
+            return _SpyFile(super().open(name), name, events)
+
+    logs = sorted(p.name for p in source_log.glob("*.log"))
+    assert len(logs) >= 3
+    view = ReadOnlyLog(Spy(source_log))
+    offsets = [int(t) for chunk in view.iter_batch_chunks(0, 60) for t in chunk.table[K.F_BASE_OFFSET]]
+    assert offsets == list(range(60))
+    opens = [n for e, n in events if e == "open" and n.endswith(".log")]
+    assert opens == logs  # each once, in order
+    for k in range(1, len(logs)):
+        opened, prefetched = events.index(("open", logs[k])), events.index(("prefetch", logs[k]))
+        first_read_before = events.index(("read", logs[k - 1]))
+        assert opened < prefetched < first_read_before  # asked for while segment k - 1 was being read
+    assert ("prefetch", logs[0]) not in events
+    assert [e for e in events if e[0] == "close"] == [("close", n) for n in logs]
+
+    events.clear()
+    second = logs[1]
+    end = int(second.removesuffix(".log")) - 1  # inside the first segment: nothing to prefetch
+    assert sum(c.table.shape[1] for c in view.iter_batch_chunks(0, end)) >= 1
+    assert not [e for e in events if e[0] == "prefetch"] and ("open", second) not in events
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_a_planned_partition_pickles_compactly_and_reads_the_same(
+    mode: str, source_log: Path, kek: tuple[Any, bytes], tmp_path: Path
+) -> None:
+    """What a Spark task carries (a partition clipped to its segments) pickles as flat values per segment
+    (old code: each segment's attribute dict with its manifest's dataclasses and listing metadata, ~830
+    bytes for a real segment; now ~210) and reads back the same files."""
+    import pickle
+
+    from kafkalog.objstore.store import forget_shared_memory_store, shared_memory_store
+
+    options = dict(MODES[mode])
+    encrypt = options.pop("encrypt", False)
+    segments = segments_from_log_dir(source_log)
+    name = f"compact-{mode}"
+    store = shared_memory_store(name)  # pickles as its name: only the plan is measured
+    try:
+        upload(store, segments, kek if encrypt else None, **options)
+        ring = {"kek-1": kek[1].decode()} if encrypt else None
+        source = AivenArchive(store, PREFIX, key_ring=ring).partition("orders", 3)
+        clipped = source.within(0, segments[-1].end_offset + 1)
+        blob = pickle.dumps(clipped)
+        back = pickle.loads(blob)
+        assert back.list_files() == source.list_files()
+        for seg in segments:
+            stem = f"{seg.base_offset:020d}"
+            assert back.read(f"{stem}.log") == seg.log and back.read(f"{stem}.index") == seg.offset_index
+        kept = [
+            (s.base_offset, s.end_offset, s.max_timestamp_ms, s.size, s.part_sizes, s.name, s.leader_epochs)
+            for s in source.segments
+        ]
+        assert kept == [
+            (s.base_offset, s.end_offset, s.max_timestamp_ms, s.size, s.part_sizes, s.name, s.leader_epochs)
+            for s in back.segments
+        ]
+        assert rows(materialize(back, tmp_path / "orders-3")) == rows(materialize(source, tmp_path / "x-3"))
+        if mode == "plain":
+            one = len(pickle.dumps(source.within(0, 1)))  # the partition's shared parts and one segment
+            per_segment = (len(blob) - one) / (len(segments) - 1)
+            assert per_segment < 300, per_segment
+    finally:
+        forget_shared_memory_store(name)

@@ -298,32 +298,40 @@ class ObstoreStore:
         return data
 
     def get_range(self, key: str, start: int, end: int) -> bytes:
+        return bytes(self.get_range_view(key, start, end))
+
+    def get_range_view(self, key: str, start: int, end: int) -> memoryview:
+        """:meth:`get_range` as a read-only view of obstore's buffer (no copy)."""
         check_key(self._url, key)
         if not 0 <= start <= end:
             raise RemoteStorageError(f"{self._url}: GET {key!r}: invalid range [{start}, {end})")
         if start == end:
-            return b""
+            return memoryview(b"")
         try:
-            data = bytes(self._runtime().get_range(self._inner, key, start=start, end=end))
+            data = memoryview(self._runtime().get_range(self._inner, key, start=start, end=end))
         except Exception as exc:
             self._stats.count_get(0)
             raise self._fail(exc, f"GET [{start}, {end}) of", key) from None
-        self._stats.count_get(len(data))
-        if len(data) != end - start:
+        self._stats.count_get(data.nbytes)
+        if data.nbytes != end - start:
             raise RemoteStorageError(
-                f"{self._url}: GET [{start}, {end}) of {key!r} returned {len(data)} bytes: "
+                f"{self._url}: GET [{start}, {end}) of {key!r} returned {data.nbytes} bytes: "
                 f"the object is shorter than the range"
             )
         return data
 
     def get_ranges(self, key: str, ranges: Sequence[tuple[int, int]]) -> builtins.list[bytes]:
+        return [bytes(v) for v in self.get_range_views(key, ranges)]
+
+    def get_range_views(self, key: str, ranges: Sequence[tuple[int, int]]) -> builtins.list[memoryview]:
+        """:meth:`get_ranges` as read-only views of obstore's buffers (no copy)."""
         check_key(self._url, key)
         for start, end in ranges:
             if not 0 <= start <= end:
                 raise RemoteStorageError(f"{self._url}: GET {key!r}: invalid range [{start}, {end})")
         wanted = [(s, e) for s, e in ranges if e > s]
         if not wanted:
-            return [b"" for _ in ranges]
+            return [memoryview(b"") for _ in ranges]
         try:
             got = self._runtime().get_ranges(
                 self._inner,
@@ -338,15 +346,15 @@ class ObstoreStore:
         requests = coalesced(wanted)
         self._stats.count_get(sum(e - s for s, e in requests), len(requests))
         it = iter(got)
-        out: list[bytes] = []
+        out: list[memoryview] = []
         for start, end in ranges:
             if end == start:
-                out.append(b"")
+                out.append(memoryview(b""))
                 continue
-            data = bytes(next(it))
-            if len(data) != end - start:
+            data = memoryview(next(it))
+            if data.nbytes != end - start:
                 raise RemoteStorageError(
-                    f"{self._url}: GET [{start}, {end}) of {key!r} returned {len(data)} bytes: "
+                    f"{self._url}: GET [{start}, {end}) of {key!r} returned {data.nbytes} bytes: "
                     f"the object is shorter than the range"
                 )
             out.append(data)

@@ -5,12 +5,16 @@ Invariants owned here:
 
 * A :class:`RangedFile` reads its object only in aligned blocks of ``block_size`` bytes (the last one
   shorter), each block at most once while it stays in a bounded LRU of ``cache_blocks`` blocks; the blocks
-  one ``pread`` misses are fetched by one ``get_ranges`` call (adjacent blocks coalesce into one GET).
-  When reads are sequential (a read starts where the previous one ended, or in the block after it), the
-  next ``readahead_blocks`` blocks are fetched in the background, so a scan overlaps the transfer of the
-  next block with the decoding of this one. Memory held per open file is at most
-  ``(cache_blocks + readahead_blocks) * block_size``. The size is the listing's or one HEAD's, taken at
-  open: bytes past it are never returned (an object that shrank since is an error from the store).
+  one read misses are fetched by one GET each, all at once (the first on the reader's thread, the others on
+  the read-ahead threads), so each cached block is its own buffer and pins no other bytes. Reads hand out
+  views of the blocks: ``readinto`` copies them once, straight into the caller's buffer.
+  A read that spans more than one block (a scan's chunk), or a sequential one (starting where the previous
+  one ended, or in the block after it), starts fetching the next ``readahead_blocks`` blocks in the
+  background, so a scan overlaps the transfer of the next blocks with the decoding of these; ``prefetch``
+  starts them before the first read (a scan about to reach the file: the next segment). Memory held per open
+  file is at most ``(cache_blocks + readahead_blocks) * block_size`` (32 MiB by default). The size is the
+  listing's or one HEAD's, taken at open: bytes past it are never returned (an object that shrank since is an
+  error from the store).
 * A :class:`StorePartitionSource` lists ``<prefix>/<topic>-<partition>/`` with one LIST per
   :meth:`~StorePartitionSource.list_files` call, opens the files as :class:`RangedFile` s with the sizes
   of its last listing (no HEAD), and calls a prefix with nothing under it
@@ -30,14 +34,14 @@ from typing import ClassVar
 
 from kafkalog.errors import InvalidConfigurationError, RemoteResourceNotFoundError, RemoteStorageError
 from kafkalog.objstore.options import RANGED_OPTION_KEYS, parse_int
-from kafkalog.objstore.store import ObjectStore
+from kafkalog.objstore.store import ObjectStore, range_view
 
 #: Default block: the unit of every ranged GET (4 MiB, the Aiven plugin's recommended chunk size).
 DEFAULT_BLOCK_SIZE = 4 * 1024 * 1024
 #: Blocks an open file keeps (LRU).
 DEFAULT_CACHE_BLOCKS = 4
-#: Blocks fetched ahead of a sequential reader.
-DEFAULT_READAHEAD_BLOCKS = 1
+#: Blocks fetched ahead of a scan (16 MiB: one read of the Spark source's, ``read_task``'s ``chunk_bytes``).
+DEFAULT_READAHEAD_BLOCKS = 4
 #: Largest file read whole into memory (``storage.whole.file.max.bytes``): the small files of a partition
 #: directory (indexes: ``segment.index.bytes`` is 10 MiB by default; producer snapshots; checkpoints).
 DEFAULT_WHOLE_FILE_MAX_BYTES = 128 * 1024 * 1024
@@ -50,7 +54,7 @@ _pool_pid = 0
 _pool_lock = threading.Lock()
 
 
-def _readahead_pool() -> ThreadPoolExecutor:
+def readahead_pool() -> ThreadPoolExecutor:
     """The process's read-ahead threads; a process forked after they started (a Spark Python worker, a
     multiprocessing child) gets its own: the parent's threads do not exist there, and a task given to
     their pool would never run."""
@@ -131,8 +135,8 @@ class RangedFile:
         self._settings = settings or RangedSettings()
         self._name = name or _under(store.url, key)
         self._size = store.head(key).size if size is None else size
-        self._blocks: OrderedDict[int, bytes] = OrderedDict()
-        self._pending: dict[int, Future[bytes]] = {}
+        self._blocks: OrderedDict[int, memoryview] = OrderedDict()
+        self._pending: dict[int, Future[memoryview]] = {}
         self._next_sequential = -1  # the position a sequential read would start at
         self._closed = False
 
@@ -156,36 +160,63 @@ class RangedFile:
         bs = self._settings.block_size
         return block * bs, min((block + 1) * bs, self._size)
 
-    def pread(self, n: int, position: int) -> bytes:
+    def prefetch(self, position: int) -> None:
+        """Start fetching the ``readahead_blocks`` blocks from ``position`` in the background, and count a read
+        there as sequential (a scan about to reach this file: the next segment of a partition)."""
+        if self._closed or not 0 <= position < self._size:
+            return
+        self._next_sequential = position
+        self._read_ahead(position // self._settings.block_size)
+
+    def _check(self, n: int, position: int) -> None:
         if self._closed:
             raise ValueError(f"{self._name}: read of a closed file")
         if n < 0 or position < 0:
             raise ValueError(f"{self._name}: negative read ({n} bytes at {position})")
+
+    def pread(self, n: int, position: int) -> bytes:
+        self._check(n, position)
         end = min(position + n, self._size)
         if end <= position:
             return b""
+        parts = self._slices(position, end)
+        return bytes(parts[0]) if len(parts) == 1 else b"".join(parts)
+
+    def readinto(self, view: memoryview, position: int) -> int:
+        """Fill ``view`` (bytes) with the file's bytes from ``position``; returns how many (fewer at the end of
+        the file). The blocks are copied once, straight into ``view``."""
+        n = view.nbytes
+        self._check(n, position)
+        end = min(position + n, self._size)
+        if end <= position:
+            return 0
+        out = view.cast("B") if view.format != "B" or view.ndim != 1 else view
+        at = 0
+        for part in self._slices(position, end):
+            out[at : at + len(part)] = part
+            at += len(part)
+        return at
+
+    def _slices(self, position: int, end: int) -> list[memoryview]:
+        """Views of the cached blocks holding ``[position, end)``, in order (no copy). A sequential read, or
+        one spanning more than one block (a scan's chunk), starts the read-ahead of the blocks after it."""
         bs = self._settings.block_size
         first, last = position // bs, (end - 1) // bs
         # sequential: starts where the last read ended, or skips less than a block past it
         sequential = 0 <= self._next_sequential <= position < self._next_sequential + bs
         self._next_sequential = end
         blocks = self._fetch(range(first, last + 1))
-        if sequential:
+        if sequential or last > first:
             self._read_ahead(last + 1)
-        if first == last:
-            base = first * bs
-            return blocks[first][position - base : end - base]
-        out = bytearray()
+        out: list[memoryview] = []
         for b in range(first, last + 1):
-            start, _ = self._span(b)
+            start = b * bs
             data = blocks[b]
-            lo = max(position, start) - start
-            hi = min(end, start + len(data)) - start
-            out += data[lo:hi]
-        return bytes(out)
+            out.append(data[max(position, start) - start : min(end, start + len(data)) - start])
+        return out
 
-    def _fetch(self, wanted: range) -> dict[int, bytes]:
-        got: dict[int, bytes] = {}
+    def _fetch(self, wanted: range) -> dict[int, memoryview]:
+        got: dict[int, memoryview] = {}
         missing: list[int] = []
         for b in wanted:
             data = self._blocks.get(b)
@@ -200,13 +231,20 @@ class RangedFile:
             else:
                 missing.append(b)
         if missing:
-            spans = [self._span(b) for b in missing]
-            for b, data in zip(missing, self._store.get_ranges(self._key, spans)):
-                got[b] = data
-                self._remember(b, data)
+            # one GET per block, all at once: each block is its own buffer (a cached block never pins its
+            # neighbours' bytes), and a read of several blocks transfers them in parallel
+            pool = readahead_pool()
+            later = {b: pool.submit(range_view, self._store, self._key, *self._span(b)) for b in missing[1:]}
+            try:
+                got[missing[0]] = range_view(self._store, self._key, *self._span(missing[0]))
+            finally:
+                for b, future in later.items():
+                    got[b] = future.result()
+            for b in missing:
+                self._remember(b, got[b])
         return got
 
-    def _remember(self, block: int, data: bytes) -> None:
+    def _remember(self, block: int, data: memoryview) -> None:
         self._blocks[block] = data
         self._blocks.move_to_end(block)
         while len(self._blocks) > self._settings.cache_blocks:
@@ -218,7 +256,7 @@ class RangedFile:
             if b * bs >= self._size or b in self._blocks or b in self._pending:
                 continue
             start, end = self._span(b)
-            self._pending[b] = _readahead_pool().submit(self._store.get_range, self._key, start, end)
+            self._pending[b] = readahead_pool().submit(range_view, self._store, self._key, start, end)
         # read-ahead blocks the reader skipped past are dropped (their results are never waited for)
         for b in [b for b in self._pending if b < first]:
             self._pending.pop(b).cancel()

@@ -14,6 +14,10 @@ Contract of every implementation:
   (a reader that asks for more than an object holds has been lied to by a manifest or index).
 * ``get_ranges`` returns one ``bytes`` per range, in order; implementations may coalesce nearby ranges and
   run requests concurrently (bounded).
+* A store may also offer ``get_range_view(key, start, end)`` and ``get_range_views(key, ranges)``: the same
+  bytes as ``get_range`` / ``get_ranges``, as read-only ``memoryview`` s of the buffers the client received
+  (no copy). :func:`range_view` and :func:`range_views` use them where a store has them, else wrap the
+  ``bytes``; block readers (:class:`~kafkalog.objstore.ranged.RangedFile`) read through these.
 * ``stats`` counts requests and payload bytes of every read (list, head, get), so tests and benchmarks can
   measure what a query transfers at the seam.
 """
@@ -204,6 +208,25 @@ class MemoryStore:
     def delete(self, key: str) -> None:
         with self._lock:
             self._objects.pop(key, None)
+
+
+def range_view(store: ObjectStore, key: str, start: int, end: int) -> memoryview:
+    """Bytes ``[start, end)`` of ``key`` as a read-only view: the client's own buffer where the store offers
+    ``get_range_view`` (no copy), else a view of ``get_range``'s ``bytes``."""
+    view = getattr(store, "get_range_view", None)
+    if view is not None:
+        got: memoryview = view(key, start, end)
+        return got
+    return memoryview(store.get_range(key, start, end))
+
+
+def range_views(store: ObjectStore, key: str, ranges: Sequence[tuple[int, int]]) -> builtins.list[memoryview]:
+    """Several ranges of ``key`` as read-only views (see :func:`range_view`), in order."""
+    views = getattr(store, "get_range_views", None)
+    if views is not None:
+        got: builtins.list[memoryview] = views(key, ranges)
+        return got
+    return [memoryview(b) for b in store.get_ranges(key, ranges)]
 
 
 def _memory_copy(objects: dict[str, bytes], url: str) -> MemoryStore:

@@ -191,6 +191,24 @@ def _pread_into(file: RandomAccessFile, buf: U8Array, n: int, position: int) -> 
     return got
 
 
+def _prefetched(
+    source: PartitionSource, current: RandomAccessFile, seg: SegmentInfo, k: int
+) -> tuple[int, RandomAccessFile] | None:
+    """The next segment's file of a scan, opened now and told to start fetching its first bytes, when the
+    current one is a remote file that can (``prefetch``: a ranged or chunked object, whose first read
+    would otherwise wait for a whole round trip at each segment start); None for local files."""
+    if getattr(current, "prefetch", None) is None:
+        return None
+    try:
+        upcoming = source.open(seg.path.name)
+    except FileNotFoundError:
+        return None  # the scan reports it when it gets there
+    prefetch = getattr(upcoming, "prefetch", None)
+    if prefetch is not None:
+        prefetch(0)
+    return k, upcoming
+
+
 def _read_small(source: PartitionSource, name: str) -> bytes:
     try:
         return source.read(name)
@@ -608,109 +626,119 @@ class ReadOnlyLog:
         buf = np.empty(max(chunk_bytes, K.BATCH_HEADER_SIZE), np.uint8)
         table = np.empty((K.N_BATCH_FIELDS, min(_MAX_TABLE_COLUMNS, buf.shape[0] // 61 + 1)), np.int64)
         first = self._segment_index_for(start_offset, segments)
-        for k in range(first, len(segments)):
-            seg = segments[k]
-            if seg.base_offset >= end_offset:
-                return
-            try:
-                file = self.source.open(seg.path.name)
-            except FileNotFoundError:
-                upper = segments[k + 1].base_offset if k + 1 < len(segments) else end_offset
-                if covered < min(upper, end_offset):
-                    missing(covered, min(upper, end_offset))
-                covered = max(covered, min(upper, end_offset))
-                continue
-            rolled = k + 1 < len(segments)  # a later segment exists: this one was complete when rolled
-            # A segment's data ends where the next segment begins: an archived segment that straddles the first
-            # local offset (the uploading leader rolled elsewhere) is read only below it, never twice.
-            stop = min(segments[k + 1].base_offset, end_offset) if rolled else end_offset
-            clipped = False
-            try:
-                size = file.size
-                pos = self._start_position(file, seg, size, start_offset) if k == first else 0
-                while pos < size and not clipped:
-                    want = min(buf.shape[0], size - pos)
-                    n = _pread_into(file, buf, want, pos)
-                    if n < want:  # the file shrank (a preallocated segment trimmed when it rolled)
-                        size = pos + n
-                    view = buf[:n]
-                    scan_pos = 0
-                    while True:
-                        scan = K.scan_batches(
-                            view, scan_pos, n, skip_below=start_offset, stop_offset=stop, table=table
-                        )
-                        if scan.n:
-                            t = table[:, : scan.n]
-                            lo = int(t[K.F_POS, 0])
-                            hi = int(t[K.F_POS, -1] + t[K.F_SIZE, -1])
-                            covered = max(
-                                covered, int(t[K.F_BASE_OFFSET, -1] + t[K.F_LAST_OFFSET_DELTA, -1]) + 1
+        upcoming: tuple[int, RandomAccessFile] | None = None  # the next segment's file, prefetching
+        try:
+            for k in range(first, len(segments)):
+                seg = segments[k]
+                if seg.base_offset >= end_offset:
+                    return
+                try:
+                    if upcoming is not None and upcoming[0] == k:
+                        file, upcoming = upcoming[1], None
+                    else:
+                        file = self.source.open(seg.path.name)
+                except FileNotFoundError:
+                    upper = segments[k + 1].base_offset if k + 1 < len(segments) else end_offset
+                    if covered < min(upper, end_offset):
+                        missing(covered, min(upper, end_offset))
+                    covered = max(covered, min(upper, end_offset))
+                    continue
+                rolled = k + 1 < len(segments)  # a later segment exists: this one was complete when rolled
+                if upcoming is None and rolled and segments[k + 1].base_offset < end_offset:
+                    upcoming = _prefetched(self.source, file, segments[k + 1], k + 1)
+                # A segment's data ends where the next segment begins: an archived segment that straddles the first
+                # local offset (the uploading leader rolled elsewhere) is read only below it, never twice.
+                stop = min(segments[k + 1].base_offset, end_offset) if rolled else end_offset
+                clipped = False
+                try:
+                    size = file.size
+                    pos = self._start_position(file, seg, size, start_offset) if k == first else 0
+                    while pos < size and not clipped:
+                        want = min(buf.shape[0], size - pos)
+                        n = _pread_into(file, buf, want, pos)
+                        if n < want:  # the file shrank (a preallocated segment trimmed when it rolled)
+                            size = pos + n
+                        view = buf[:n]
+                        scan_pos = 0
+                        while True:
+                            scan = K.scan_batches(
+                                view, scan_pos, n, skip_below=start_offset, stop_offset=stop, table=table
                             )
-                            t[K.F_POS] -= lo
-                            yield BatchChunk(view[lo:hi], t, seg.base_offset, pos + lo)
-                        scan_pos = scan.next_pos
-                        if scan.code != K.SCAN_MORE:
-                            break
-                    code = scan.code
-                    if code == K.SCAN_STOP_OFFSET:
-                        if stop >= end_offset:
-                            return
-                        clipped = True  # the rest of this segment is the next one's offsets
-                    elif code == K.SCAN_END:
-                        pos += n
-                    elif code == K.SCAN_PARTIAL:
-                        if pos + n >= size:
-                            if rolled:
-                                raise _torn_rolled_segment(seg.path, pos + scan_pos, size)
-                            break  # a partial tail: the end of this segment's complete data
-                        if scan_pos == 0:  # one batch larger than the buffer
-                            buf = _grown(buf, view, size - pos)
-                        pos += scan_pos
-                    elif _is_zero_tail(view, scan_pos, code):
-                        if rolled:
-                            raise _torn_rolled_segment(seg.path, pos + scan_pos, size)
-                        break
-                    elif code == K.ERR_LEGACY_MAGIC:
-                        stop = _legacy_end(view, scan_pos, pos)
-                        if stop == scan_pos:  # a legacy entry cut by the end of the buffer
+                            if scan.n:
+                                t = table[:, : scan.n]
+                                lo = int(t[K.F_POS, 0])
+                                hi = int(t[K.F_POS, -1] + t[K.F_SIZE, -1])
+                                covered = max(
+                                    covered, int(t[K.F_BASE_OFFSET, -1] + t[K.F_LAST_OFFSET_DELTA, -1]) + 1
+                                )
+                                t[K.F_POS] -= lo
+                                yield BatchChunk(view[lo:hi], t, seg.base_offset, pos + lo)
+                            scan_pos = scan.next_pos
+                            if scan.code != K.SCAN_MORE:
+                                break
+                        code = scan.code
+                        if code == K.SCAN_STOP_OFFSET:
+                            if stop >= end_offset:
+                                return
+                            clipped = True  # the rest of this segment is the next one's offsets
+                        elif code == K.SCAN_END:
+                            pos += n
+                        elif code == K.SCAN_PARTIAL:
                             if pos + n >= size:
                                 if rolled:
                                     raise _torn_rolled_segment(seg.path, pos + scan_pos, size)
-                                break
-                            if scan_pos == 0:
+                                break  # a partial tail: the end of this segment's complete data
+                            if scan_pos == 0:  # one batch larger than the buffer
                                 buf = _grown(buf, view, size - pos)
                             pos += scan_pos
-                            continue
-                        legacy, stopped = _up_converted(view[scan_pos:stop], start_offset, end_offset)
-                        if legacy is not None:
-                            t = legacy.table
-                            covered = max(
-                                covered, int(t[K.F_BASE_OFFSET, -1] + t[K.F_LAST_OFFSET_DELTA, -1]) + 1
+                        elif _is_zero_tail(view, scan_pos, code):
+                            if rolled:
+                                raise _torn_rolled_segment(seg.path, pos + scan_pos, size)
+                            break
+                        elif code == K.ERR_LEGACY_MAGIC:
+                            stop = _legacy_end(view, scan_pos, pos)
+                            if stop == scan_pos:  # a legacy entry cut by the end of the buffer
+                                if pos + n >= size:
+                                    if rolled:
+                                        raise _torn_rolled_segment(seg.path, pos + scan_pos, size)
+                                    break
+                                if scan_pos == 0:
+                                    buf = _grown(buf, view, size - pos)
+                                pos += scan_pos
+                                continue
+                            legacy, stopped = _up_converted(view[scan_pos:stop], start_offset, end_offset)
+                            if legacy is not None:
+                                t = legacy.table
+                                covered = max(
+                                    covered, int(t[K.F_BASE_OFFSET, -1] + t[K.F_LAST_OFFSET_DELTA, -1]) + 1
+                                )
+                                yield BatchChunk(legacy.data, t, seg.base_offset, pos + scan_pos)
+                            if stopped:
+                                return
+                            pos += stop
+                        else:
+                            raise CorruptRecordError(
+                                f"{K.ERROR_MESSAGES.get(code, f'error code {code}')} in {seg.path}",
+                                position=pos + scan_pos,
                             )
-                            yield BatchChunk(legacy.data, t, seg.base_offset, pos + scan_pos)
-                        if stopped:
-                            return
-                        pos += stop
-                    else:
-                        raise CorruptRecordError(
-                            f"{K.ERROR_MESSAGES.get(code, f'error code {code}')} in {seg.path}",
-                            position=pos + scan_pos,
-                        )
-            except CorruptRecordError as exc:
-                if on_damage is None:
-                    raise
-                upper = min(segments[k + 1].base_offset, end_offset) if rolled else end_offset
-                on_damage(covered, max(covered, upper), exc)
-                if not rolled:
-                    return
-                covered = max(covered, upper)
-            finally:
-                file.close()
-            if k + 1 < len(segments):
-                upper = min(segments[k + 1].base_offset, end_offset)
-                if on_gap is not None and covered < upper:
-                    on_gap(covered, upper)
-                covered = max(covered, upper)
+                except CorruptRecordError as exc:
+                    if on_damage is None:
+                        raise
+                    upper = min(segments[k + 1].base_offset, end_offset) if rolled else end_offset
+                    on_damage(covered, max(covered, upper), exc)
+                    if not rolled:
+                        return
+                    covered = max(covered, upper)
+                finally:
+                    file.close()
+                if k + 1 < len(segments):
+                    upper = min(segments[k + 1].base_offset, end_offset)
+                    if on_gap is not None and covered < upper:
+                        on_gap(covered, upper)
+                    covered = max(covered, upper)
+        finally:
+            if upcoming is not None:
+                upcoming[1].close()
         if covered < end_offset:
             missing(covered, end_offset)
 

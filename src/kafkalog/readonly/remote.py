@@ -63,7 +63,10 @@ def open_layout(
     if kind == "logdir":
         return LogDirCopy(store, "", settings=RangedSettings.from_options(storage_options))
     if kind == "aiven":
-        return ArchiveLayout("aiven", AivenArchive(store, "", key_ring=key_ring, strict=strict), store)
+        archive = AivenArchive(
+            store, "", key_ring=key_ring, strict=strict, ranged=RangedSettings.from_options(storage_options)
+        )
+        return ArchiveLayout("aiven", archive, store)
     return ArchiveLayout("local-tiered", LocalTieredArchive(store, "", strict=strict), store)
 
 
@@ -114,9 +117,13 @@ class ArchiveLayout:
         """The partition's chosen segments as a partition directory (planned once, then cached)."""
         source = self._sources.get(tp)
         if source is None:
-            if tp in self.partitions():
-                self._listed[tp] = self._listing(tp)
-            source = self._sources[tp] = PlannedArchive(self.archive.partition(tp.topic, tp.partition))
+            planned = self.archive.partition(tp.topic, tp.partition)
+            if tp in self.partitions():  # what refresh_partition compares with: the planning LIST's objects
+                listed = planned.listed
+                if listed is None or not all(k.startswith(self._keys[tp]) for k, _ in listed[:1]):
+                    listed = self._listing(tp)  # planned under another prefix (a recreated topic's other id)
+                self._listed[tp] = listed
+            source = self._sources[tp] = PlannedArchive(planned)
         return source
 
     def _listing(self, tp: TopicPartition) -> tuple[tuple[str, int], ...]:
@@ -135,6 +142,7 @@ class ArchiveLayout:
                 topic_ids=a.topic_id_option,
                 chunk_cache_bytes=a.chunk_cache_bytes,
                 manifest_concurrency=a.manifest_concurrency,
+                ranged=a.ranged,
             )
         else:
             self.archive = LocalTieredArchive(

@@ -34,6 +34,7 @@ import logging
 import os
 import socket
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -96,6 +97,11 @@ def report_data_loss(message: str, fail: bool) -> None:
     if fail:
         raise OffsetOutOfRangeError(f"{message}. {DATA_LOSS_HINT}")
     _log.warning("%s. %s", message, _DATA_LOSS_SKIP)
+
+
+#: Partitions in object storage the driver plans at once (each runs its own manifest GETs, ``manifest_concurrency``
+#: at a time).
+PLAN_PARTITION_CONCURRENCY: Final = 4
 
 
 class LogDirs:
@@ -202,6 +208,22 @@ class LogDirs:
                 log.refresh()
         return log
 
+    def plan(self, tps: Sequence[TP]) -> None:
+        """Open the views of ``tps`` in object storage, :data:`PLAN_PARTITION_CONCURRENCY` partitions at once
+        (an archive's partition is planned when its view opens: one LIST and its manifests; planned one after
+        another, each partition's LIST and parsing would wait for the previous one's GETs). Local
+        partitions are left to open when asked for (cheap)."""
+        todo = [tp for tp in tps if tp not in self._logs and self.spec_of(tp) is not None]
+        if len(todo) < 2:
+            return
+        with ThreadPoolExecutor(min(PLAN_PARTITION_CONCURRENCY, len(todo))) as pool:
+            for tp, view in zip(todo, pool.map(self._open_log, todo), strict=True):
+                self._logs.setdefault(tp, view)
+
+    def _open_log(self, tp: TP) -> ReadOnlyLog:
+        data_dir = self.data_dirs()[self._owner[tp]][0]
+        return data_dir.log(tp[0], tp[1], check=False)
+
     def bounds(self, tp: TP, read_committed: bool) -> PartitionBounds:
         """Earliest and latest offsets a reader of ``tp`` may see."""
         log = self.log(tp)
@@ -307,6 +329,7 @@ def plan_batch(
     partitions = dirs.select(opts.strategy)
     if not partitions:
         dirs.check_data_dirs()
+    dirs.plan(partitions)
 
     def bounds(tp: TP) -> PartitionBounds:
         return dirs.bounds(tp, opts.read_committed)

@@ -60,11 +60,18 @@ from typing import Any, Final
 
 from kafkalog.errors import RemoteResourceNotFoundError, RemoteStorageError
 from kafkalog.objstore.files import RandomAccessFile
-from kafkalog.objstore.ranged import DEFAULT_WHOLE_FILE_MAX_BYTES, RangedFile
+from kafkalog.objstore.ranged import DEFAULT_WHOLE_FILE_MAX_BYTES, RangedFile, RangedSettings
 from kafkalog.objstore.store import ObjectMeta, ObjectStore
 from kafkalog.tiered.crypto import GCM_TAG_SIZE, IV_SIZE, KEY_RING_OPTION, KeyRing, decrypt_chunk
 from kafkalog.tiered.files import DEFAULT_CHUNK_CACHE_BYTES, ChunkedFile, object_url
-from kafkalog.tiered.manifest import SegmentIndex, SegmentManifest, parse_manifest
+from kafkalog.tiered.manifest import (
+    ChunkIndex,
+    EncryptionMetadata,
+    SegmentIndex,
+    SegmentIndexes,
+    SegmentManifest,
+    parse_manifest,
+)
 from kafkalog.tiered.scan import scan_end
 from kafkalog.tiered.view import (
     ArchivedSegment,
@@ -168,6 +175,7 @@ class AivenSegment(ArchivedSegment):
         key_ring: KeyRing | None,
         part_objects: Mapping[PartKind, ObjectMeta] | None = None,
         cache_bytes: int,
+        ranged: RangedSettings | None = None,
         base_offset: int,
         segment_id: str,
     ) -> None:
@@ -180,6 +188,9 @@ class AivenSegment(ArchivedSegment):
         self.part_objects = None if part_objects is None else dict(part_objects)
         self._key_ring = key_ring
         self._cache_bytes = cache_bytes
+        #: How the ``.log`` is read: read-ahead depth (blocks of an untransformed object, chunks of a
+        #: transformed one), block size and cache of an untransformed one.
+        self.ranged = ranged or RangedSettings()
         self._lock = threading.Lock()
         self._indexes: bytes | None = None
         self._dek: tuple[bytes, bytes] | None = None
@@ -218,15 +229,41 @@ class AivenSegment(ArchivedSegment):
             part_sizes={kind: size(part) for kind, part in parts.items()},
         )
 
-    def __getstate__(self) -> dict[str, Any]:
-        # planned state only: the lock and the caches (indexes blob, unwrapped data key) stay behind
-        state = dict(self.__dict__)
-        state.update(_lock=None, _indexes=None, _dek=None)
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # Planned state only, as flat values (a Spark task carries thousands of segments: about 200 bytes
+        # each, not 800 as attribute dicts of dataclasses): the lock, the caches (indexes blob, unwrapped data
+        # key), the listing's metadata and the manifest's remoteLogSegmentMetadata (its offsets, time and
+        # epochs are this segment's own fields) stay behind; the store and settings, shared by every
+        # segment, pickle once.
+        m = self.manifest
+        ci, si = m.chunk_index, m.segment_indexes
+        sizes: tuple[int, ...] = ci.transformed_sizes
+        if ci.kind == "fixed":  # every chunk the same size but the last: two numbers
+            sizes = (sizes[0], sizes[-1]) if sizes else ()
+        separate: tuple[tuple[str, str, int], ...] | None = None
+        parts: tuple[tuple[int, int] | None, ...] = ()
+        if si is None:  # the layout before October 2023: one object per index part
+            separate = tuple((kind, o.key, o.size) for kind, o in (self.part_objects or {}).items())
+        else:
+            parts = tuple(
+                None if p is None else (p.position, p.size)
+                for p in (si.offset, si.timestamp, si.producer_snapshot, si.leader_epoch, si.transaction)
+            )
+        enc = None if m.encryption is None else (m.encryption.data_key, m.encryption.aad)
+        return _planned_segment, (
+            self.store,
+            self.stem,
+            (ci.kind, ci.original_chunk_size, ci.original_file_size, sizes),
+            parts if separate is None else separate,
+            m.compression,
+            enc,
+            self._key_ring,
+            self._cache_bytes,
+            self.ranged,
+            (self.base_offset, self.end_offset, self.max_timestamp_ms, self.event_timestamp_ms),
+            self.segment_id,
+            tuple(self.leader_epochs.items()),
+        )
 
     def _data_key(self) -> tuple[bytes, bytes]:
         enc = self.manifest.encryption
@@ -245,7 +282,7 @@ class AivenSegment(ArchivedSegment):
         key = self.stem + ".log"
         m = self.manifest
         if not m.compression and m.encryption is None:
-            return RangedFile(self.store, key, size=m.chunk_index.original_file_size)
+            return RangedFile(self.store, key, size=m.chunk_index.original_file_size, settings=self.ranged)
         return ChunkedFile(
             self.store,
             key,
@@ -253,6 +290,7 @@ class AivenSegment(ArchivedSegment):
             compressed=m.compression,
             data_key=self._data_key if m.encryption is not None else None,
             cache_bytes=self._cache_bytes,
+            readahead_chunks=self.ranged.readahead_blocks,
         )
 
     def part_name(self, kind: PartKind) -> str:
@@ -328,6 +366,65 @@ class LostSegment(GoneSegment):
         self.missing = tuple(_url(store, f"{stem}.{s}") for s in needed if s not in group.objects)
 
 
+def _planned_segment(
+    store: ObjectStore,
+    stem: str,
+    chunks: tuple[Any, int, int, tuple[int, ...]],
+    parts: tuple[Any, ...],
+    compression: bool,
+    enc: tuple[str, bytes] | None,
+    key_ring: KeyRing | None,
+    cache_bytes: int,
+    ranged: RangedSettings,
+    offsets: tuple[int, int, int, int | None],
+    segment_id: str,
+    leader_epochs: tuple[tuple[int, int], ...],
+) -> AivenSegment:
+    """An unpickled :class:`AivenSegment` (see its ``__reduce__``)."""
+    kind, chunk_size, file_size, sizes = chunks
+    if kind == "fixed":
+        count = ChunkIndex.chunk_count(chunk_size, file_size)
+        sizes = (sizes[0],) * (count - 1) + (sizes[-1],) if count else ()
+    segment_indexes: SegmentIndexes | None = None
+    part_objects: dict[PartKind, ObjectMeta] | None = None
+    if not parts or (parts[0] is not None and len(parts[0]) == 3):  # separate index objects
+        part_objects = {p[0]: ObjectMeta(p[1], p[2]) for p in parts}
+    else:
+        offset, timestamp, snapshot, epoch, transaction = (
+            None if p is None else SegmentIndex(p[0], p[1]) for p in parts
+        )
+        assert offset is not None and timestamp is not None and snapshot is not None and epoch is not None
+        segment_indexes = SegmentIndexes(offset, timestamp, snapshot, epoch, transaction)
+    manifest = SegmentManifest(
+        ChunkIndex.build(kind, chunk_size, file_size, sizes),
+        segment_indexes,
+        compression,
+        None if enc is None else EncryptionMetadata(enc[0], enc[1]),
+        None,
+    )
+    base_offset, end_offset, max_timestamp_ms, event_timestamp_ms = offsets
+    seg = AivenSegment(
+        store,
+        stem,
+        manifest,
+        ObjectMeta(stem + ".log", manifest.chunk_index.transformed_file_size),
+        None if segment_indexes is None else ObjectMeta(stem + ".indexes", segment_indexes.end()),
+        key_ring=key_ring,
+        part_objects=part_objects,
+        cache_bytes=cache_bytes,
+        ranged=ranged,
+        base_offset=base_offset,
+        segment_id=segment_id,
+    )
+    seg.end_offset, seg.max_timestamp_ms, seg.event_timestamp_ms = (
+        end_offset,
+        max_timestamp_ms,
+        event_timestamp_ms,
+    )
+    seg.leader_epochs = dict(leader_epochs)
+    return seg
+
+
 @dataclass
 class _Group:
     offset: int
@@ -343,7 +440,8 @@ class AivenArchive:
     segments; ``strict`` (orphans, overlaps, gaps and segments outside the lineage are errors, not warnings);
     ``topic_ids`` (``{topic: topicId}``: which incarnation of a recreated topic to read; by default the one
     whose newest manifest has the newest ``eventTimestampMs``); ``chunk_cache_bytes`` (decoded chunks kept per
-    open ``.log``); ``manifest_concurrency`` (manifest GETs at once)."""
+    open ``.log``); ``manifest_concurrency`` (manifest GETs at once); ``ranged`` (the storage options'
+    :class:`~kafkalog.objstore.ranged.RangedSettings`: read-ahead, and the blocks of an untransformed ``.log``)."""
 
     def __init__(
         self,
@@ -355,6 +453,7 @@ class AivenArchive:
         topic_ids: Mapping[str, str] | None = None,
         chunk_cache_bytes: int = DEFAULT_CHUNK_CACHE_BYTES,
         manifest_concurrency: int = DEFAULT_MANIFEST_CONCURRENCY,
+        ranged: RangedSettings | None = None,
     ) -> None:
         self.store = store
         self.prefix = prefix
@@ -362,6 +461,7 @@ class AivenArchive:
         self.strict = strict
         self.topic_id_option = dict(topic_ids or {})
         self.chunk_cache_bytes = chunk_cache_bytes
+        self.ranged = ranged or RangedSettings()
         self.manifest_concurrency = max(1, manifest_concurrency)
         self._topics: dict[str, list[str]] | None = None
         self._chosen_ids: dict[str, str] = {}
@@ -449,7 +549,8 @@ class AivenArchive:
         name = _url(self.store, base).rstrip("/")
         groups: dict[str, _Group] = {}
         strays: list[str] = []
-        for obj in self.store.list(base).objects:
+        objects = self.store.list(base).objects
+        for obj in objects:
             m = _SEGMENT_OBJECT.match(obj.key[len(base) :])
             if m is None:
                 strays.append(obj.key)
@@ -532,7 +633,8 @@ class AivenArchive:
         selection = select_segments([*segments, *lost], lineage, name, strict=self.strict)
         leave_out_leading_gone(selection, name)
         warn_gone(selection, name)
-        return ArchivePartitionSource(name, selection, orphans)
+        listed = tuple((o.key, o.size) for o in objects)
+        return ArchivePartitionSource(name, selection, orphans, listed)
 
     def _segment(self, stem: str, group: _Group, manifest: SegmentManifest) -> AivenSegment:
         log_meta = group.objects["log"]
@@ -598,6 +700,7 @@ class AivenArchive:
             indexes_meta,
             key_ring=self.key_ring,
             cache_bytes=self.chunk_cache_bytes,
+            ranged=self.ranged,
             base_offset=group.offset,
             segment_id=group.segment_id,
             part_objects=part_objects,

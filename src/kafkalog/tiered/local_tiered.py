@@ -33,7 +33,7 @@ from kafkalog.errors import RemoteResourceNotFoundError, RemoteStorageError
 from kafkalog.objstore.files import RandomAccessFile
 from kafkalog.objstore.ranged import DEFAULT_WHOLE_FILE_MAX_BYTES, RangedFile
 from kafkalog.objstore.store import ObjectMeta, ObjectStore
-from kafkalog.tiered.aiven import DEFAULT_MANIFEST_CONCURRENCY, TOPIC_IDS_OPTION, epochs_in_range
+from kafkalog.tiered.aiven import TOPIC_IDS_OPTION, epochs_in_range
 from kafkalog.tiered.files import object_url
 from kafkalog.tiered.scan import scan_end
 from kafkalog.tiered.view import (
@@ -52,6 +52,9 @@ from kafkalog.tiered.view import (
 __all__ = ["LOCAL_TIERED_SUFFIXES", "LocalTieredArchive", "LocalTieredSegment", "local_tiered_file_name"]
 
 log = logging.getLogger(__name__)
+
+#: Segments planned at once (each reads its indexes and the tail of its `.log`: no manifests here).
+DEFAULT_PLAN_CONCURRENCY: Final = 16
 
 _UUID = r"[A-Za-z0-9_-]{22}"
 _DIR = re.compile(rf"^(?P<topic>.+)-(?P<p>\d{{1,10}})-(?P<id>{_UUID})/$")
@@ -159,7 +162,7 @@ class LocalTieredArchive:
         *,
         strict: bool = False,
         topic_ids: Mapping[str, str] | None = None,
-        concurrency: int = DEFAULT_MANIFEST_CONCURRENCY,
+        concurrency: int = DEFAULT_PLAN_CONCURRENCY,
     ) -> None:
         self.store = store
         self.prefix = prefix
@@ -225,7 +228,8 @@ class LocalTieredArchive:
         name = _url(self.store, base).rstrip("/")
         groups: dict[tuple[int, str], _Group] = {}
         orphans: list[str] = []
-        for obj in self.store.list(base).objects:
+        objects = self.store.list(base).objects
+        for obj in objects:
             m = _FILE.match(obj.key[len(base) :])
             if m is None or m.group("suffix") not in LOCAL_TIERED_SUFFIXES:
                 orphans.append(obj.key)
@@ -271,7 +275,8 @@ class LocalTieredArchive:
         selection = select_segments([*segments, *gone], lineage, name, strict=self.strict)
         leave_out_leading_gone(selection, name)
         warn_gone(selection, name)
-        return ArchivePartitionSource(name, selection, orphans)
+        listed = tuple((o.key, o.size) for o in objects)
+        return ArchivePartitionSource(name, selection, orphans, listed)
 
     def _gone(self, group: _Group) -> GoneSegment:
         """The segment of a fileset whose ``.log`` is gone (its end offset is set by ``place_gone``)."""

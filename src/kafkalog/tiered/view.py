@@ -328,11 +328,20 @@ def select_segments(
 class ArchivePartitionSource:
     """A :class:`~kafkalog.objstore.files.PartitionSource` over the chosen segments of an archive."""
 
-    def __init__(self, name: str, selection: Selection, orphans: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        name: str,
+        selection: Selection,
+        orphans: Sequence[str] = (),
+        listed: tuple[tuple[str, int], ...] | None = None,
+    ) -> None:
         self._name = name
         self.selection = selection
         #: Keys of objects left out because their segment is incomplete (no manifest, missing files).
         self.orphans = list(orphans)
+        #: ``(key, size)`` of every object the planning LIST found (None for a task's clipped view), so a
+        #: stream can tell whether the partition changed since without listing it twice.
+        self.listed = listed
         self._by_base = {s.base_offset: s for s in selection.chosen}
         self._by_snapshot = {s.end_offset + 1: s for s in selection.chosen}
         self._checkpoint: bytes | None = None
