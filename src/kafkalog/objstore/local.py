@@ -17,7 +17,7 @@ import errno
 import os
 import stat
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from kafkalog.errors import RemoteResourceNotFoundError, RemoteStorageError
 from kafkalog.objstore.keys import check_key, check_prefix
@@ -154,6 +154,9 @@ class LocalFileStore:
         return out
 
     def put(self, key: str, data: bytes) -> None:
+        self.put_stream(key, (data,))
+
+    def put_stream(self, key: str, chunks: Iterable[bytes]) -> None:
         path = self._path(key)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         fd, tmp = tempfile.mkstemp(
@@ -161,7 +164,8 @@ class LocalFileStore:
         )
         try:
             with os.fdopen(fd, "wb") as f:
-                f.write(data)
+                for chunk in chunks:
+                    f.write(chunk)
             os.replace(tmp, path)
         except BaseException:
             with contextlib.suppress(OSError):
