@@ -20,6 +20,7 @@ from kafkalog.records import ControlRecordType, MemoryRecords, SimpleRecord
 from kafkalog.remote import RemoteLogSegmentMetadata, RemoteLogSegmentState
 from kafkalog.storage.txn_index import AbortedTxn
 from kafkalog.tiering import (
+    QUOTA_WAIT_MS,
     AivenRemoteStorageManager,
     LogSegmentData,
     RemoteLogManager,
@@ -106,6 +107,7 @@ def open_tier(
     rsm_factory: Callable[[FlakyStore], AivenRemoteStorageManager] | None = None,
     rlmm_class: type[TopicBasedRemoteLogMetadataManager] = TopicBasedRemoteLogMetadataManager,
     log_start_offset: int = 0,
+    quota_wait: Callable[[int], object] | None = None,
 ) -> Tier:
     meta = MetadataLogs(data_dir)
     log = Log.open(
@@ -119,7 +121,7 @@ def open_tier(
     log.hw_follows_leo = True
     rsm = (rsm_factory or (lambda s: AivenRemoteStorageManager(s, RsmConfig(chunk_size=512))))(store)
     rlmm = rlmm_class(meta, 3)
-    rlm = RemoteLogManager(rsm, rlmm, RemoteLogManagerConfig(broker_id=7), time)
+    rlm = RemoteLogManager(rsm, rlmm, RemoteLogManagerConfig(broker_id=7), time, quota_wait)
     rlm.start_partition(log)
     log.set_remote_log_reader(rlm.reader_for(log))
     return Tier(data_dir, store, time, meta, log, rlm)
@@ -690,9 +692,15 @@ def test_the_index_cache_is_bounded_in_bytes(tmp_path: Path, tiers: list[Tier]) 
     assert len(cache) == 1
 
 
-def test_copy_quota_spreads_copies_over_passes(tmp_path: Path, tiers: list[Tier]) -> None:
+def test_copy_quota_waits_within_the_pass_as_kafka(tmp_path: Path, tiers: list[Tier]) -> None:
     time = MockTime()
-    tier = open_tier(tmp_path / "data", FlakyStore(), time)
+    waits: list[int] = []
+
+    def wait(ms: int) -> None:
+        waits.append(ms)
+        time.sleep(ms)
+
+    tier = open_tier(tmp_path / "data", FlakyStore(), time, quota_wait=wait)
     tiers.append(tier)
     rate = 1000
     tier.rlm.config = RemoteLogManagerConfig(
@@ -703,21 +711,39 @@ def test_copy_quota_spreads_copies_over_passes(tmp_path: Path, tiers: list[Tier]
     )
     _append(tier.log, 120)
     rolled = len(_rolled_ends(tier.log))
-    assert rolled >= 6
     sizes = [s.size for s in tier.log.segments[:-1]]
-    first = tier.rlm.copy_once(tier.log)
-    # copies go on until the window's bytes reach rate x 2 s
-    assert first == next(i + 1 for i in range(rolled) if sum(sizes[: i + 1]) >= 2 * rate)
-    assert tier.rlm.copy_once(tier.log) == 0  # same window: throttled, nothing raised, nothing failed
-    assert tier.rlm.metrics()["FailedRemoteCopyRequestsPerSec"] == 0
-    total = first
-    for _ in range(rolled):
-        time.sleep(2_001)
-        total += tier.rlm.copy_once(tier.log)
-        if total == rolled:
-            break
-    assert total == rolled
+    assert rolled >= 6 and sum(sizes) > 4 * rate
+    start = time.milliseconds()
+    # one pass copies everything, waiting for the quota between segments (it used to stop at the quota)
+    assert tier.rlm.copy_once(tier.log) == rolled
+    elapsed = time.milliseconds() - start
     assert tier.log.highest_offset_in_remote_storage == _rolled_ends(tier.log)[-1]
+    assert tier.rlm.metrics()["FailedRemoteCopyRequestsPerSec"] == 0
+    assert waits and max(waits) <= QUOTA_WAIT_MS
+    # paced at the rate: at most rate x (elapsed + the 2 s window) bytes, plus the segment recorded last
+    assert (sum(sizes) - max(sizes)) * 1000 / rate - 2_000 <= elapsed <= sum(sizes) * 1000 / rate + 2_000
+
+
+def test_copy_quota_wait_ends_when_the_manager_closes(tmp_path: Path, tiers: list[Tier]) -> None:
+    import threading
+
+    tier = open_tier(tmp_path / "data", FlakyStore(), MockTime())
+    tiers.append(tier)
+    tier.rlm.config = RemoteLogManagerConfig(broker_id=7, remote_log_manager_copy_max_bytes_per_second=1)
+    _append(tier.log, 40)
+    assert len(_rolled_ends(tier.log)) >= 2
+    results: list[int] = []
+    thread = threading.Thread(target=lambda: results.append(tier.rlm.copy_once(tier.log)), daemon=True)
+    thread.start()
+    for _ in range(2_000):  # the first segment is copied, then the pass waits (1 B/s: for hours)
+        if tier.log.highest_offset_in_remote_storage >= 0:
+            break
+        thread.join(0.01)
+    assert tier.log.highest_offset_in_remote_storage == _rolled_ends(tier.log)[0]
+    assert thread.is_alive()
+    tier.rlm.close()
+    thread.join(10)
+    assert not thread.is_alive() and results == [1]
 
 
 def test_passes_on_other_threads_take_turns(tmp_path: Path, tiers: list[Tier]) -> None:

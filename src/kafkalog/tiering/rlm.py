@@ -24,8 +24,11 @@ Invariants owned here:
   byte ranges needed (one ranged GET per read in the common case) and return whole batches of that one
   segment; a segment that expiration deleted after the lookup reads as None (the Log's
   ``OffsetOutOfRangeError``), not as a storage failure.
-* **Copy quota.** ``remote.log.manager.copy.max.bytes.per.second`` bounds the bytes all partitions copy per
-  quota window; a pass that finds it reached stops before its next segment.
+* **Copy quota.** ``remote.log.manager.copy.max.bytes.per.second`` bounds the bytes all partitions copy
+  (:class:`~kafkalog.tiering.quota.RLMQuotaManager`). As Kafka's ``RLMCopyTask``, a pass waits before each
+  segment while the quota is exceeded (re-checking at least every :data:`QUOTA_WAIT_MS`), then records the
+  segment's bytes and copies it; the wait ends at once when the manager closes or the partition stops (the
+  pass then ends without copying), and a segment is never cut.
 
 It runs no threads: the manager schedules :meth:`RemoteLogManager.copy_once` / :meth:`RemoteLogManager.expire_once`
 every ``remote.log.manager.task.interval.ms``; the passes of one partition take its lock, so a copy, an
@@ -77,6 +80,7 @@ from kafkalog.tiered.aiven import epochs_in_range
 from kafkalog.tiered.view import is_within_lineage
 from kafkalog.tiering.config import RemoteLogManagerConfig
 from kafkalog.tiering.index_cache import RemoteIndexCache
+from kafkalog.tiering.quota import RLMQuotaManager
 from kafkalog.tiering.rlmm import TopicBasedRemoteLogMetadataManager
 from kafkalog.tiering.rsm import AivenRemoteStorageManager, LogSegmentData, RemoteStorageManager
 from kafkalog.time import SYSTEM_TIME, Time
@@ -101,6 +105,8 @@ METRIC_NAMES: Final = (
     "RemoteDeleteRequestsPerSec",
     "FailedRemoteDeleteRequestsPerSec",
 )
+#: Longest single wait of a copy pass for the copy quota before it checks again (Kafka's ``quotaTimeout``).
+QUOTA_WAIT_MS: Final = 1_000
 #: Bytes fetched at least per ranged read of a remote ``.log`` (a batch header plus some batches).
 _MIN_FETCH_BYTES: Final = 64 * 1024
 _I32 = struct.Struct(">i")
@@ -229,7 +235,10 @@ class RemoteLogManager:
         rlmm: TopicBasedRemoteLogMetadataManager,
         config: RemoteLogManagerConfig | None = None,
         time: Time | None = None,
+        quota_wait: Callable[[int], object] | None = None,
     ) -> None:
+        """``quota_wait(ms)`` is how a copy pass waits for the copy quota (default: up to ``ms`` or until
+        :meth:`close`; tests pass one advancing a mock clock)."""
         self.rsm = rsm
         self.rlmm = rlmm
         self.config = config or RemoteLogManagerConfig()
@@ -237,8 +246,18 @@ class RemoteLogManager:
         self.index_cache = RemoteIndexCache(rsm, self.config.remote_log_index_file_cache_total_size_bytes)
         self._partitions: dict[TopicPartition, _PartitionState] = {}
         self._lock = threading.Lock()
-        #: ``(time ms, bytes)`` of the copies inside the quota's window (every partition's)
-        self._copied: list[tuple[int, int]] = []
+        #: set by :meth:`close`: ends every quota wait at once
+        self._closing = threading.Event()
+        #: orders the quota check and record of concurrent passes (Kafka's ``copyQuotaManagerLock``)
+        self._quota_lock = threading.Lock()
+        self._quota_wait = quota_wait or (lambda ms: self._closing.wait(ms / 1000))
+        cfg = self.config
+        self.copy_quota = RLMQuotaManager(
+            cfg.remote_log_manager_copy_max_bytes_per_second,
+            cfg.remote_log_manager_copy_quota_window_num,
+            cfg.remote_log_manager_copy_quota_window_size_seconds,
+            self.time,
+        )
 
     def __repr__(self) -> str:
         return f"RemoteLogManager({self.rsm!r}, {len(self._partitions)} partitions)"
@@ -309,7 +328,9 @@ class RemoteLogManager:
             self.rlmm.on_stop_partitions({state.tip})
 
     def close(self) -> None:
-        """Forget every partition, the cached indexes, and close the RSM and the RLMM (not their Logs)."""
+        """Forget every partition, the cached indexes, and close the RSM and the RLMM (not their Logs); a copy
+        pass waiting for the copy quota ends at once."""
+        self._closing.set()
         with self._lock:
             self._partitions.clear()
         self.index_cache.clear()
@@ -460,9 +481,8 @@ class RemoteLogManager:
             from_offset = max(log.highest_offset_in_remote_storage + 1, log.local_log_start_offset)
             candidates = self.candidate_log_segments(log, from_offset)
             for seg, next_base in candidates:
-                if self._copy_throttled():
-                    _log.debug("Copy quota reached: %s resumes copying in the next pass", log.topic_partition)
-                    break
+                if not self._await_copy_quota(log, state, seg.size):
+                    break  # the manager closes or the partition stopped
                 self._copy_segment(log, state, seg, next_base)
                 copied += 1
         except Exception as exc:
@@ -472,21 +492,39 @@ class RemoteLogManager:
             self._update_lag(log, state)
         return copied
 
-    def _copy_throttled(self) -> bool:
-        """Kafka's copy quota (``remote.log.manager.copy.max.bytes.per.second`` over ``window.num`` windows of
-        ``window.size.seconds``): whether the bytes copied in the window already reach the quota's rate. A
-        pass stops there (Kafka's task waits instead); the next pass goes on."""
+    def _cancelled(self, log: Log, state: _PartitionState) -> bool:
+        """Kafka's ``isCancelled`` of a copy task: the manager closes or stopped managing the partition."""
+        return self._closing.is_set() or self._partitions.get(log.topic_partition) is not state
+
+    def _await_copy_quota(self, log: Log, state: _PartitionState, size: int) -> bool:
+        """Kafka's wait in ``copyLogSegmentsToRemote``: until the copy quota allows, then record ``size``
+        bytes (before the copy, as Kafka does). False, without recording, when the pass is cancelled."""
         cfg = self.config
-        window_ms = (
-            cfg.remote_log_manager_copy_quota_window_num
-            * cfg.remote_log_manager_copy_quota_window_size_seconds
-            * 1000
-        )
-        now = self.time.milliseconds()
-        with self._lock:
-            self._copied = [(t, n) for t, n in self._copied if t > now - window_ms]
-            copied = sum(n for _, n in self._copied)
-        return copied * 1000 >= cfg.remote_log_manager_copy_max_bytes_per_second * window_ms
+        quota = self.copy_quota
+        if (
+            quota.quota_bytes_per_second != cfg.remote_log_manager_copy_max_bytes_per_second
+            or quota.num_windows != cfg.remote_log_manager_copy_quota_window_num
+            or quota.window_size_ms != cfg.remote_log_manager_copy_quota_window_size_seconds * 1000
+        ):  # a changed config (Kafka's updateCopyQuota)
+            quota.update_quota(
+                cfg.remote_log_manager_copy_max_bytes_per_second,
+                cfg.remote_log_manager_copy_quota_window_num,
+                cfg.remote_log_manager_copy_quota_window_size_seconds,
+            )
+        while True:
+            if self._cancelled(log, state):
+                return False
+            with self._quota_lock:
+                throttle_ms = quota.get_throttle_time_ms()
+                if throttle_ms <= 0:
+                    quota.record(size)
+                    return True
+            _log.debug(
+                "Quota exceeded for copying log segments of %s, waiting %d ms for the quota to be available",
+                log.topic_partition,
+                throttle_ms,
+            )
+            self._quota_wait(min(throttle_ms, QUOTA_WAIT_MS))
 
     def _copy_segment(self, log: Log, state: _PartitionState, seg: LogSegment, next_base: int) -> None:
         end = next_base - 1
@@ -533,8 +571,6 @@ class RemoteLogManager:
         )
         log.update_highest_offset_in_remote_storage(end)
         self._count(state, "RemoteCopyBytesPerSec", seg.size)
-        with self._lock:
-            self._copied.append((self.time.milliseconds(), seg.size))
         _log.info(
             "Copied segment %d-%d of %s to remote storage as %s",
             seg.base_offset,
