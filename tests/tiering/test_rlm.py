@@ -479,6 +479,44 @@ def test_stop_partition_with_delete_removes_remote_data(tmp_path: Path, tiers: l
     assert list(again.list_remote_log_segments(tip)) == []
 
 
+def test_stop_partition_with_delete_while_storage_is_down_stops_and_deletes_later(
+    tmp_path: Path, tiers: list[Tier]
+) -> None:
+    from kafkalog.remote import RemotePartitionDeleteState
+    from kafkalog.tiering.rlm import topic_id_partition
+
+    store = FlakyStore()
+    tier = open_tier(tmp_path / "data", store, MockTime())
+    tiers.append(tier)
+    _append(tier.log, 60)
+    copied = tier.rlm.copy_once(tier.log)
+    assert copied > 0
+    tip = topic_id_partition(tier.log)
+    objects = store.keys()
+    store.down = True
+    tier.rlm.stop_partition(tier.log.topic_partition, delete=True)  # Kafka's: logged and counted, not raised
+    assert tier.rlm.pending_partition_deletes() == [tier.log.topic_partition]
+    with pytest.raises(RemoteStorageError):
+        tier.rlm.reader_for(tier.log)  # stopped all the same
+    assert tier.rlm.metrics()["FailedRemoteDeleteRequestsPerSec"] == 1
+    assert store.keys() == objects
+    # what it must delete is durable: every segment DELETE_SEGMENT_STARTED, the partition delete STARTED
+    rlmm = tier.rlm.rlmm
+    assert {m.state for m in rlmm.list_remote_log_segments(tip)} == {S.DELETE_SEGMENT_STARTED}
+    marked = rlmm.remote_partition_delete_metadata(tip)
+    assert marked is not None and marked.state is RemotePartitionDeleteState.DELETE_PARTITION_STARTED
+    assert tier.rlm.expire_once(tier.log) == 0  # the next expiration pass retries: still down
+    assert tier.rlm.pending_partition_deletes() == [tier.log.topic_partition]
+    store.down = False
+    assert tier.rlm.expire_once(tier.log) == 0  # (any log's pass) now it goes through
+    assert tier.rlm.pending_partition_deletes() == []
+    assert store.keys() == []
+    tier.meta.close()
+    again = TopicBasedRemoteLogMetadataManager(MetadataLogs(tmp_path / "data"), 3)
+    assert list(again.list_remote_log_segments(tip)) == []
+    assert again.remote_partition_delete_metadata(tip) is None  # DELETE_PARTITION_FINISHED
+
+
 @pytest.mark.parametrize("point", ["after-delete-started", "after-objects"])
 def test_crash_during_expiry_is_finished_on_restart(tmp_path: Path, point: str, tiers: list[Tier]) -> None:
     store = FlakyStore()
@@ -765,3 +803,26 @@ def test_passes_on_other_threads_take_turns(tmp_path: Path, tiers: list[Tier]) -
     on_a_thread(tier.rlm.cleanup_incomplete)
     on_a_thread(tier.rlm.expire_once)
     assert results[1] > 0
+
+
+def test_remote_metrics_are_meters_with_rates(tmp_path: Path, tiers: list[Tier]) -> None:
+    from kafkalog.meter import TICK_INTERVAL_MS
+
+    time = MockTime()
+    tier = open_tier(tmp_path / "data", FlakyStore(), time)
+    tiers.append(tier)
+    _append(tier.log, 60)
+    copied_bytes = sum(s.size for s in tier.log.segments[:-1])
+    assert tier.rlm.copy_once(tier.log) > 0
+    time.sleep(TICK_INTERVAL_MS)
+    meters = tier.rlm.meters()
+    copy = meters["RemoteCopyBytesPerSec"]
+    assert copy.count == copied_bytes
+    assert copy.one_minute_rate == pytest.approx(copied_bytes * 1000 / TICK_INTERVAL_MS)
+    assert copy.mean_rate > 0
+    assert tier.rlm.meters(tier.log.topic_partition)["RemoteCopyBytesPerSec"] == copy
+    assert tier.rlm.metrics()["RemoteCopyBytesPerSec"] == copied_bytes  # a meter's count
+    time.sleep(10 * 60_000)  # ten quiet minutes: the one-minute rate decays to nothing, the count stays
+    later = tier.rlm.meters()["RemoteCopyBytesPerSec"]
+    assert later.count == copied_bytes and later.one_minute_rate < copy.one_minute_rate * 1e-4
+    assert 0 < later.fifteen_minute_rate < copy.fifteen_minute_rate

@@ -52,6 +52,7 @@ from kafkalog.log.checkpoint import EpochEntry, leader_epoch_checkpoint
 from kafkalog.log.log import Log
 from kafkalog.log.names import TopicPartition
 from kafkalog.log.tiers import SEGMENT_DELETION, RemoteLogReader
+from kafkalog.meter import Meter, MeterSnapshot, combined
 from kafkalog.records import MemoryRecords
 from kafkalog.records.framing import (
     HEADER_SIZE_UP_TO_MAGIC,
@@ -85,19 +86,22 @@ from kafkalog.tiering.rlmm import TopicBasedRemoteLogMetadataManager
 from kafkalog.tiering.rsm import AivenRemoteStorageManager, LogSegmentData, RemoteStorageManager
 from kafkalog.time import SYSTEM_TIME, Time
 
-__all__ = ["METRIC_NAMES", "RemoteLogManager", "RemoteTierReader"]
+__all__ = [
+    "GAUGE_NAMES",
+    "METER_NAMES",
+    "METRIC_NAMES",
+    "QUOTA_WAIT_MS",
+    "RemoteLogManager",
+    "RemoteTierReader",
+]
 
 _log = logging.getLogger(__name__)
 
-#: Kafka's remote storage metric names (``kafka.server:type=BrokerTopicMetrics``); each value here is the
-#: meter's count (or the gauge's value) since the manager started.
-METRIC_NAMES: Final = (
+#: Kafka's remote storage meters (``kafka.server:type=BrokerTopicMetrics,name=...``): each a
+#: :class:`~kafkalog.meter.Meter` (count, mean and 1/5/15-minute rates), per partition and broker-wide.
+METER_NAMES: Final = (
     "RemoteCopyBytesPerSec",
     "RemoteFetchBytesPerSec",
-    "RemoteCopyLagBytes",
-    "RemoteCopyLagSegments",
-    "RemoteLogSizeBytes",
-    "RemoteLogMetadataCount",
     "RemoteCopyRequestsPerSec",
     "RemoteFetchRequestsPerSec",
     "FailedRemoteCopyRequestsPerSec",
@@ -105,6 +109,15 @@ METRIC_NAMES: Final = (
     "RemoteDeleteRequestsPerSec",
     "FailedRemoteDeleteRequestsPerSec",
 )
+#: Kafka's remote storage gauges (values as of the partition's last pass).
+GAUGE_NAMES: Final = (
+    "RemoteCopyLagBytes",
+    "RemoteCopyLagSegments",
+    "RemoteLogSizeBytes",
+    "RemoteLogMetadataCount",
+)
+#: Every remote storage metric name; :meth:`RemoteLogManager.metrics` gives a meter's count, a gauge's value.
+METRIC_NAMES: Final = (*METER_NAMES, *GAUGE_NAMES)
 #: Longest single wait of a copy pass for the copy quota before it checks again (Kafka's ``quotaTimeout``).
 QUOTA_WAIT_MS: Final = 1_000
 #: Bytes fetched at least per ranged read of a remote ``.log`` (a batch header plus some batches).
@@ -132,7 +145,8 @@ def _batch_header(buf: bytes | bytearray, pos: int, size_limit: int) -> tuple[in
 @dataclass
 class _PartitionState:
     tip: TopicIdPartition
-    metrics: dict[str, int] = field(default_factory=lambda: dict.fromkeys(METRIC_NAMES, 0))
+    meters: dict[str, Meter]
+    gauges: dict[str, int] = field(default_factory=lambda: dict.fromkeys(GAUGE_NAMES, 0))
     lock: threading.Lock = field(default_factory=threading.Lock)
     #: held by every pass (copy, expiration, cleanup): a partition's passes never interleave
     pass_lock: threading.RLock = field(default_factory=threading.RLock)
@@ -245,6 +259,10 @@ class RemoteLogManager:
         self.time = time or SYSTEM_TIME
         self.index_cache = RemoteIndexCache(rsm, self.config.remote_log_index_file_cache_total_size_bytes)
         self._partitions: dict[TopicPartition, _PartitionState] = {}
+        #: Kafka's all-topics meters (every partition's events, stopped partitions' included)
+        self._all_meters = {name: Meter(self.time) for name in METER_NAMES}
+        #: stopped partitions whose remote delete failed (retried by every expiration pass)
+        self._pending_deletes: dict[TopicPartition, _PartitionState] = {}
         self._lock = threading.Lock()
         #: set by :meth:`close`: ends every quota wait at once
         self._closing = threading.Event()
@@ -285,7 +303,7 @@ class RemoteLogManager:
         a crash left half done."""
         tip = topic_id_partition(log, topic_id)
         with self._lock:
-            self._partitions[log.topic_partition] = _PartitionState(tip)
+            self._partitions[log.topic_partition] = self._new_state(tip)
         self.rlmm.on_partition_leadership_changes({tip})
         highest = self.find_highest_remote_offset(log)
         if highest > log.highest_offset_in_remote_storage:
@@ -295,37 +313,109 @@ class RemoteLogManager:
 
     def stop_partition(self, tp: TopicPartition, delete: bool = False) -> None:
         """Stop managing ``tp``; with ``delete`` its remote segments and metadata go too (Kafka's
-        ``stopPartitions`` with ``deleteRemoteLog``)."""
+        ``stopPartitions`` with ``deleteRemoteLog``).
+
+        As Kafka's, a failure of the delete (storage down) never fails the stop: it is logged (one ERROR
+        line) and counted in ``FailedRemoteDeleteRequestsPerSec``, and the partition stops all the same. Its
+        segments are then marked DELETE_SEGMENT_STARTED in ``__remote_log_metadata`` (Kafka's first step), and
+        the delete is retried by :meth:`retry_partition_deletes` (run at the start of every expiration pass)
+        until storage answers, so it leaves no orphan behind."""
         with self._lock:
             state = self._partitions.pop(tp, None)
         if state is None:
             return
         if delete:
-            tip = state.tip
-            now = self.time.milliseconds()
-            broker = self.config.broker_id
-            self.rlmm.put_remote_partition_delete_metadata(
-                RemotePartitionDeleteMetadata(
-                    tip, RemotePartitionDeleteState.DELETE_PARTITION_MARKED, now, broker
+            with state.pass_lock:  # a running pass of the partition ends first (it sees it is stopped)
+                try:
+                    self._delete_remote_partition(state)
+                except Exception as exc:
+                    self._count(state, "FailedRemoteDeleteRequestsPerSec")
+                    with self._lock:
+                        self._pending_deletes[tp] = state
+                    _log.error(
+                        "Error while stopping the partition %s: deleting its remote log failed, retrying in the "
+                        "next expiration pass: %s",
+                        tp,
+                        exc,
+                    )
+                    return
+        self.rlmm.on_stop_partitions({state.tip})
+
+    def _delete_remote_partition(self, state: _PartitionState) -> None:
+        """Kafka's ``deleteRemoteLogPartition``: DELETE_PARTITION_MARKED/STARTED, every segment
+        DELETE_SEGMENT_STARTED, the RSM's deletes, every segment DELETE_SEGMENT_FINISHED, then
+        DELETE_PARTITION_FINISHED. Repeating it after a failure finishes what the failed one began."""
+        tip = state.tip
+        broker = self.config.broker_id
+        marked = self.rlmm.remote_partition_delete_metadata(tip)
+        if marked is None or marked.state is not RemotePartitionDeleteState.DELETE_PARTITION_STARTED:
+            for step in (
+                RemotePartitionDeleteState.DELETE_PARTITION_MARKED,
+                RemotePartitionDeleteState.DELETE_PARTITION_STARTED,
+            ):
+                self.rlmm.put_remote_partition_delete_metadata(
+                    RemotePartitionDeleteMetadata(tip, step, self.time.milliseconds(), broker)
                 )
-            )
-            self.rlmm.put_remote_partition_delete_metadata(
-                RemotePartitionDeleteMetadata(
-                    tip, RemotePartitionDeleteState.DELETE_PARTITION_STARTED, now, broker
+        segments = list(self.rlmm.list_remote_log_segments(tip))
+        for md in segments:
+            if md.state is not RemoteLogSegmentState.DELETE_SEGMENT_STARTED:
+                self.rlmm.update_remote_log_segment_metadata(
+                    RemoteLogSegmentMetadataUpdate(
+                        md.remote_log_segment_id,
+                        self.time.milliseconds(),
+                        md.custom_metadata,
+                        RemoteLogSegmentState.DELETE_SEGMENT_STARTED,
+                        broker,
+                    )
                 )
-            )
-            for md in list(self.rlmm.list_remote_log_segments(tip)):
-                self._delete_segment(state, md)
-            self.rlmm.put_remote_partition_delete_metadata(
-                RemotePartitionDeleteMetadata(
-                    tip,
-                    RemotePartitionDeleteState.DELETE_PARTITION_FINISHED,
+        for md in segments:
+            self._count(state, "RemoteDeleteRequestsPerSec")
+            self.index_cache.remove(md.remote_log_segment_id.id)
+            self.rsm.delete_log_segment_data(md)
+        for md in segments:
+            self.rlmm.update_remote_log_segment_metadata(
+                RemoteLogSegmentMetadataUpdate(
+                    md.remote_log_segment_id,
                     self.time.milliseconds(),
+                    md.custom_metadata,
+                    RemoteLogSegmentState.DELETE_SEGMENT_FINISHED,
                     broker,
                 )
             )
-        else:
+        self.rlmm.put_remote_partition_delete_metadata(
+            RemotePartitionDeleteMetadata(
+                tip, RemotePartitionDeleteState.DELETE_PARTITION_FINISHED, self.time.milliseconds(), broker
+            )
+        )
+
+    def pending_partition_deletes(self) -> list[TopicPartition]:
+        """Stopped partitions whose remote delete failed and is still to be retried."""
+        with self._lock:
+            return sorted(self._pending_deletes)
+
+    def retry_partition_deletes(self) -> int:
+        """Retry the remote deletes of stopped partitions that failed (see :meth:`stop_partition`); returns how
+        many finished (never raises)."""
+        with self._lock:
+            pending = list(self._pending_deletes.items())
+        done = 0
+        for tp, state in pending:
+            with state.pass_lock:
+                try:
+                    self._delete_remote_partition(state)
+                except Exception as exc:
+                    self._count(state, "FailedRemoteDeleteRequestsPerSec")
+                    _log.warning(
+                        "Failed to delete the remote log of stopped partition %s, retrying: %s", tp, exc
+                    )
+                    continue
+            with self._lock:
+                if self._pending_deletes.get(tp) is state:
+                    del self._pending_deletes[tp]
             self.rlmm.on_stop_partitions({state.tip})
+            _log.info("Deleted the remote log of stopped partition %s", tp)
+            done += 1
+        return done
 
     def close(self) -> None:
         """Forget every partition, the cached indexes, and close the RSM and the RLMM (not their Logs); a copy
@@ -348,27 +438,48 @@ class RemoteLogManager:
         self._state(log)
         return RemoteTierReader(self, log)
 
-    def metrics(self, tp: TopicPartition | None = None) -> dict[str, int]:
-        """Kafka's remote metrics of one partition, or summed over all (see :data:`METRIC_NAMES`)."""
+    def _new_state(self, tip: TopicIdPartition) -> _PartitionState:
+        return _PartitionState(tip, {name: Meter(self.time) for name in METER_NAMES})
+
+    def _states(self, tp: TopicPartition | None) -> list[_PartitionState]:
         with self._lock:
-            states = (
-                [self._partitions[tp]]
-                if tp is not None and tp in self._partitions
-                else (list(self._partitions.values()) if tp is None else [])
-            )
-        out = dict.fromkeys(METRIC_NAMES, 0)
-        for state in states:
-            for k, v in state.metrics.items():
-                out[k] += v
+            if tp is None:
+                return list(self._partitions.values())
+            return [self._partitions[tp]] if tp in self._partitions else []
+
+    def meters(self, tp: TopicPartition | None = None) -> dict[str, MeterSnapshot]:
+        """Kafka's remote meters (:data:`METER_NAMES`) now: of one managed partition (zero if it is not), or
+        broker-wide (Kafka's all-topics meters: every partition since the manager started, stopped ones
+        included)."""
+        if tp is None:
+            return {name: meter.snapshot() for name, meter in self._all_meters.items()}
+        states = self._states(tp)
+        return {name: combined(st.meters[name].snapshot() for st in states) for name in METER_NAMES}
+
+    def metrics(self, tp: TopicPartition | None = None) -> dict[str, int]:
+        """Every remote metric of :data:`METRIC_NAMES` as one number: a meter's count (see :meth:`meters` for
+        its rates) and a gauge's value, of one partition or broker-wide (gauges summed over the managed
+        partitions)."""
+        out = {name: snap.count for name, snap in self.meters(tp).items()}
+        out.update(self.gauges(tp))
+        return out
+
+    def gauges(self, tp: TopicPartition | None = None) -> dict[str, int]:
+        """Kafka's remote gauges (:data:`GAUGE_NAMES`) of one partition, or summed over the managed ones."""
+        out = dict.fromkeys(GAUGE_NAMES, 0)
+        for state in self._states(tp):
+            with state.lock:
+                for k, v in state.gauges.items():
+                    out[k] += v
         return out
 
     def _count(self, state: _PartitionState, name: str, n: int = 1) -> None:
-        with state.lock:
-            state.metrics[name] += n
+        state.meters[name].mark(n)
+        self._all_meters[name].mark(n)
 
     def _set(self, state: _PartitionState, name: str, value: int) -> None:
         with state.lock:
-            state.metrics[name] = value
+            state.gauges[name] = value
 
     # --- offsets ------------------------------------------------------------------------------------------
     def find_highest_remote_offset(self, log: Log) -> int:
@@ -599,6 +710,8 @@ class RemoteLogManager:
     def expire_once(self, log: Log) -> int:
         """One pass of Kafka's ``RLMExpirationTask``; returns how many remote segments were deleted (never
         raises)."""
+        if self._pending_deletes:
+            self.retry_partition_deletes()
         state = self._partitions.get(log.topic_partition)
         if state is None or not log.remote_log_enabled:
             return 0
