@@ -826,3 +826,26 @@ def test_remote_metrics_are_meters_with_rates(tmp_path: Path, tiers: list[Tier])
     later = tier.rlm.meters()["RemoteCopyBytesPerSec"]
     assert later.count == copied_bytes and later.one_minute_rate < copy.one_minute_rate * 1e-4
     assert 0 < later.fifteen_minute_rate < copy.fifteen_minute_rate
+
+
+def test_remote_meters_render_for_prometheus_as_kafkas_jmx_attributes(
+    tmp_path: Path, tiers: list[Tier]
+) -> None:
+    prometheus_client = pytest.importorskip("prometheus_client")
+    from kafkalog.meter import TICK_INTERVAL_MS
+    from kafkalog.metrics import register_remote_prometheus
+
+    time = MockTime()
+    tier = open_tier(tmp_path / "data", FlakyStore(), time)
+    tiers.append(tier)
+    _append(tier.log, 60)
+    assert tier.rlm.copy_once(tier.log) > 0
+    time.sleep(TICK_INTERVAL_MS)
+    registry = prometheus_client.CollectorRegistry()
+    register_remote_prometheus(tier.rlm, registry)
+    text = prometheus_client.generate_latest(registry).decode()
+    copy = tier.rlm.meters(tier.log.topic_partition)["RemoteCopyBytesPerSec"]
+    labels = '{partition="0",topic="orders"}'
+    assert f"kafka_server_brokertopicmetrics_remotecopybytespersec_count{labels} {float(copy.count)}" in text
+    assert f"kafka_server_brokertopicmetrics_remotecopybytespersec_oneminuterate{labels} " in text
+    assert f"kafka_server_brokertopicmetrics_remotecopylagsegments{labels} 0.0" in text

@@ -441,6 +441,11 @@ class RemoteLogManager:
     def _new_state(self, tip: TopicIdPartition) -> _PartitionState:
         return _PartitionState(tip, {name: Meter(self.time) for name in METER_NAMES})
 
+    def partitions(self) -> list[TopicPartition]:
+        """The partitions the manager manages now, sorted."""
+        with self._lock:
+            return sorted(self._partitions)
+
     def _states(self, tp: TopicPartition | None) -> list[_PartitionState]:
         with self._lock:
             if tp is None:
