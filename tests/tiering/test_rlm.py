@@ -849,3 +849,35 @@ def test_remote_meters_render_for_prometheus_as_kafkas_jmx_attributes(
     assert f"kafka_server_brokertopicmetrics_remotecopybytespersec_count{labels} {float(copy.count)}" in text
     assert f"kafka_server_brokertopicmetrics_remotecopybytespersec_oneminuterate{labels} " in text
     assert f"kafka_server_brokertopicmetrics_remotecopylagsegments{labels} 0.0" in text
+
+
+def test_retention_bytes_never_deletes_a_later_epochs_segment_before_an_earlier_kept_one(
+    tmp_path: Path, tiers: list[Tier]
+) -> None:
+    from kafkalog.tiering.rlm import topic_id_partition
+
+    tier = open_tier(tmp_path / "data", FlakyStore(), MockTime())
+    tiers.append(tier)
+    tier.log.append([SimpleRecord(b"x" * 930, None, 1_000)], leader_epoch=0)  # epoch 0: one big segment
+    tier.log.roll()
+    _append(tier.log, 60, start=1, epoch=1)
+    tier.rlm.copy_once(tier.log)
+    tip = topic_id_partition(tier.log)
+    segs = sorted(tier.rlm.rlmm.list_remote_log_segments(tip), key=lambda m: m.start_offset)
+    first_of_epoch_1 = next(m for m in segs if m.segment_leader_epochs[0][0] == 1)
+    assert (
+        segs[0].segment_leader_epochs[0][0] == 0
+        and first_of_epoch_1.segment_size_in_bytes < segs[0].segment_size_in_bytes
+    )
+    total = sum(m.segment_size_in_bytes for m in segs) + tier.log.segments[-1].size
+    # over the limit by less than the oldest segment but by at least the first segment of epoch 1: Kafka keeps
+    # the oldest and stops there (it deleted the epoch-1 segment, leaving a hole between the tiers' segments)
+    excess = (
+        first_of_epoch_1.segment_size_in_bytes
+        + (segs[0].segment_size_in_bytes - first_of_epoch_1.segment_size_in_bytes) // 2
+    )
+    tier.log.update_config({"retention.bytes": total - excess})
+    assert tier.rlm.expire_once(tier.log) == 0
+    after = sorted(tier.rlm.rlmm.list_remote_log_segments(tip), key=lambda m: m.start_offset)
+    assert [m.start_offset for m in after] == [m.start_offset for m in segs]
+    assert tier.log.log_start_offset == 0

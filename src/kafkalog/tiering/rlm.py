@@ -769,8 +769,10 @@ class RemoteLogManager:
         to_delete: list[RemoteLogSegmentMetadata] = []
         chosen: set[Uuid] = set()
         new_start: int | None = None
+        can_process = True  # Kafka's: the first valid segment kept ends the walk of every later epoch too
         for epoch in sorted(lineage):
-            can_process = True
+            if not can_process:
+                break
             for md in self.rlmm.list_remote_log_segments(tip, epoch):
                 if not can_process:
                     break
