@@ -18,7 +18,11 @@ Invariants owned here:
   deleted), then deletes the segments as above: Kafka's order.
 * **Failures.** A pass never raises to its scheduler and never takes the log dir offline: a storage failure
   stops the pass with one log line and the ``FailedRemoteCopyRequestsPerSec`` (or delete) metric, and the
-  next pass retries. Reads raise :class:`~kafkalog.errors.RemoteStorageError` to their caller.
+  next pass retries. Reads raise :class:`~kafkalog.errors.RemoteStorageError` to their caller. Nor does
+  :meth:`RemoteLogManager.stop_partition` with ``delete`` (Kafka's ``stopPartitions``): the partition stops,
+  its segments are DELETE_SEGMENT_STARTED first, and every expiration pass retries the delete until done.
+* **Metrics** are Kafka's: meters (:class:`~kafkalog.meter.Meter`: count and rates) for the ``*PerSec`` names,
+  per partition and broker-wide, and gauges set by each pass.
 * **Reads** (:class:`RemoteTierReader`) find the segment by the leader-epoch lineage and offset, position
   through the remote offset index (:class:`~kafkalog.tiering.index_cache.RemoteIndexCache`), fetch only the
   byte ranges needed (one ranged GET per read in the common case) and return whole batches of that one
