@@ -314,3 +314,23 @@ def test_obstore_put_stream_hands_obstore_part_sized_buffers() -> None:
     big = [b"b" * 5_000, b"c" * 10]
     parts = list(_parts(iter(big), 1_000))
     assert parts[0] is big[0] and parts[1] == big[1]  # a chunk already part-sized is not copied
+
+
+def test_local_put_is_durable_when_it_returns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    s = LocalFileStore(str(tmp_path))
+    s.put("tier/t-0/seg.log", b"a" * 10 + b"b" * 10)
+    # the data (its temporary name, before the rename) and then the directory holding the new name
+    assert len(synced) == 2
+    assert os.path.dirname(synced[0]) == str(tmp_path / "tier" / "t-0") and synced[0].endswith(".tmp")
+    assert synced[1] == str(tmp_path / "tier" / "t-0")
+    assert s.get("tier/t-0/seg.log") == b"a" * 10 + b"b" * 10
