@@ -609,7 +609,8 @@ class RemoteLogManager:
             self._failed(state, "FailedRemoteCopyRequestsPerSec", "copy log segments of", log, exc)
         finally:
             state.pass_lock.release()
-            self._update_lag(log, state)
+            if not self._cancelled(log, state):  # (a closed manager's metadata is not replayed again)
+                self._update_lag(log, state)
         return copied
 
     def _cancelled(self, log: Log, state: _PartitionState) -> bool:
