@@ -9,6 +9,12 @@ they are at that moment; a log that is offline or closed is skipped rather than 
 In process: :func:`snapshot` returns ``{(topic, partition): {"num_log_segments": .., ...}}``.
 Prometheus (optional extra ``kafkalog[metrics]``): ``register_prometheus(manager)`` adds a collector to
 ``prometheus_client``'s registry; serve it with ``prometheus_client.start_http_server(port)``.
+
+The remote tier's metrics (``register_remote_prometheus(remote_log_manager)``) are Kafka's
+``kafka.server:type=BrokerTopicMetrics`` ones of each managed partition: a meter (``*PerSec``) renders one
+series per JMX attribute, ``kafka_server_brokertopicmetrics_<name>_count`` / ``_meanrate`` /
+``_oneminuterate`` / ``_fiveminuterate`` / ``_fifteenminuterate``, a gauge one
+``kafka_server_brokertopicmetrics_<name>`` (names lower-cased; labels ``topic`` and ``partition``).
 """
 
 from __future__ import annotations
@@ -22,8 +28,9 @@ from kafkalog.log.names import TopicPartition
 if TYPE_CHECKING:
     from kafkalog.log.log import Log
     from kafkalog.manager import LogManager
+    from kafkalog.tiering import RemoteLogManager
 
-__all__ = ["METRICS", "register_prometheus", "snapshot"]
+__all__ = ["METRICS", "register_prometheus", "register_remote_prometheus", "snapshot"]
 
 #: (key in Log.metrics, Kafka MBean name, help text)
 METRICS: tuple[tuple[str, str, str], ...] = (
@@ -88,5 +95,55 @@ def register_prometheus(
             "the Prometheus exporter needs prometheus-client: pip install 'kafkalog[metrics]'"
         ) from exc
     collector = _Collector(_source(target))
+    (registry if registry is not None else REGISTRY).register(collector)
+    return collector
+
+
+class _RemoteCollector:
+    def __init__(self, rlm: RemoteLogManager) -> None:
+        self._rlm = rlm
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        from kafkalog.meter import METER_ATTRIBUTES
+        from kafkalog.tiering.rlm import GAUGE_NAMES, METER_NAMES
+
+        rows = []
+        for tp in self._rlm.partitions():
+            labels = [tp.topic, str(tp.partition)]
+            rows.append((labels, self._rlm.meters(tp), self._rlm.gauges(tp)))
+        prefix = "kafka_server_brokertopicmetrics_"
+        for name in METER_NAMES:
+            for attribute in METER_ATTRIBUTES:
+                family = GaugeMetricFamily(
+                    f"{prefix}{name.lower()}_{attribute.lower()}",
+                    f"{name} ({attribute}) of the partition's remote storage",
+                    labels=["topic", "partition"],
+                )
+                for labels, meters, _ in rows:
+                    family.add_metric(labels, float(meters[name].attributes()[attribute]))
+                yield family
+        for name in GAUGE_NAMES:
+            family = GaugeMetricFamily(
+                f"{prefix}{name.lower()}",
+                f"{name} of the partition's remote storage",
+                labels=["topic", "partition"],
+            )
+            for labels, _, gauges in rows:
+                family.add_metric(labels, float(gauges[name]))
+            yield family
+
+
+def register_remote_prometheus(rlm: RemoteLogManager, registry: Any = None) -> Any:
+    """Register a collector of ``rlm``'s remote storage meters and gauges (see the module docstring) with
+    ``registry`` (prometheus_client's default one if None); returns the collector. Needs ``prometheus-client``."""
+    try:
+        from prometheus_client import REGISTRY
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "the Prometheus exporter needs prometheus-client: pip install 'kafkalog[metrics]'"
+        ) from exc
+    collector = _RemoteCollector(rlm)
     (registry if registry is not None else REGISTRY).register(collector)
     return collector

@@ -228,3 +228,25 @@ def test_a_forked_child_gets_a_typed_error_instead_of_hanging(s3_server: S3Serve
         return False
 
     assert in_forked_child(child, timeout=20) == 0  # -1 would be the old hang
+
+
+def test_put_stream_is_a_multipart_upload_that_appears_whole_or_not_at_all(
+    s3_server: S3Server, bucket: str
+) -> None:
+    from kafkalog.objstore.store import PUT_PART_SIZE
+
+    store = s3_server.open(f"s3://{bucket}/streams")
+    chunks = [bytes([i]) * (3 * 1024 * 1024 + 17) for i in range(7)]  # about 2.6 parts: three uploaded parts
+    assert sum(map(len, chunks)) > 2 * PUT_PART_SIZE
+    store.put_stream("big", iter(chunks))
+    assert store.head("big").size == sum(map(len, chunks))
+    assert store.get("big") == b"".join(chunks)
+
+    def failing() -> Iterator[bytes]:
+        yield from chunks[:4]  # more than a part has gone up when the source fails
+        raise RemoteStorageError("cannot read the segment to copy it")
+
+    with pytest.raises(RemoteStorageError, match="cannot read the segment"):
+        store.put_stream("torn", failing())
+    with pytest.raises(RemoteResourceNotFoundError):
+        store.head("torn")

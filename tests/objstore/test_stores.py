@@ -283,3 +283,54 @@ def test_obstore_in_a_forked_child_is_a_typed_error_not_a_hang() -> None:
         return False
 
     assert in_forked_child(child) == 0  # a clear error, where the request used to wait forever
+
+
+def test_put_stream_writes_the_chunks_as_one_object_or_nothing(store: ObjectStore) -> None:
+    from kafkalog.objstore.store import PUT_PART_SIZE
+
+    chunks = [bytes([i]) * 3_000_001 for i in range(7)]  # several parts of a multipart upload, odd sizes
+    store.put_stream("s/big", iter(chunks))
+    assert store.get("s/big") == b"".join(chunks)
+    assert sum(map(len, chunks)) > 2 * PUT_PART_SIZE
+    store.put_stream("s/empty", iter(()))
+    assert store.get("s/empty") == b""
+
+    def failing() -> Iterator[bytes]:
+        yield b"half"
+        raise RemoteStorageError("cannot read the segment to copy it")
+
+    with pytest.raises(RemoteStorageError, match="cannot read the segment"):
+        store.put_stream("s/torn", failing())
+    with pytest.raises(RemoteResourceNotFoundError):
+        store.get("s/torn")  # a failed stream leaves no object behind
+    assert store.get("s/big") == b"".join(chunks)
+
+
+def test_obstore_put_stream_hands_obstore_part_sized_buffers() -> None:
+    from kafkalog.objstore.cloud import _parts
+
+    small = [b"a" * 100] * 25
+    assert [len(p) for p in _parts(iter(small), 1_000)] == [1_000, 1_000, 500]
+    big = [b"b" * 5_000, b"c" * 10]
+    parts = list(_parts(iter(big), 1_000))
+    assert parts[0] is big[0] and parts[1] == big[1]  # a chunk already part-sized is not copied
+
+
+def test_local_put_is_durable_when_it_returns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    s = LocalFileStore(str(tmp_path))
+    s.put("tier/t-0/seg.log", b"a" * 10 + b"b" * 10)
+    # the data (its temporary name, before the rename) and then the directory holding the new name
+    assert len(synced) == 2
+    assert os.path.dirname(synced[0]) == str(tmp_path / "tier" / "t-0") and synced[0].endswith(".tmp")
+    assert synced[1] == str(tmp_path / "tier" / "t-0")
+    assert s.get("tier/t-0/seg.log") == b"a" * 10 + b"b" * 10

@@ -20,6 +20,7 @@ from kafkalog.records import ControlRecordType, MemoryRecords, SimpleRecord
 from kafkalog.remote import RemoteLogSegmentMetadata, RemoteLogSegmentState
 from kafkalog.storage.txn_index import AbortedTxn
 from kafkalog.tiering import (
+    QUOTA_WAIT_MS,
     AivenRemoteStorageManager,
     LogSegmentData,
     RemoteLogManager,
@@ -106,6 +107,7 @@ def open_tier(
     rsm_factory: Callable[[FlakyStore], AivenRemoteStorageManager] | None = None,
     rlmm_class: type[TopicBasedRemoteLogMetadataManager] = TopicBasedRemoteLogMetadataManager,
     log_start_offset: int = 0,
+    quota_wait: Callable[[int], object] | None = None,
 ) -> Tier:
     meta = MetadataLogs(data_dir)
     log = Log.open(
@@ -119,7 +121,7 @@ def open_tier(
     log.hw_follows_leo = True
     rsm = (rsm_factory or (lambda s: AivenRemoteStorageManager(s, RsmConfig(chunk_size=512))))(store)
     rlmm = rlmm_class(meta, 3)
-    rlm = RemoteLogManager(rsm, rlmm, RemoteLogManagerConfig(broker_id=7), time)
+    rlm = RemoteLogManager(rsm, rlmm, RemoteLogManagerConfig(broker_id=7), time, quota_wait)
     rlm.start_partition(log)
     log.set_remote_log_reader(rlm.reader_for(log))
     return Tier(data_dir, store, time, meta, log, rlm)
@@ -477,6 +479,44 @@ def test_stop_partition_with_delete_removes_remote_data(tmp_path: Path, tiers: l
     assert list(again.list_remote_log_segments(tip)) == []
 
 
+def test_stop_partition_with_delete_while_storage_is_down_stops_and_deletes_later(
+    tmp_path: Path, tiers: list[Tier]
+) -> None:
+    from kafkalog.remote import RemotePartitionDeleteState
+    from kafkalog.tiering.rlm import topic_id_partition
+
+    store = FlakyStore()
+    tier = open_tier(tmp_path / "data", store, MockTime())
+    tiers.append(tier)
+    _append(tier.log, 60)
+    copied = tier.rlm.copy_once(tier.log)
+    assert copied > 0
+    tip = topic_id_partition(tier.log)
+    objects = store.keys()
+    store.down = True
+    tier.rlm.stop_partition(tier.log.topic_partition, delete=True)  # Kafka's: logged and counted, not raised
+    assert tier.rlm.pending_partition_deletes() == [tier.log.topic_partition]
+    with pytest.raises(RemoteStorageError):
+        tier.rlm.reader_for(tier.log)  # stopped all the same
+    assert tier.rlm.metrics()["FailedRemoteDeleteRequestsPerSec"] == 1
+    assert store.keys() == objects
+    # what it must delete is durable: every segment DELETE_SEGMENT_STARTED, the partition delete STARTED
+    rlmm = tier.rlm.rlmm
+    assert {m.state for m in rlmm.list_remote_log_segments(tip)} == {S.DELETE_SEGMENT_STARTED}
+    marked = rlmm.remote_partition_delete_metadata(tip)
+    assert marked is not None and marked.state is RemotePartitionDeleteState.DELETE_PARTITION_STARTED
+    assert tier.rlm.expire_once(tier.log) == 0  # the next expiration pass retries: still down
+    assert tier.rlm.pending_partition_deletes() == [tier.log.topic_partition]
+    store.down = False
+    assert tier.rlm.expire_once(tier.log) == 0  # (any log's pass) now it goes through
+    assert tier.rlm.pending_partition_deletes() == []
+    assert store.keys() == []
+    tier.meta.close()
+    again = TopicBasedRemoteLogMetadataManager(MetadataLogs(tmp_path / "data"), 3)
+    assert list(again.list_remote_log_segments(tip)) == []
+    assert again.remote_partition_delete_metadata(tip) is None  # DELETE_PARTITION_FINISHED
+
+
 @pytest.mark.parametrize("point", ["after-delete-started", "after-objects"])
 def test_crash_during_expiry_is_finished_on_restart(tmp_path: Path, point: str, tiers: list[Tier]) -> None:
     store = FlakyStore()
@@ -690,9 +730,15 @@ def test_the_index_cache_is_bounded_in_bytes(tmp_path: Path, tiers: list[Tier]) 
     assert len(cache) == 1
 
 
-def test_copy_quota_spreads_copies_over_passes(tmp_path: Path, tiers: list[Tier]) -> None:
+def test_copy_quota_waits_within_the_pass_as_kafka(tmp_path: Path, tiers: list[Tier]) -> None:
     time = MockTime()
-    tier = open_tier(tmp_path / "data", FlakyStore(), time)
+    waits: list[int] = []
+
+    def wait(ms: int) -> None:
+        waits.append(ms)
+        time.sleep(ms)
+
+    tier = open_tier(tmp_path / "data", FlakyStore(), time, quota_wait=wait)
     tiers.append(tier)
     rate = 1000
     tier.rlm.config = RemoteLogManagerConfig(
@@ -703,21 +749,39 @@ def test_copy_quota_spreads_copies_over_passes(tmp_path: Path, tiers: list[Tier]
     )
     _append(tier.log, 120)
     rolled = len(_rolled_ends(tier.log))
-    assert rolled >= 6
     sizes = [s.size for s in tier.log.segments[:-1]]
-    first = tier.rlm.copy_once(tier.log)
-    # copies go on until the window's bytes reach rate x 2 s
-    assert first == next(i + 1 for i in range(rolled) if sum(sizes[: i + 1]) >= 2 * rate)
-    assert tier.rlm.copy_once(tier.log) == 0  # same window: throttled, nothing raised, nothing failed
-    assert tier.rlm.metrics()["FailedRemoteCopyRequestsPerSec"] == 0
-    total = first
-    for _ in range(rolled):
-        time.sleep(2_001)
-        total += tier.rlm.copy_once(tier.log)
-        if total == rolled:
-            break
-    assert total == rolled
+    assert rolled >= 6 and sum(sizes) > 4 * rate
+    start = time.milliseconds()
+    # one pass copies everything, waiting for the quota between segments (it used to stop at the quota)
+    assert tier.rlm.copy_once(tier.log) == rolled
+    elapsed = time.milliseconds() - start
     assert tier.log.highest_offset_in_remote_storage == _rolled_ends(tier.log)[-1]
+    assert tier.rlm.metrics()["FailedRemoteCopyRequestsPerSec"] == 0
+    assert waits and max(waits) <= QUOTA_WAIT_MS
+    # paced at the rate: at most rate x (elapsed + the 2 s window) bytes, plus the segment recorded last
+    assert (sum(sizes) - max(sizes)) * 1000 / rate - 2_000 <= elapsed <= sum(sizes) * 1000 / rate + 2_000
+
+
+def test_copy_quota_wait_ends_when_the_manager_closes(tmp_path: Path, tiers: list[Tier]) -> None:
+    import threading
+
+    tier = open_tier(tmp_path / "data", FlakyStore(), MockTime())
+    tiers.append(tier)
+    tier.rlm.config = RemoteLogManagerConfig(broker_id=7, remote_log_manager_copy_max_bytes_per_second=1)
+    _append(tier.log, 40)
+    assert len(_rolled_ends(tier.log)) >= 2
+    results: list[int] = []
+    thread = threading.Thread(target=lambda: results.append(tier.rlm.copy_once(tier.log)), daemon=True)
+    thread.start()
+    for _ in range(2_000):  # the first segment is copied, then the pass waits (1 B/s: for hours)
+        if tier.log.highest_offset_in_remote_storage >= 0:
+            break
+        thread.join(0.01)
+    assert tier.log.highest_offset_in_remote_storage == _rolled_ends(tier.log)[0]
+    assert thread.is_alive()
+    tier.rlm.close()
+    thread.join(10)
+    assert not thread.is_alive() and results == [1]
 
 
 def test_passes_on_other_threads_take_turns(tmp_path: Path, tiers: list[Tier]) -> None:
@@ -739,3 +803,81 @@ def test_passes_on_other_threads_take_turns(tmp_path: Path, tiers: list[Tier]) -
     on_a_thread(tier.rlm.cleanup_incomplete)
     on_a_thread(tier.rlm.expire_once)
     assert results[1] > 0
+
+
+def test_remote_metrics_are_meters_with_rates(tmp_path: Path, tiers: list[Tier]) -> None:
+    from kafkalog.meter import TICK_INTERVAL_MS
+
+    time = MockTime()
+    tier = open_tier(tmp_path / "data", FlakyStore(), time)
+    tiers.append(tier)
+    _append(tier.log, 60)
+    copied_bytes = sum(s.size for s in tier.log.segments[:-1])
+    assert tier.rlm.copy_once(tier.log) > 0
+    time.sleep(TICK_INTERVAL_MS)
+    meters = tier.rlm.meters()
+    copy = meters["RemoteCopyBytesPerSec"]
+    assert copy.count == copied_bytes
+    assert copy.one_minute_rate == pytest.approx(copied_bytes * 1000 / TICK_INTERVAL_MS)
+    assert copy.mean_rate > 0
+    assert tier.rlm.meters(tier.log.topic_partition)["RemoteCopyBytesPerSec"] == copy
+    assert tier.rlm.metrics()["RemoteCopyBytesPerSec"] == copied_bytes  # a meter's count
+    time.sleep(10 * 60_000)  # ten quiet minutes: the one-minute rate decays to nothing, the count stays
+    later = tier.rlm.meters()["RemoteCopyBytesPerSec"]
+    assert later.count == copied_bytes and later.one_minute_rate < copy.one_minute_rate * 1e-4
+    assert 0 < later.fifteen_minute_rate < copy.fifteen_minute_rate
+
+
+def test_remote_meters_render_for_prometheus_as_kafkas_jmx_attributes(
+    tmp_path: Path, tiers: list[Tier]
+) -> None:
+    prometheus_client = pytest.importorskip("prometheus_client")
+    from kafkalog.meter import TICK_INTERVAL_MS
+    from kafkalog.metrics import register_remote_prometheus
+
+    time = MockTime()
+    tier = open_tier(tmp_path / "data", FlakyStore(), time)
+    tiers.append(tier)
+    _append(tier.log, 60)
+    assert tier.rlm.copy_once(tier.log) > 0
+    time.sleep(TICK_INTERVAL_MS)
+    registry = prometheus_client.CollectorRegistry()
+    register_remote_prometheus(tier.rlm, registry)
+    text = prometheus_client.generate_latest(registry).decode()
+    copy = tier.rlm.meters(tier.log.topic_partition)["RemoteCopyBytesPerSec"]
+    labels = '{partition="0",topic="orders"}'
+    assert f"kafka_server_brokertopicmetrics_remotecopybytespersec_count{labels} {float(copy.count)}" in text
+    assert f"kafka_server_brokertopicmetrics_remotecopybytespersec_oneminuterate{labels} " in text
+    assert f"kafka_server_brokertopicmetrics_remotecopylagsegments{labels} 0.0" in text
+
+
+def test_retention_bytes_never_deletes_a_later_epochs_segment_before_an_earlier_kept_one(
+    tmp_path: Path, tiers: list[Tier]
+) -> None:
+    from kafkalog.tiering.rlm import topic_id_partition
+
+    tier = open_tier(tmp_path / "data", FlakyStore(), MockTime())
+    tiers.append(tier)
+    tier.log.append([SimpleRecord(b"x" * 930, None, 1_000)], leader_epoch=0)  # epoch 0: one big segment
+    tier.log.roll()
+    _append(tier.log, 60, start=1, epoch=1)
+    tier.rlm.copy_once(tier.log)
+    tip = topic_id_partition(tier.log)
+    segs = sorted(tier.rlm.rlmm.list_remote_log_segments(tip), key=lambda m: m.start_offset)
+    first_of_epoch_1 = next(m for m in segs if m.segment_leader_epochs[0][0] == 1)
+    assert (
+        segs[0].segment_leader_epochs[0][0] == 0
+        and first_of_epoch_1.segment_size_in_bytes < segs[0].segment_size_in_bytes
+    )
+    total = sum(m.segment_size_in_bytes for m in segs) + tier.log.segments[-1].size
+    # over the limit by less than the oldest segment but by at least the first segment of epoch 1: Kafka keeps
+    # the oldest and stops there (it deleted the epoch-1 segment, leaving a hole between the tiers' segments)
+    excess = (
+        first_of_epoch_1.segment_size_in_bytes
+        + (segs[0].segment_size_in_bytes - first_of_epoch_1.segment_size_in_bytes) // 2
+    )
+    tier.log.update_config({"retention.bytes": total - excess})
+    assert tier.rlm.expire_once(tier.log) == 0
+    after = sorted(tier.rlm.rlmm.list_remote_log_segments(tip), key=lambda m: m.start_offset)
+    assert [m.start_offset for m in after] == [m.start_offset for m in segs]
+    assert tier.log.log_start_offset == 0

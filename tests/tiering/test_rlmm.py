@@ -170,3 +170,33 @@ def test_a_stopped_partition_replays_again(
     rlmm.on_partition_leadership_changes({TIP})
     assert _view(rlmm)[:-1] == before[:-1]  # type: ignore[index]
     assert [m.state for m in rlmm.list_remote_log_segments(OTHER)] == [S.DELETE_SEGMENT_STARTED]
+
+
+def test_a_publish_looks_its_segment_up_without_scanning_the_partition(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kafkalog.remote.cache import RemoteLogMetadataCache
+
+    rlmm = TopicBasedRemoteLogMetadataManager(MetadataLogs(tmp_path), 2)
+    segments = [_segment(TIP, 10 * i, 10 * i + 9, ((0, 10 * i),)) for i in range(300)]
+    listed = 0
+    real = RemoteLogMetadataCache.list_remote_log_segments
+
+    def counting(self: RemoteLogMetadataCache, leader_epoch: int | None = None) -> object:
+        nonlocal listed
+        listed += 1
+        return real(self, leader_epoch)
+
+    monkeypatch.setattr(RemoteLogMetadataCache, "list_remote_log_segments", counting)
+    for md in segments:  # each publish checks its segment's state: a lookup, not a walk of the n before it
+        rlmm.add_remote_log_segment_metadata(md)
+        rlmm.update_remote_log_segment_metadata(_update(md, S.COPY_SEGMENT_FINISHED))
+    rlmm.update_remote_log_segment_metadata(_update(segments[0], S.DELETE_SEGMENT_STARTED))
+    with pytest.raises(InvalidRecordError):  # the checks still hold
+        rlmm.update_remote_log_segment_metadata(_update(segments[0], S.COPY_SEGMENT_FINISHED))
+    with pytest.raises(InvalidRecordError):
+        rlmm.add_remote_log_segment_metadata(segments[2])
+    assert listed == 0
+    assert rlmm.highest_offset_for_epoch(TIP, 0) == 2999
+    states = [m.state for m in rlmm.list_remote_log_segments(TIP)]
+    assert states.count(S.COPY_SEGMENT_FINISHED) == 299 and states.count(S.DELETE_SEGMENT_STARTED) == 1

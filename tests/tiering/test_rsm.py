@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from kafkalog.errors import RemoteStorageError
 from kafkalog.log import Log
 from kafkalog.objstore import open_store
 from kafkalog.objstore.open import forget_memory_store
@@ -178,3 +180,83 @@ def test_sequential_fetches_fetch_each_chunk_once(tmp_path: Path) -> None:
     out = b"".join(rsm.fetch_log_segment(md, p, min(p + 99, len(data) - 1)) for p in range(0, len(data), 100))
     assert out == data
     assert store.stats.get_requests == -(-len(data) // 400)  # one GET per chunk, not per fetch
+
+
+class _StreamRecordingStore(MemoryStore):
+    """Records the size of every buffer a put hands the store (the largest is what a copy held at once)."""
+
+    def __init__(self) -> None:
+        super().__init__(url="memory://streaming")
+        self.largest: dict[str, int] = {}
+
+    def put(self, key: str, data: bytes) -> None:
+        self.largest[key] = max(self.largest.get(key, 0), len(data))
+        super().put(key, data)
+
+    def put_stream(self, key: str, chunks: Iterable[bytes]) -> None:
+        seen: list[bytes] = []
+        for chunk in chunks:
+            self.largest[key] = max(self.largest.get(key, 0), len(chunk))
+            seen.append(chunk)
+        MemoryStore.put(self, key, b"".join(seen))
+
+
+@pytest.mark.parametrize("compression", [False, True])
+def test_copy_streams_the_log_chunk_by_chunk_into_the_same_bytes(tmp_path: Path, compression: bool) -> None:
+    from kafkalog.tiered.manifest import parse_manifest
+    from kafkalog.tiered.writer import SegmentFiles, write_aiven_segment
+
+    log = _build(tmp_path / "clicks-0", 300)
+    store = _StreamRecordingStore()
+    chunk = 100
+    rsm = AivenRemoteStorageManager(store, RsmConfig(chunk_size=chunk, compression_enabled=compression))
+    md = _copy_all(log, rsm)[0]
+    data = (log.dir / f"{md.start_offset:020d}.log").read_bytes()
+    log.close()
+    assert len(data) > 8 * chunk
+    stem = rsm.segment_key(md)
+    # the .log reached the store a chunk at a time: no buffer of the whole segment was ever held
+    assert store.largest[stem + ".log"] <= chunk + 32
+    # and it is the object (and chunk index) the whole-bytes writer makes of the same segment
+    reference = MemoryStore(url="memory://reference")
+    ref_stem = write_aiven_segment(
+        reference,
+        SegmentFiles(md.start_offset, md.end_offset, md.max_timestamp_ms, data, b"", b"", b"", b""),
+        topic=md.topic_id_partition.topic,
+        topic_id=str(md.topic_id_partition.topic_id),
+        partition=md.topic_id_partition.partition,
+        segment_id=str(md.remote_log_segment_id.id),
+        chunk_size=chunk,
+        compression=compression,
+    )
+    assert ref_stem == stem
+    assert store.get(stem + ".log") == reference.get(stem + ".log")
+    ours = parse_manifest(store.get(stem + ".rsm-manifest"), "ours").chunk_index
+    theirs = parse_manifest(reference.get(stem + ".rsm-manifest"), "reference").chunk_index
+    assert ours == theirs and ours.original_file_size == len(data)
+    assert rsm.fetch_log_segment(md, 0) == data
+
+
+def test_copy_of_a_segment_that_cannot_be_read_writes_nothing(tmp_path: Path) -> None:
+    log = _build(tmp_path / "clicks-0", 120)
+    store = MemoryStore(url="memory://unreadable")
+    rsm = AivenRemoteStorageManager(store, RsmConfig())
+    seg, nxt = log.segments[0], log.segments[1]
+    md = RemoteLogSegmentMetadata(
+        RemoteLogSegmentId(
+            TopicIdPartition(Uuid.from_bytes(TOPIC_ID.bytes), "clicks", 0), Uuid.random_uuid()
+        ),
+        seg.base_offset,
+        nxt.base_offset - 1,
+        seg.largest_timestamp(),
+        1,
+        5_000,
+        seg.size,
+        ((0, 0),),
+    )
+    data = segment_data(log, seg, nxt.base_offset)
+    log.close()
+    gone = tmp_path / "gone.log"
+    with pytest.raises(RemoteStorageError, match="cannot read the segment"):
+        rsm.copy_log_segment_data(md, replace(data, log_segment=gone))
+    assert store.list("", delimiter=False).objects == []

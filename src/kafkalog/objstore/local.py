@@ -4,7 +4,9 @@ Invariant owned here: a key is a ``/``-separated path below the store's root and
 absolute, ``.`` or ``..`` segment, or a symbolic link leading out of the root, is refused before any file is
 touched), so reading or writing through this store never touches a file outside its root. Only regular
 files are objects: a symbolic link is neither listed nor opened. ``put`` writes a temporary file beside the target and
-renames it into place (a reader sees the old object or the new one). It needs no extra package: plain
+renames it into place (a reader sees the old object or the new one) and is durable when it returns (the
+file and its directory fsynced, as an object store's PUT is: tiering deletes a local segment once its copy
+is written). It needs no extra package: plain
 paths keep kafkalog's native readers, and this store exists so that code written against the seam also
 runs on ``file://`` URLs and paths.
 """
@@ -17,8 +19,9 @@ import errno
 import os
 import stat
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
+from kafkalog._durable import fsync_dir
 from kafkalog.errors import RemoteResourceNotFoundError, RemoteStorageError
 from kafkalog.objstore.keys import check_key, check_prefix
 from kafkalog.objstore.store import ListResult, ObjectMeta, StoreStats
@@ -154,6 +157,9 @@ class LocalFileStore:
         return out
 
     def put(self, key: str, data: bytes) -> None:
+        self.put_stream(key, (data,))
+
+    def put_stream(self, key: str, chunks: Iterable[bytes]) -> None:
         path = self._path(key)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         fd, tmp = tempfile.mkstemp(
@@ -161,8 +167,12 @@ class LocalFileStore:
         )
         try:
             with os.fdopen(fd, "wb") as f:
-                f.write(data)
+                for chunk in chunks:
+                    f.write(chunk)
+                f.flush()
+                os.fsync(f.fileno())
             os.replace(tmp, path)
+            fsync_dir(os.path.dirname(path))
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)

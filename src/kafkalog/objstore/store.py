@@ -26,11 +26,16 @@ from __future__ import annotations
 
 import builtins
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import Any, Final, NamedTuple, Protocol, runtime_checkable
 
 from kafkalog.errors import RemoteResourceNotFoundError, RemoteStorageError
+
+#: Bytes of one part of a streamed upload (:meth:`ObjectStore.put_stream`; S3's minimum part is 5 MiB).
+PUT_PART_SIZE: Final = 8 * 1024 * 1024
+#: Parts of one streamed upload in flight at once.
+PUT_CONCURRENCY: Final = 4
 
 
 class ObjectMeta(NamedTuple):
@@ -116,6 +121,12 @@ class ObjectStore(Protocol):
 
     def put(self, key: str, data: bytes) -> None:
         """Write one object whole (test writers, and the tiered-storage copy of later work)."""
+        ...
+
+    def put_stream(self, key: str, chunks: Iterable[bytes]) -> None:
+        """Write one object from ``chunks``, consumed in order as the upload goes (a multipart upload on
+        object storage, with at most :data:`PUT_PART_SIZE` x :data:`PUT_CONCURRENCY` bytes buffered): the
+        object appears whole or not at all, and the caller never holds more than one chunk."""
         ...
 
     def delete(self, key: str) -> None:
@@ -204,6 +215,9 @@ class MemoryStore:
     def put(self, key: str, data: bytes) -> None:
         with self._lock:
             self._objects[key] = bytes(data)
+
+    def put_stream(self, key: str, chunks: Iterable[bytes]) -> None:
+        self.put(key, b"".join(chunks))  # the object is held in memory anyway
 
     def delete(self, key: str) -> None:
         with self._lock:

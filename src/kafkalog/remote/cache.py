@@ -145,6 +145,10 @@ class RemoteLogMetadataCache:
         metadata = self._id_to_metadata[segment_id]
         return None if offset > _epoch_end_offset(leader_epoch, metadata) else metadata
 
+    def segment_metadata(self, segment_id: RemoteLogSegmentId) -> RemoteLogSegmentMetadata | None:
+        """The tracked segment ``segment_id`` (any state but DELETE_SEGMENT_FINISHED), else None: O(1)."""
+        return self._id_to_metadata.get(segment_id)
+
     def highest_offset_for_epoch(self, leader_epoch: int) -> int | None:
         """The highest offset of ``leader_epoch`` in segments that reached COPY_SEGMENT_FINISHED, else None."""
         state = self._epochs.get(leader_epoch)

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from kafkalog.errors import InvalidRecordError, RemoteResourceNotFoundError, RemoteStorageError
 from kafkalog.remote.cache import RemoteLogMetadataCache
 from kafkalog.remote.metadata import (
+    RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataSnapshot,
     RemoteLogSegmentMetadataUpdate,
@@ -93,6 +94,11 @@ class RemotePartitionMetadataStore:
     ) -> Iterator[RemoteLogSegmentMetadata]:
         """The partition's segments (all, or those of ``leader_epoch`` by start offset)."""
         return self._ready(topic_id_partition).list_remote_log_segments(leader_epoch)
+
+    def segment_metadata(self, segment_id: RemoteLogSegmentId) -> RemoteLogSegmentMetadata | None:
+        """The tracked segment ``segment_id`` of a ready partition (any state before DELETE_SEGMENT_FINISHED),
+        else None: a dict lookup, not a scan of the partition's segments."""
+        return self._ready(segment_id.topic_id_partition).segment_metadata(segment_id)
 
     def remote_log_segment_metadata(
         self, topic_id_partition: TopicIdPartition, offset: int, epoch_for_offset: int

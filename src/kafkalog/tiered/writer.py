@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import base64
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 import zstandard
 
+from kafkalog.errors import RemoteStorageError
 from kafkalog.log.checkpoint import EpochEntry, leader_epoch_checkpoint
 from kafkalog.objstore.store import ObjectStore
 from kafkalog.records import MemoryRecords
@@ -83,6 +84,9 @@ class SegmentFiles:
     transaction_index: bytes | None = None
     #: ``{epoch: start offset}`` of the epochs within the segment (``segmentLeaderEpochs``).
     leader_epochs: dict[int, int] = field(default_factory=dict)
+    #: When set, the ``.log`` is this file (read, transformed and uploaded chunk by chunk; ``log`` is unused),
+    #: so a copy holds a few chunks of the segment, never all of it.
+    log_path: Path | None = None
 
 
 def segments_from_log_dir(directory: Path, *, include_active: bool = False) -> list[SegmentFiles]:
@@ -131,8 +135,43 @@ def segments_from_log_dir(directory: Path, *, include_active: bool = False) -> l
     return out
 
 
-def _chunks(data: bytes, size: int) -> list[bytes]:
-    return [data[i : i + size] for i in range(0, len(data), size)]
+def _source_chunks(segment: SegmentFiles, size: int) -> Iterator[bytes]:
+    """The segment's ``.log`` in ``size``-byte chunks (the last shorter), from its file when it has one."""
+    if segment.log_path is None:
+        data = segment.log
+        for i in range(0, len(data), size):
+            yield data[i : i + size]
+        return
+    try:
+        with segment.log_path.open("rb") as f:
+            while chunk := f.read(size):
+                yield chunk
+    except OSError as exc:
+        raise RemoteStorageError(
+            f"cannot read the segment {segment.log_path} to copy it: {exc.strerror}"
+        ) from exc
+
+
+def _log_chunks(
+    segment: SegmentFiles,
+    chunk_size: int,
+    compression: bool,
+    transform: Callable[[bytes], bytes] | None,
+    sizes: list[int],
+    original: list[int],
+) -> Iterator[bytes]:
+    """The ``.log`` object's bytes chunk by chunk (compressed, then encrypted), appending each transformed
+    chunk's size to ``sizes`` and the original bytes to ``original[0]`` as it goes (the chunk index is
+    built from them once the generator is exhausted)."""
+    compressor = zstandard.ZstdCompressor(write_content_size=True) if compression else None
+    for chunk in _source_chunks(segment, chunk_size):
+        original[0] += len(chunk)
+        if compressor is not None:
+            chunk = compressor.compress(chunk)
+        if transform is not None:
+            chunk = transform(chunk)
+        sizes.append(len(chunk))
+        yield chunk
 
 
 def write_aiven_segment(
@@ -159,24 +198,11 @@ def write_aiven_segment(
     stem = aiven_segment_key(prefix, topic, topic_id, partition, segment.base_offset, segment_id)
     dek = secrets.token_bytes(32) if encryption else b""
     aad = secrets.token_bytes(32) if encryption else b""
-    if not compression and not encryption:  # the chunks are the bytes themselves: no copy of the segment
-        size = len(segment.log)
-        sizes = [min(chunk_size, size - i) for i in range(0, size, chunk_size)]
-        body = segment.log
-    else:
-        transformed: list[bytes] = []
-        for chunk in _chunks(segment.log, chunk_size):
-            if compression:
-                chunk = zstandard.ZstdCompressor(write_content_size=True).compress(chunk)
-            if encryption:
-                chunk = encrypt_chunk(dek, aad, chunk)
-            transformed.append(chunk)
-        sizes = [len(c) for c in transformed]
-        body = b"".join(transformed)
-    chunk_index = ChunkIndex.build(
-        "variable" if compression else "fixed", chunk_size, len(segment.log), sizes
-    )
-    store.put(stem + ".log", body)
+    sizes: list[int] = []
+    original = [0]
+    transform = (lambda chunk: encrypt_chunk(dek, aad, chunk)) if encryption else None
+    store.put_stream(stem + ".log", _log_chunks(segment, chunk_size, compression, transform, sizes, original))
+    chunk_index = ChunkIndex.build("variable" if compression else "fixed", chunk_size, original[0], sizes)
     parts: list[bytes] = []
     positions: list[SegmentIndex | None] = []
     position = 0

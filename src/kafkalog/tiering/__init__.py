@@ -9,6 +9,7 @@ log metadata manager and the ``RemoteLogManager``.
 * :mod:`~kafkalog.tiering.rlmm`: :class:`TopicBasedRemoteLogMetadataManager` (``__remote_log_metadata`` kept as
   ordinary Logs of the data directory);
 * :mod:`~kafkalog.tiering.index_cache`: :class:`RemoteIndexCache` (fetched remote indexes, bounded in bytes);
+* :mod:`~kafkalog.tiering.quota`: :class:`RLMQuotaManager` (Kafka's copy quota: a sampled byte rate);
 * :mod:`~kafkalog.tiering.rlm`: :class:`RemoteLogManager` (copy, expiration, cleanup, reads) and
   :class:`RemoteTierReader` (the :class:`~kafkalog.log.tiers.RemoteLogReader` a Log falls through to).
 
@@ -18,15 +19,24 @@ Layering: beside ``cleaner`` and ``readonly``; imports ``tiered``, ``remote``, `
 
 from kafkalog.tiering.config import RemoteLogManagerConfig, RsmConfig
 from kafkalog.tiering.index_cache import RemoteIndexCache, RemoteIndexEntry
-from kafkalog.tiering.rlm import METRIC_NAMES, RemoteLogManager, RemoteTierReader, topic_id_partition
+from kafkalog.tiering.quota import RLMQuotaManager
+from kafkalog.tiering.rlm import (
+    METRIC_NAMES,
+    QUOTA_WAIT_MS,
+    RemoteLogManager,
+    RemoteTierReader,
+    topic_id_partition,
+)
 from kafkalog.tiering.rlmm import TopicBasedRemoteLogMetadataManager
 from kafkalog.tiering.rsm import AivenRemoteStorageManager, IndexType, LogSegmentData, RemoteStorageManager
 
 __all__ = [
     "METRIC_NAMES",
+    "QUOTA_WAIT_MS",
     "AivenRemoteStorageManager",
     "IndexType",
     "LogSegmentData",
+    "RLMQuotaManager",
     "RemoteIndexCache",
     "RemoteIndexEntry",
     "RemoteLogManager",

@@ -18,14 +18,21 @@ Invariants owned here:
   deleted), then deletes the segments as above: Kafka's order.
 * **Failures.** A pass never raises to its scheduler and never takes the log dir offline: a storage failure
   stops the pass with one log line and the ``FailedRemoteCopyRequestsPerSec`` (or delete) metric, and the
-  next pass retries. Reads raise :class:`~kafkalog.errors.RemoteStorageError` to their caller.
+  next pass retries. Reads raise :class:`~kafkalog.errors.RemoteStorageError` to their caller. Nor does
+  :meth:`RemoteLogManager.stop_partition` with ``delete`` (Kafka's ``stopPartitions``): the partition stops,
+  its segments are DELETE_SEGMENT_STARTED first, and every expiration pass retries the delete until done.
+* **Metrics** are Kafka's: meters (:class:`~kafkalog.meter.Meter`: count and rates) for the ``*PerSec`` names,
+  per partition and broker-wide, and gauges set by each pass.
 * **Reads** (:class:`RemoteTierReader`) find the segment by the leader-epoch lineage and offset, position
   through the remote offset index (:class:`~kafkalog.tiering.index_cache.RemoteIndexCache`), fetch only the
   byte ranges needed (one ranged GET per read in the common case) and return whole batches of that one
   segment; a segment that expiration deleted after the lookup reads as None (the Log's
   ``OffsetOutOfRangeError``), not as a storage failure.
-* **Copy quota.** ``remote.log.manager.copy.max.bytes.per.second`` bounds the bytes all partitions copy per
-  quota window; a pass that finds it reached stops before its next segment.
+* **Copy quota.** ``remote.log.manager.copy.max.bytes.per.second`` bounds the bytes all partitions copy
+  (:class:`~kafkalog.tiering.quota.RLMQuotaManager`). As Kafka's ``RLMCopyTask``, a pass waits before each
+  segment while the quota is exceeded (re-checking at least every :data:`QUOTA_WAIT_MS`), then records the
+  segment's bytes and copies it; the wait ends at once when the manager closes or the partition stops (the
+  pass then ends without copying), and a segment is never cut.
 
 It runs no threads: the manager schedules :meth:`RemoteLogManager.copy_once` / :meth:`RemoteLogManager.expire_once`
 every ``remote.log.manager.task.interval.ms``; the passes of one partition take its lock, so a copy, an
@@ -49,6 +56,7 @@ from kafkalog.log.checkpoint import EpochEntry, leader_epoch_checkpoint
 from kafkalog.log.log import Log
 from kafkalog.log.names import TopicPartition
 from kafkalog.log.tiers import SEGMENT_DELETION, RemoteLogReader
+from kafkalog.meter import Meter, MeterSnapshot, combined
 from kafkalog.records import MemoryRecords
 from kafkalog.records.framing import (
     HEADER_SIZE_UP_TO_MAGIC,
@@ -77,23 +85,27 @@ from kafkalog.tiered.aiven import epochs_in_range
 from kafkalog.tiered.view import is_within_lineage
 from kafkalog.tiering.config import RemoteLogManagerConfig
 from kafkalog.tiering.index_cache import RemoteIndexCache
+from kafkalog.tiering.quota import RLMQuotaManager
 from kafkalog.tiering.rlmm import TopicBasedRemoteLogMetadataManager
 from kafkalog.tiering.rsm import AivenRemoteStorageManager, LogSegmentData, RemoteStorageManager
 from kafkalog.time import SYSTEM_TIME, Time
 
-__all__ = ["METRIC_NAMES", "RemoteLogManager", "RemoteTierReader"]
+__all__ = [
+    "GAUGE_NAMES",
+    "METER_NAMES",
+    "METRIC_NAMES",
+    "QUOTA_WAIT_MS",
+    "RemoteLogManager",
+    "RemoteTierReader",
+]
 
 _log = logging.getLogger(__name__)
 
-#: Kafka's remote storage metric names (``kafka.server:type=BrokerTopicMetrics``); each value here is the
-#: meter's count (or the gauge's value) since the manager started.
-METRIC_NAMES: Final = (
+#: Kafka's remote storage meters (``kafka.server:type=BrokerTopicMetrics,name=...``): each a
+#: :class:`~kafkalog.meter.Meter` (count, mean and 1/5/15-minute rates), per partition and broker-wide.
+METER_NAMES: Final = (
     "RemoteCopyBytesPerSec",
     "RemoteFetchBytesPerSec",
-    "RemoteCopyLagBytes",
-    "RemoteCopyLagSegments",
-    "RemoteLogSizeBytes",
-    "RemoteLogMetadataCount",
     "RemoteCopyRequestsPerSec",
     "RemoteFetchRequestsPerSec",
     "FailedRemoteCopyRequestsPerSec",
@@ -101,6 +113,17 @@ METRIC_NAMES: Final = (
     "RemoteDeleteRequestsPerSec",
     "FailedRemoteDeleteRequestsPerSec",
 )
+#: Kafka's remote storage gauges (values as of the partition's last pass).
+GAUGE_NAMES: Final = (
+    "RemoteCopyLagBytes",
+    "RemoteCopyLagSegments",
+    "RemoteLogSizeBytes",
+    "RemoteLogMetadataCount",
+)
+#: Every remote storage metric name; :meth:`RemoteLogManager.metrics` gives a meter's count, a gauge's value.
+METRIC_NAMES: Final = (*METER_NAMES, *GAUGE_NAMES)
+#: Longest single wait of a copy pass for the copy quota before it checks again (Kafka's ``quotaTimeout``).
+QUOTA_WAIT_MS: Final = 1_000
 #: Bytes fetched at least per ranged read of a remote ``.log`` (a batch header plus some batches).
 _MIN_FETCH_BYTES: Final = 64 * 1024
 _I32 = struct.Struct(">i")
@@ -126,7 +149,8 @@ def _batch_header(buf: bytes | bytearray, pos: int, size_limit: int) -> tuple[in
 @dataclass
 class _PartitionState:
     tip: TopicIdPartition
-    metrics: dict[str, int] = field(default_factory=lambda: dict.fromkeys(METRIC_NAMES, 0))
+    meters: dict[str, Meter]
+    gauges: dict[str, int] = field(default_factory=lambda: dict.fromkeys(GAUGE_NAMES, 0))
     lock: threading.Lock = field(default_factory=threading.Lock)
     #: held by every pass (copy, expiration, cleanup): a partition's passes never interleave
     pass_lock: threading.RLock = field(default_factory=threading.RLock)
@@ -229,16 +253,33 @@ class RemoteLogManager:
         rlmm: TopicBasedRemoteLogMetadataManager,
         config: RemoteLogManagerConfig | None = None,
         time: Time | None = None,
+        quota_wait: Callable[[int], object] | None = None,
     ) -> None:
+        """``quota_wait(ms)`` is how a copy pass waits for the copy quota (default: up to ``ms`` or until
+        :meth:`close`; tests pass one advancing a mock clock)."""
         self.rsm = rsm
         self.rlmm = rlmm
         self.config = config or RemoteLogManagerConfig()
         self.time = time or SYSTEM_TIME
         self.index_cache = RemoteIndexCache(rsm, self.config.remote_log_index_file_cache_total_size_bytes)
         self._partitions: dict[TopicPartition, _PartitionState] = {}
+        #: Kafka's all-topics meters (every partition's events, stopped partitions' included)
+        self._all_meters = {name: Meter(self.time) for name in METER_NAMES}
+        #: stopped partitions whose remote delete failed (retried by every expiration pass)
+        self._pending_deletes: dict[TopicPartition, _PartitionState] = {}
         self._lock = threading.Lock()
-        #: ``(time ms, bytes)`` of the copies inside the quota's window (every partition's)
-        self._copied: list[tuple[int, int]] = []
+        #: set by :meth:`close`: ends every quota wait at once
+        self._closing = threading.Event()
+        #: orders the quota check and record of concurrent passes (Kafka's ``copyQuotaManagerLock``)
+        self._quota_lock = threading.Lock()
+        self._quota_wait = quota_wait or (lambda ms: self._closing.wait(ms / 1000))
+        cfg = self.config
+        self.copy_quota = RLMQuotaManager(
+            cfg.remote_log_manager_copy_max_bytes_per_second,
+            cfg.remote_log_manager_copy_quota_window_num,
+            cfg.remote_log_manager_copy_quota_window_size_seconds,
+            self.time,
+        )
 
     def __repr__(self) -> str:
         return f"RemoteLogManager({self.rsm!r}, {len(self._partitions)} partitions)"
@@ -266,7 +307,7 @@ class RemoteLogManager:
         a crash left half done."""
         tip = topic_id_partition(log, topic_id)
         with self._lock:
-            self._partitions[log.topic_partition] = _PartitionState(tip)
+            self._partitions[log.topic_partition] = self._new_state(tip)
         self.rlmm.on_partition_leadership_changes({tip})
         highest = self.find_highest_remote_offset(log)
         if highest > log.highest_offset_in_remote_storage:
@@ -276,40 +317,114 @@ class RemoteLogManager:
 
     def stop_partition(self, tp: TopicPartition, delete: bool = False) -> None:
         """Stop managing ``tp``; with ``delete`` its remote segments and metadata go too (Kafka's
-        ``stopPartitions`` with ``deleteRemoteLog``)."""
+        ``stopPartitions`` with ``deleteRemoteLog``).
+
+        As Kafka's, a failure of the delete (storage down) never fails the stop: it is logged (one ERROR
+        line) and counted in ``FailedRemoteDeleteRequestsPerSec``, and the partition stops all the same. Its
+        segments are then marked DELETE_SEGMENT_STARTED in ``__remote_log_metadata`` (Kafka's first step), and
+        the delete is retried by :meth:`retry_partition_deletes` (run at the start of every expiration pass)
+        until storage answers, so it leaves no orphan behind."""
         with self._lock:
             state = self._partitions.pop(tp, None)
         if state is None:
             return
         if delete:
-            tip = state.tip
-            now = self.time.milliseconds()
-            broker = self.config.broker_id
-            self.rlmm.put_remote_partition_delete_metadata(
-                RemotePartitionDeleteMetadata(
-                    tip, RemotePartitionDeleteState.DELETE_PARTITION_MARKED, now, broker
+            with state.pass_lock:  # a running pass of the partition ends first (it sees it is stopped)
+                try:
+                    self._delete_remote_partition(state)
+                except Exception as exc:
+                    self._count(state, "FailedRemoteDeleteRequestsPerSec")
+                    with self._lock:
+                        self._pending_deletes[tp] = state
+                    _log.error(
+                        "Error while stopping the partition %s: deleting its remote log failed, retrying in the "
+                        "next expiration pass: %s",
+                        tp,
+                        exc,
+                    )
+                    return
+        self.rlmm.on_stop_partitions({state.tip})
+
+    def _delete_remote_partition(self, state: _PartitionState) -> None:
+        """Kafka's ``deleteRemoteLogPartition``: DELETE_PARTITION_MARKED/STARTED, every segment
+        DELETE_SEGMENT_STARTED, the RSM's deletes, every segment DELETE_SEGMENT_FINISHED, then
+        DELETE_PARTITION_FINISHED. Repeating it after a failure finishes what the failed one began."""
+        tip = state.tip
+        broker = self.config.broker_id
+        marked = self.rlmm.remote_partition_delete_metadata(tip)
+        if marked is None or marked.state is not RemotePartitionDeleteState.DELETE_PARTITION_STARTED:
+            for step in (
+                RemotePartitionDeleteState.DELETE_PARTITION_MARKED,
+                RemotePartitionDeleteState.DELETE_PARTITION_STARTED,
+            ):
+                self.rlmm.put_remote_partition_delete_metadata(
+                    RemotePartitionDeleteMetadata(tip, step, self.time.milliseconds(), broker)
                 )
-            )
-            self.rlmm.put_remote_partition_delete_metadata(
-                RemotePartitionDeleteMetadata(
-                    tip, RemotePartitionDeleteState.DELETE_PARTITION_STARTED, now, broker
+        segments = list(self.rlmm.list_remote_log_segments(tip))
+        for md in segments:
+            if md.state is not RemoteLogSegmentState.DELETE_SEGMENT_STARTED:
+                self.rlmm.update_remote_log_segment_metadata(
+                    RemoteLogSegmentMetadataUpdate(
+                        md.remote_log_segment_id,
+                        self.time.milliseconds(),
+                        md.custom_metadata,
+                        RemoteLogSegmentState.DELETE_SEGMENT_STARTED,
+                        broker,
+                    )
                 )
-            )
-            for md in list(self.rlmm.list_remote_log_segments(tip)):
-                self._delete_segment(state, md)
-            self.rlmm.put_remote_partition_delete_metadata(
-                RemotePartitionDeleteMetadata(
-                    tip,
-                    RemotePartitionDeleteState.DELETE_PARTITION_FINISHED,
+        for md in segments:
+            self._count(state, "RemoteDeleteRequestsPerSec")
+            self.index_cache.remove(md.remote_log_segment_id.id)
+            self.rsm.delete_log_segment_data(md)
+        for md in segments:
+            self.rlmm.update_remote_log_segment_metadata(
+                RemoteLogSegmentMetadataUpdate(
+                    md.remote_log_segment_id,
                     self.time.milliseconds(),
+                    md.custom_metadata,
+                    RemoteLogSegmentState.DELETE_SEGMENT_FINISHED,
                     broker,
                 )
             )
-        else:
+        self.rlmm.put_remote_partition_delete_metadata(
+            RemotePartitionDeleteMetadata(
+                tip, RemotePartitionDeleteState.DELETE_PARTITION_FINISHED, self.time.milliseconds(), broker
+            )
+        )
+
+    def pending_partition_deletes(self) -> list[TopicPartition]:
+        """Stopped partitions whose remote delete failed and is still to be retried."""
+        with self._lock:
+            return sorted(self._pending_deletes)
+
+    def retry_partition_deletes(self) -> int:
+        """Retry the remote deletes of stopped partitions that failed (see :meth:`stop_partition`); returns how
+        many finished (never raises)."""
+        with self._lock:
+            pending = list(self._pending_deletes.items())
+        done = 0
+        for tp, state in pending:
+            with state.pass_lock:
+                try:
+                    self._delete_remote_partition(state)
+                except Exception as exc:
+                    self._count(state, "FailedRemoteDeleteRequestsPerSec")
+                    _log.warning(
+                        "Failed to delete the remote log of stopped partition %s, retrying: %s", tp, exc
+                    )
+                    continue
+            with self._lock:
+                if self._pending_deletes.get(tp) is state:
+                    del self._pending_deletes[tp]
             self.rlmm.on_stop_partitions({state.tip})
+            _log.info("Deleted the remote log of stopped partition %s", tp)
+            done += 1
+        return done
 
     def close(self) -> None:
-        """Forget every partition, the cached indexes, and close the RSM and the RLMM (not their Logs)."""
+        """Forget every partition, the cached indexes, and close the RSM and the RLMM (not their Logs); a copy
+        pass waiting for the copy quota ends at once."""
+        self._closing.set()
         with self._lock:
             self._partitions.clear()
         self.index_cache.clear()
@@ -327,27 +442,53 @@ class RemoteLogManager:
         self._state(log)
         return RemoteTierReader(self, log)
 
-    def metrics(self, tp: TopicPartition | None = None) -> dict[str, int]:
-        """Kafka's remote metrics of one partition, or summed over all (see :data:`METRIC_NAMES`)."""
+    def _new_state(self, tip: TopicIdPartition) -> _PartitionState:
+        return _PartitionState(tip, {name: Meter(self.time) for name in METER_NAMES})
+
+    def partitions(self) -> list[TopicPartition]:
+        """The partitions the manager manages now, sorted."""
         with self._lock:
-            states = (
-                [self._partitions[tp]]
-                if tp is not None and tp in self._partitions
-                else (list(self._partitions.values()) if tp is None else [])
-            )
-        out = dict.fromkeys(METRIC_NAMES, 0)
-        for state in states:
-            for k, v in state.metrics.items():
-                out[k] += v
+            return sorted(self._partitions)
+
+    def _states(self, tp: TopicPartition | None) -> list[_PartitionState]:
+        with self._lock:
+            if tp is None:
+                return list(self._partitions.values())
+            return [self._partitions[tp]] if tp in self._partitions else []
+
+    def meters(self, tp: TopicPartition | None = None) -> dict[str, MeterSnapshot]:
+        """Kafka's remote meters (:data:`METER_NAMES`) now: of one managed partition (zero if it is not), or
+        broker-wide (Kafka's all-topics meters: every partition since the manager started, stopped ones
+        included)."""
+        if tp is None:
+            return {name: meter.snapshot() for name, meter in self._all_meters.items()}
+        states = self._states(tp)
+        return {name: combined(st.meters[name].snapshot() for st in states) for name in METER_NAMES}
+
+    def metrics(self, tp: TopicPartition | None = None) -> dict[str, int]:
+        """Every remote metric of :data:`METRIC_NAMES` as one number: a meter's count (see :meth:`meters` for
+        its rates) and a gauge's value, of one partition or broker-wide (gauges summed over the managed
+        partitions)."""
+        out = {name: snap.count for name, snap in self.meters(tp).items()}
+        out.update(self.gauges(tp))
+        return out
+
+    def gauges(self, tp: TopicPartition | None = None) -> dict[str, int]:
+        """Kafka's remote gauges (:data:`GAUGE_NAMES`) of one partition, or summed over the managed ones."""
+        out = dict.fromkeys(GAUGE_NAMES, 0)
+        for state in self._states(tp):
+            with state.lock:
+                for k, v in state.gauges.items():
+                    out[k] += v
         return out
 
     def _count(self, state: _PartitionState, name: str, n: int = 1) -> None:
-        with state.lock:
-            state.metrics[name] += n
+        state.meters[name].mark(n)
+        self._all_meters[name].mark(n)
 
     def _set(self, state: _PartitionState, name: str, value: int) -> None:
         with state.lock:
-            state.metrics[name] = value
+            state.gauges[name] = value
 
     # --- offsets ------------------------------------------------------------------------------------------
     def find_highest_remote_offset(self, log: Log) -> int:
@@ -460,33 +601,51 @@ class RemoteLogManager:
             from_offset = max(log.highest_offset_in_remote_storage + 1, log.local_log_start_offset)
             candidates = self.candidate_log_segments(log, from_offset)
             for seg, next_base in candidates:
-                if self._copy_throttled():
-                    _log.debug("Copy quota reached: %s resumes copying in the next pass", log.topic_partition)
-                    break
+                if not self._await_copy_quota(log, state, seg.size):
+                    break  # the manager closes or the partition stopped
                 self._copy_segment(log, state, seg, next_base)
                 copied += 1
         except Exception as exc:
             self._failed(state, "FailedRemoteCopyRequestsPerSec", "copy log segments of", log, exc)
         finally:
             state.pass_lock.release()
-            self._update_lag(log, state)
+            if not self._cancelled(log, state):  # (a closed manager's metadata is not replayed again)
+                self._update_lag(log, state)
         return copied
 
-    def _copy_throttled(self) -> bool:
-        """Kafka's copy quota (``remote.log.manager.copy.max.bytes.per.second`` over ``window.num`` windows of
-        ``window.size.seconds``): whether the bytes copied in the window already reach the quota's rate. A
-        pass stops there (Kafka's task waits instead); the next pass goes on."""
+    def _cancelled(self, log: Log, state: _PartitionState) -> bool:
+        """Kafka's ``isCancelled`` of a copy task: the manager closes or stopped managing the partition."""
+        return self._closing.is_set() or self._partitions.get(log.topic_partition) is not state
+
+    def _await_copy_quota(self, log: Log, state: _PartitionState, size: int) -> bool:
+        """Kafka's wait in ``copyLogSegmentsToRemote``: until the copy quota allows, then record ``size``
+        bytes (before the copy, as Kafka does). False, without recording, when the pass is cancelled."""
         cfg = self.config
-        window_ms = (
-            cfg.remote_log_manager_copy_quota_window_num
-            * cfg.remote_log_manager_copy_quota_window_size_seconds
-            * 1000
-        )
-        now = self.time.milliseconds()
-        with self._lock:
-            self._copied = [(t, n) for t, n in self._copied if t > now - window_ms]
-            copied = sum(n for _, n in self._copied)
-        return copied * 1000 >= cfg.remote_log_manager_copy_max_bytes_per_second * window_ms
+        quota = self.copy_quota
+        if (
+            quota.quota_bytes_per_second != cfg.remote_log_manager_copy_max_bytes_per_second
+            or quota.num_windows != cfg.remote_log_manager_copy_quota_window_num
+            or quota.window_size_ms != cfg.remote_log_manager_copy_quota_window_size_seconds * 1000
+        ):  # a changed config (Kafka's updateCopyQuota)
+            quota.update_quota(
+                cfg.remote_log_manager_copy_max_bytes_per_second,
+                cfg.remote_log_manager_copy_quota_window_num,
+                cfg.remote_log_manager_copy_quota_window_size_seconds,
+            )
+        while True:
+            if self._cancelled(log, state):
+                return False
+            with self._quota_lock:
+                throttle_ms = quota.get_throttle_time_ms()
+                if throttle_ms <= 0:
+                    quota.record(size)
+                    return True
+            _log.debug(
+                "Quota exceeded for copying log segments of %s, waiting %d ms for the quota to be available",
+                log.topic_partition,
+                throttle_ms,
+            )
+            self._quota_wait(min(throttle_ms, QUOTA_WAIT_MS))
 
     def _copy_segment(self, log: Log, state: _PartitionState, seg: LogSegment, next_base: int) -> None:
         end = next_base - 1
@@ -533,8 +692,6 @@ class RemoteLogManager:
         )
         log.update_highest_offset_in_remote_storage(end)
         self._count(state, "RemoteCopyBytesPerSec", seg.size)
-        with self._lock:
-            self._copied.append((self.time.milliseconds(), seg.size))
         _log.info(
             "Copied segment %d-%d of %s to remote storage as %s",
             seg.base_offset,
@@ -563,6 +720,8 @@ class RemoteLogManager:
     def expire_once(self, log: Log) -> int:
         """One pass of Kafka's ``RLMExpirationTask``; returns how many remote segments were deleted (never
         raises)."""
+        if self._pending_deletes:
+            self.retry_partition_deletes()
         state = self._partitions.get(log.topic_partition)
         if state is None or not log.remote_log_enabled:
             return 0
@@ -615,8 +774,10 @@ class RemoteLogManager:
         to_delete: list[RemoteLogSegmentMetadata] = []
         chosen: set[Uuid] = set()
         new_start: int | None = None
+        can_process = True  # Kafka's: the first valid segment kept ends the walk of every later epoch too
         for epoch in sorted(lineage):
-            can_process = True
+            if not can_process:
+                break
             for md in self.rlmm.list_remote_log_segments(tip, epoch):
                 if not can_process:
                     break

@@ -17,7 +17,8 @@ Invariants owned here:
 * an event is checked against the current state before it is written (Kafka's ``IllegalArgumentException``
   cases: an add in a state other than COPY_SEGMENT_STARTED, an update to COPY_SEGMENT_STARTED, a transition
   :meth:`~kafkalog.remote.RemoteLogSegmentState.is_valid_transition` refuses): a refused event is an
-  :class:`~kafkalog.errors.InvalidRecordError` and writes nothing.
+  :class:`~kafkalog.errors.InvalidRecordError` and writes nothing. The check looks the segment up by id
+  (O(1)); no publish walks the partition's segment list.
 
 It gets its Logs from ``log_for_partition`` (the manager's), so it imports nothing above ``log``.
 """
@@ -32,6 +33,7 @@ from kafkalog.errors import InvalidRecordError, RemoteResourceNotFoundError
 from kafkalog.log.log import Log
 from kafkalog.records import MemoryRecords, SimpleRecord
 from kafkalog.remote.metadata import (
+    RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataSnapshot,
     RemoteLogSegmentMetadataUpdate,
@@ -156,11 +158,9 @@ class TopicBasedRemoteLogMetadataManager:
                 log.maybe_increment_high_watermark(log.log_end_offset)
             self.store.handle_remote_log_metadata(event)
 
-    def _current_state(self, metadata_id: object, tip: TopicIdPartition) -> RemoteLogSegmentState | None:
-        for md in self.store.list_remote_log_segments(tip):
-            if md.remote_log_segment_id == metadata_id:
-                return md.state
-        return None
+    def _current_state(self, segment_id: RemoteLogSegmentId) -> RemoteLogSegmentState | None:
+        md = self.store.segment_metadata(segment_id)  # O(1): a publish never scans the partition's segments
+        return None if md is None else md.state
 
     def add_remote_log_segment_metadata(self, metadata: RemoteLogSegmentMetadata) -> None:
         """Kafka's ``addRemoteLogSegmentMetadata``: a COPY_SEGMENT_STARTED segment, durable on return."""
@@ -172,7 +172,7 @@ class TopicBasedRemoteLogMetadataManager:
         tip = metadata.topic_id_partition
         with self._lock:
             self._ensure_loaded(tip)
-            if self._current_state(metadata.remote_log_segment_id, tip) is not None:
+            if self._current_state(metadata.remote_log_segment_id) is not None:
                 raise InvalidRecordError(f"segment {metadata.remote_log_segment_id} is already known")
             self._publish(tip, metadata)
 
@@ -185,7 +185,7 @@ class TopicBasedRemoteLogMetadataManager:
         tip = update.topic_id_partition
         with self._lock:
             self._ensure_loaded(tip)
-            current = self._current_state(update.remote_log_segment_id, tip)
+            current = self._current_state(update.remote_log_segment_id)
             if current is None:
                 raise RemoteResourceNotFoundError(
                     f"No remote log segment metadata found for :{update.remote_log_segment_id}"
@@ -204,6 +204,14 @@ class TopicBasedRemoteLogMetadataManager:
             self._publish(tip, metadata)
 
     # --- queries ------------------------------------------------------------------------------------------
+    def remote_partition_delete_metadata(
+        self, topic_id_partition: TopicIdPartition
+    ) -> RemotePartitionDeleteMetadata | None:
+        """The partition's newest delete event until DELETE_PARTITION_FINISHED, else None."""
+        with self._lock:
+            self._ensure_loaded(topic_id_partition)
+            return self.store.remote_partition_delete_metadata(topic_id_partition)
+
     def list_remote_log_segments(
         self, topic_id_partition: TopicIdPartition, leader_epoch: int | None = None
     ) -> Iterator[RemoteLogSegmentMetadata]:

@@ -7,7 +7,11 @@ Layout and byte formats are :mod:`kafkalog.tiered`'s (``tiered/writer.py`` write
 Invariants owned here:
 
 * **copy** uploads ``.log``, then ``.indexes``, then ``.rsm-manifest``: a segment whose manifest exists is
-  complete; anything else is an orphan that :class:`~kafkalog.tiered.AivenArchive` skips.
+  complete; anything else is an orphan that :class:`~kafkalog.tiered.AivenArchive` skips. The ``.log`` is
+  streamed: read, transformed and uploaded ``rsm.config.chunk.size`` at a time (a multipart upload on object
+  storage), so a copy holds about ``2 x chunk.size`` plus the store's parts in flight
+  (:data:`~kafkalog.objstore.store.PUT_PART_SIZE` x :data:`~kafkalog.objstore.store.PUT_CONCURRENCY`), never
+  the segment; the indexes (bounded by ``segment.index.bytes``) are read whole.
 * **delete** removes the manifest first (the segment becomes an orphan no reader serves), then ``.log`` and
   ``.indexes``; deleting what is already gone is not an error, so a delete can always be retried.
 * **fetch** reads only what is asked: a manifest (cached per segment, bounded), then ranged GETs of the
@@ -186,7 +190,8 @@ class AivenRemoteStorageManager:
             base_offset=metadata.start_offset,
             end_offset=metadata.end_offset,
             max_timestamp_ms=metadata.max_timestamp_ms,
-            log=_read(segment_data.log_segment, "segment"),
+            log=b"",
+            log_path=segment_data.log_segment,  # streamed chunk by chunk (see write_aiven_segment)
             offset_index=_read(segment_data.offset_index, "offset index"),
             time_index=_read(segment_data.time_index, "time index"),
             producer_snapshot=_read(segment_data.producer_snapshot, "producer snapshot"),
