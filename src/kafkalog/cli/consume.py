@@ -73,7 +73,7 @@ from kafkalog.cli.common import (
     require_dir,
 )
 from kafkalog.cli.dumplog import DECODERS, Decoder
-from kafkalog.cli.remote import is_url, open_remote, storage_option
+from kafkalog.cli.remote import is_url, open_remote, open_tiered, storage_option
 from kafkalog.datadir import CLEANER_OFFSET_CHECKPOINT, read_topics
 from kafkalog.errors import (
     CorruptRecordError,
@@ -528,10 +528,8 @@ def consume(
         data_dir = open_remote(location, storage_options)
         never_compacted_in: Path | None = None
     else:
-        if storage_options:
-            raise click.UsageError("--storage-option is for a URL (s3://, gs://, az://), not a local path")
         path = require_dir(Path(location))
-        data_dir = ReadOnlyDataDir(path)
+        data_dir = open_tiered(path, storage_options) or ReadOnlyDataDir(path, recorded_archive=False)
         never_compacted_in = path
     try:
         available = data_dir.partitions(topic)

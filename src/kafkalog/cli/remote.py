@@ -24,7 +24,7 @@ from kafkalog.errors import CorruptRecordError, KafkaError, RemoteResourceNotFou
 from kafkalog.log.checkpoint import CheckpointError, leader_epoch_checkpoint
 from kafkalog.log.names import TopicPartition
 from kafkalog.log.producer_state import ProducerStateEntry, parse_snapshot
-from kafkalog.readonly.log import ReadOnlyDataDir, ReadOnlyLog, is_url
+from kafkalog.readonly.log import ReadOnlyDataDir, ReadOnlyLog, is_url, recorded_archive_url
 from kafkalog.readonly.remote import PlannedArchive
 from kafkalog.records import kernels as K
 from kafkalog.tiered import ArchivePartitionSource
@@ -32,6 +32,7 @@ from kafkalog.tiered import ArchivePartitionSource
 __all__ = [
     "is_url",
     "open_remote",
+    "open_tiered",
     "parse_storage_options",
     "remote_partition_info",
     "storage_option",
@@ -81,6 +82,21 @@ def open_remote(url: str, items: Sequence[str], *, topic: str | None = None) -> 
     if topic is not None and not any(tp.topic == topic for tp in names):
         fail(f"topic {topic!r} has no partition in {url}", EXIT_NOINPUT)
     return data_dir
+
+
+def open_tiered(path: Path | None, items: Sequence[str]) -> ReadOnlyDataDir | None:
+    """The local data dir ``path`` read with the tiered-storage archive it records
+    (``kafkalog-tiered-storage.json``) and the ``--storage-option`` items; None when it records none (then
+    ``--storage-option`` is a usage error: it is for a URL or a tiered data dir)."""
+    url = None if path is None else recorded_archive_url(path)
+    if url is None or path is None:
+        if items:
+            raise click.UsageError(
+                "--storage-option is for a URL (s3://, gs://, az://) or a data dir with tiered storage, "
+                "not a local path"
+            )
+        return None
+    return ReadOnlyDataDir(path, parse_storage_options(items))
 
 
 def _selected(data_dir: ReadOnlyDataDir, topic: str | None) -> list[tuple[TopicPartition, str]]:
@@ -145,7 +161,7 @@ def remote_partition_info(data_dir: ReadOnlyDataDir, tp: TopicPartition, name: s
 
 
 def verify_remote(data_dir: ReadOnlyDataDir, topic: str | None) -> VerifyReport:
-    """Check every partition at a URL: every batch's CRC and framing, offsets increasing, no segment missing
+    """Check every partition at a URL (or of a local data dir with its archive, as one history): every batch's CRC and framing, offsets increasing, no segment missing
     or emptied between the log start and end (a hole is a warning: a compacted log has them), a torn last
     segment reported as a warning (the copy was taken while a broker appended; recovery would cut it). An
     archive also reports orphans, overlapping re-uploads and segments outside the leader-epoch lineage

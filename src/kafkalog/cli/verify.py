@@ -26,7 +26,7 @@ from kafkalog.cli.common import (
     stdout_console,
 )
 from kafkalog.cli.paths import resolve_target
-from kafkalog.cli.remote import is_url, open_remote, storage_option, verify_remote
+from kafkalog.cli.remote import is_url, open_remote, open_tiered, storage_option, verify_remote
 from kafkalog.cli.verifier import PartitionReport, VerifyReport, log_bytes, verify_target
 
 __all__ = ["print_report_json", "print_report_text", "verify"]
@@ -163,9 +163,8 @@ def verify(
         else:
             print_report_text(report, warnings=not quiet)
         click.get_current_context().exit(EXIT_FAULT if report.faults else EXIT_OK)
-    if storage_options:
-        raise click.UsageError("--storage-option is for a URL (s3://, gs://, az://), not a local path")
     target = resolve_target(Path(location), topic=topic)
+    tiered = open_tiered(target.data_dir if target.is_data_dir else None, storage_options)
     with progress("verifying", log_bytes(target), enabled=not json_output) as bar:
         tick = None
         if bar is not None:
@@ -175,6 +174,10 @@ def verify(
                 bar.advance(task, n)
 
         report = verify_target(target, tick)
+    if tiered is not None:  # each partition again as one history: its archived and local segments together
+        for part in verify_remote(tiered, topic).parts:
+            part.path = f"{part.path} (with its archive)"
+            report.parts.append(part)
     if json_output:
         print_report_json(report)
     else:
