@@ -1,0 +1,166 @@
+"""AivenRemoteStorageManager: what it copies is an archive the object-storage reader reads like a broker's;
+fetches read only the bytes (chunks) asked for; deletes go manifest first and can be repeated."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from kafkalog.log import Log
+from kafkalog.objstore import open_store
+from kafkalog.objstore.open import forget_memory_store
+from kafkalog.objstore.store import MemoryStore
+from kafkalog.readonly import ReadOnlyDataDir, ReadOnlyLog
+from kafkalog.records import SimpleRecord
+from kafkalog.remote import RemoteLogSegmentId, RemoteLogSegmentMetadata, TopicIdPartition, Uuid
+from kafkalog.tiered.aiven import epochs_in_range
+from kafkalog.tiering import AivenRemoteStorageManager, IndexType, RsmConfig
+
+from .conftest import SMALL, TOPIC_ID, reader_rows, segment_data
+
+_names = itertools.count()
+
+
+@pytest.fixture
+def store_name() -> Iterator[str]:
+    name = f"rsm-test-{next(_names)}-{time.monotonic_ns()}"
+    yield name
+    forget_memory_store(name)
+
+
+def _build(directory: Path, count: int = 80) -> Log:
+    log = Log.open(directory, SMALL)
+    for i in range(count):
+        log.append(
+            [SimpleRecord(b"value-%03d" % i, b"k%d" % (i % 3), 1_000 + i)], leader_epoch=0 if i < 50 else 3
+        )
+    return log
+
+
+def _copy_all(log: Log, rsm: AivenRemoteStorageManager) -> list[RemoteLogSegmentMetadata]:
+    tp = log.topic_partition
+    tip = TopicIdPartition(Uuid.from_bytes(TOPIC_ID.bytes), tp.topic, tp.partition)
+    entries = [(e.epoch, e.start_offset) for e in log.leader_epoch_cache.epoch_entries]
+    out = []
+    segments = log.segments
+    for seg, nxt in itertools.pairwise(segments):
+        end = nxt.base_offset - 1
+        md = RemoteLogSegmentMetadata(
+            RemoteLogSegmentId(tip, Uuid.random_uuid()),
+            seg.base_offset,
+            end,
+            seg.largest_timestamp(),
+            1,
+            5_000,
+            seg.size,
+            tuple(epochs_in_range(entries, seg.base_offset, end).items()),
+        )
+        rsm.copy_log_segment_data(md, segment_data(log, seg, nxt.base_offset))
+        out.append(md)
+    return out
+
+
+def _keys() -> tuple[bytes, bytes, rsa.RSAPrivateKey]:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    private = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    public = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return public, private, key
+
+
+@pytest.mark.parametrize("transform", ["plain", "zstd+aes"])
+def test_copy_is_an_archive_the_reader_reads(tmp_path: Path, store_name: str, transform: str) -> None:
+    log = _build(tmp_path / "data" / "clicks-3")
+    options: dict[str, object] = {}
+    key_ring = None
+    if transform != "plain":
+        public, private, _ = _keys()
+        (tmp_path / "pub.pem").write_bytes(public)
+        (tmp_path / "priv.pem").write_bytes(private)
+        options = {
+            "compression.enabled": "true",
+            "encryption.enabled": "true",
+            "encryption.key.pair.id": "k1",
+            "encryption.key.pairs.k1.public.key.file": str(tmp_path / "pub.pem"),
+            "encryption.key.pairs.k1.private.key.file": str(tmp_path / "priv.pem"),
+            "chunk.size": "300",
+        }
+        key_ring = {"k1": private.decode()}
+    store = open_store(f"memory://{store_name}")
+    rsm = AivenRemoteStorageManager(store, RsmConfig.from_props({"key.prefix": "", **options}))
+    copied = _copy_all(log, rsm)
+    assert len(copied) >= 4
+    local = reader_rows(ReadOnlyLog.open(log.dir), 0, copied[-1].end_offset + 1)
+    log.close()
+
+    archive = ReadOnlyDataDir(f"memory://{store_name}", layout="aiven", key_ring=key_ring)
+    assert archive.topics() == ["clicks"]
+    remote = archive.log("clicks", 3)
+    assert [(s.base_offset) for s in remote.segments] == [md.start_offset for md in copied]
+    assert reader_rows(remote) == local
+    # every segment's files come back byte for byte through the RSM
+    for md in copied:
+        stem = tmp_path / "data" / "clicks-3" / f"{md.start_offset:020d}"
+        data = stem.with_suffix(".log").read_bytes()
+        assert rsm.fetch_log_segment(md, 0) == data
+        assert rsm.fetch_log_segment(md, 17, 140) == data[17:141]
+        assert rsm.fetch_index(md, IndexType.OFFSET) == stem.with_suffix(".index").read_bytes()
+        assert rsm.fetch_index(md, IndexType.TIMESTAMP) == stem.with_suffix(".timeindex").read_bytes()
+        assert rsm.fetch_index(md, IndexType.TRANSACTION) == b""
+
+
+def test_ranged_fetch_reads_only_the_chunks_needed(tmp_path: Path) -> None:
+    log = _build(tmp_path / "clicks-0", 200)
+    store = MemoryStore(url="memory://ranged")
+    rsm = AivenRemoteStorageManager(store, RsmConfig(chunk_size=100, compression_enabled=True))
+    md = _copy_all(log, rsm)[0]
+    data = (log.dir / f"{md.start_offset:020d}.log").read_bytes()
+    log.close()
+    rsm.manifest(md)  # cached from here on
+    store.stats.reset()
+    assert rsm.fetch_log_segment(md, 250, 349) == data[250:350]
+    # chunks 2 and 3 of the zstd-compressed .log: two ranges, and far less than the object
+    assert store.stats.get_requests == 2
+    assert store.stats.bytes_read < len(data) // 2
+
+
+class _RecordingStore(MemoryStore):
+    def __init__(self) -> None:
+        super().__init__(url="memory://recording")
+        self.deletes: list[str] = []
+
+    def delete(self, key: str) -> None:
+        self.deletes.append(key)
+        super().delete(key)
+
+
+def test_delete_goes_manifest_first_and_repeats(tmp_path: Path) -> None:
+    log = _build(tmp_path / "clicks-1", 40)
+    store = _RecordingStore()
+    rsm = AivenRemoteStorageManager(store, RsmConfig(key_prefix="tier/"))
+    first, second, *_ = _copy_all(log, rsm)
+    log.close()
+    stem = rsm.segment_key(first)
+    assert stem.startswith(f"tier/clicks-{Uuid.from_bytes(TOPIC_ID.bytes)}/1/{first.start_offset:020d}-")
+    rsm.delete_log_segment_data(first)
+    assert [k.removeprefix(stem) for k in store.deletes] == [".rsm-manifest", ".log", ".indexes"]
+    assert not [o for o in store.list("tier/", delimiter=False).objects if o.key.startswith(stem)]
+    rsm.delete_log_segment_data(first)  # again: nothing left, no error
+    assert len(store.deletes) == 6
+    # a delete cut short after the manifest leaves an orphan the reader skips
+    second_stem = rsm.segment_key(second)
+    store.delete(second_stem + ".rsm-manifest")
+    from kafkalog.tiered import AivenArchive
+
+    source = AivenArchive(store, "tier/").partition("clicks", 1)
+    assert second.start_offset not in [s.base_offset for s in source.segments]
+    assert any(k.startswith(second_stem) for k in source.orphans)
