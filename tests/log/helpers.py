@@ -236,7 +236,9 @@ def assert_valid_log_offset_metadata(log: Log, metadata: LogOffsetMetadata) -> N
 
 def check_log_invariants(log: Log) -> None:
     """What holds for every open log at rest (see ``kafkalog.log.log`` module doc)."""
-    log.check_watermarks()  # log start <= HW <= LEO, LSO = min(FUO, HW)
+    log.check_watermarks()  # log start <= local log start <= LEO, log start <= HW <= LEO, LSO = min(FUO, HW)
+    if not log.remote_log_enabled:
+        assert log.local_log_start_offset == log.log_start_offset
     assert log.log_start_offset <= log.high_watermark <= log.log_end_offset
     assert log.recovery_point <= log.log_end_offset
     bases = segment_bases(log)
@@ -273,6 +275,7 @@ def open_log(
     log_start_offset: int = 0,
     recovery_point: int = 0,
     last_shutdown_clean: bool = True,
+    remote_storage_system_enable: bool = False,
 ) -> Log:
     """``LogTestUtils.createLog`` with a clean last shutdown (Kafka's default in tests)."""
     return Log.open(
@@ -283,4 +286,5 @@ def open_log(
         scheduler=scheduler,
         time=time,
         last_shutdown_clean=last_shutdown_clean,
+        remote_storage_system_enable=remote_storage_system_enable,
     )

@@ -9,7 +9,8 @@ Ported from Kafka (same values):
 
 Deliberate differences (documented in ``kafkalog.log.config``): ``segment.bytes`` accepts values down to 14
 (Kafka 4 requires 1 MiB and has a test-only ``internal.segment.bytes``, which is why Kafka's own
-testFromPropsInvalid skips it); ``remote.storage.enable=true`` is rejected (remote.log.storage.system.enable is off).
+testFromPropsInvalid skips it); the tiered-storage gate (remote.log.storage.system.enable) is the caller's:
+``Log.open`` refuses ``remote.storage.enable=true`` unless it is given the gate.
 
 Skipped: testKafkaConfigToProps / testOverriddenConfigsAsLoggableString / testGetConfigValue / the HTML/RST
 doc tests (broker config and documentation generation are not part of the log); the remote-storage validation
@@ -20,11 +21,12 @@ tests (testInvalidLocalLogRetentionProps, testEnableRemoteLogStorage*, ...); sho
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
 from kafkalog.errors import InvalidConfigurationError
-from kafkalog.log import LogConfig
+from kafkalog.log import Log, LogConfig
 from kafkalog.log.config import CONFIG_DEFS
 from kafkalog.records import Compression, TimestampType
 
@@ -202,12 +204,28 @@ def test_updated_validates_and_keeps_overrides() -> None:
         base.segment_bytes = 1  # type: ignore[misc]
 
 
-def test_tiered_storage_rejected() -> None:
-    """Kafka's validateRemoteStorageOnlyIfSystemEnabled text: remote.log.storage.system.enable is off."""
+def test_tiered_storage_rejected(tmp_path: Path) -> None:
+    """Kafka's validateRemoteStorageOnlyIfSystemEnabled text: Log.open without remote.log.storage.system.enable
+    refuses the topic and creates nothing; with it the log opens with its remote tier enabled."""
+    config = LogConfig.from_props({"remote.storage.enable": "true"})
     with pytest.raises(
         InvalidConfigurationError, match="Tiered Storage functionality is disabled in the broker"
     ):
-        LogConfig.from_props({"remote.storage.enable": "true"})
+        Log.open(tmp_path / "t-0", config)
+    assert not (tmp_path / "t-0").exists()
+    with Log.open(tmp_path / "t-0", config, remote_storage_system_enable=True) as log:
+        assert log.remote_log_enabled
+        with pytest.raises(
+            InvalidConfigurationError, match="Tiered Storage functionality is disabled in the broker"
+        ):
+            Log.open(tmp_path / "u-0", config, remote_storage_system_enable=False)
+    with Log.open(tmp_path / "t-0", LogConfig()) as log:
+        assert not log.remote_log_enabled
+        with pytest.raises(
+            InvalidConfigurationError, match="Tiered Storage functionality is disabled in the broker"
+        ):
+            log.update_config({"remote.storage.enable": True})
+        assert not log.config.remote_storage_enable
 
 
 def test_update_config(make_log: LogFactory) -> None:

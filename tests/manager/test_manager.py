@@ -97,6 +97,30 @@ def test_create_list_describe_topics(tmp_path: Path, mock_time: MockTime, schedu
     assert (tmp_path / "events-0" / "partition.metadata").exists()
 
 
+def test_tiered_topics_refused_while_the_system_gate_is_off(
+    tmp_path: Path, mock_time: MockTime, scheduler: MockScheduler
+) -> None:
+    """remote.log.storage.system.enable is the manager's (off until it has a remote tier): creating or altering
+    a topic to remote.storage.enable=true, or a default config with it, is refused with Kafka's text and
+    changes nothing."""
+    gate = "Tiered Storage functionality is disabled in the broker"
+    with open_manager(tmp_path, mock_time, scheduler) as mgr:
+        assert mgr.remote_storage_system_enable is False
+        with pytest.raises(InvalidConfigurationError, match=gate):
+            mgr.create_topic("tiered", 1, {"remote.storage.enable": "true"})
+        assert "tiered" not in mgr.topics() and not (tmp_path / "tiered-0").exists()
+        mgr.create_topic("plain", 1)
+        with pytest.raises(InvalidConfigurationError, match=gate):
+            mgr.alter_topic_config("plain", {"remote.storage.enable": True})
+        assert not mgr.topic_config("plain").remote_storage_enable
+        assert not mgr.get_log("plain", 0).config.remote_storage_enable
+    with pytest.raises(InvalidConfigurationError, match=gate):
+        LogManager.open(
+            tmp_path / "other", {"remote.storage.enable": True}, scheduler=scheduler, time=mock_time
+        )
+    assert not (tmp_path / "other").exists()
+
+
 @pytest.mark.parametrize("name", ["../x", "a/b", "x\x00y", "t" * 250, ".", "..", "", "sp ace", "ü"])
 def test_hostile_topic_names_are_refused_and_nothing_escapes(
     tmp_path: Path, mock_time: MockTime, scheduler: MockScheduler, name: str

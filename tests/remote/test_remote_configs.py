@@ -6,7 +6,6 @@ import pytest
 
 from kafkalog.errors import InvalidConfigurationError
 from kafkalog.log.config import (
-    REMOTE_LOG_STORAGE_SYSTEM_ENABLE,
     LogConfig,
     validate_remote_storage,
     validate_remote_storage_change,
@@ -21,13 +20,27 @@ def _unchecked(**kwargs: object) -> LogConfig:
 
 
 def test_gate_closed_refuses_with_kafka_text() -> None:
-    assert REMOTE_LOG_STORAGE_SYSTEM_ENABLE is False
+    """The gate is the caller's (Log.open, the manager): a LogConfig alone accepts remote.storage.enable=true,
+    validate_remote_storage with the system gate off refuses it with Kafka's text."""
+    config = LogConfig.from_props({"remote.storage.enable": "true", "local.retention.ms": "10"})
+    assert config.remote_storage_enable
     with pytest.raises(
         InvalidConfigurationError,
         match=r"^Tiered Storage functionality is disabled in the broker\. "
         r"Topic cannot be configured with remote log storage\.$",
     ):
-        LogConfig.from_props({"remote.storage.enable": "true", "local.retention.ms": "10"})
+        validate_remote_storage(config, False)
+    validate_remote_storage(config, True)
+
+
+def test_log_config_runs_the_other_tiered_checks() -> None:
+    """Without the gate a LogConfig still refuses what Kafka refuses for any broker (compact + remote)."""
+    with pytest.raises(InvalidConfigurationError, match="unsupported for the compacted topics"):
+        LogConfig.from_props({"remote.storage.enable": "true", "cleanup.policy": "compact"})
+    with pytest.raises(InvalidConfigurationError, match=r"local\.retention\.ms"):
+        LogConfig.from_props(
+            {"remote.storage.enable": "true", "retention.ms": "10", "local.retention.ms": "20"}
+        )
 
 
 def test_local_retention_accepted_without_remote_storage() -> None:

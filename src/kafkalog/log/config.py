@@ -3,13 +3,14 @@
 Names, defaults and ranges follow Kafka 4.x (``LogConfig``, ``TopicConfig``, ``ServerLogConfigs``), with two
 deliberate differences: ``segment.bytes`` accepts values down to 14 bytes (Kafka 4.0 raised the minimum to
 1 MiB and added a test-only ``internal.segment.bytes``; an embedded store wants small segments in tests),
-and tiered storage (``remote.storage.enable=true``) is rejected while kafkalog has no tiering: the broker-level
-gate :data:`REMOTE_LOG_STORAGE_SYSTEM_ENABLE` (Kafka's ``remote.log.storage.system.enable``) is False, so Kafka's
-"system not enabled" error is raised. :func:`validate_remote_storage` holds the rest of Kafka's tiered checks
-(``validateRemoteStorageOnlyIfSystemEnabled``, ``validateNoRemoteStorageForCompactedTopic``,
+and the tiered-storage gate is the caller's: a ``LogConfig`` runs Kafka's tiered checks except the broker gate
+(``validateRemoteStorageOnlyIfSystemEnabled``), which needs the broker's ``remote.log.storage.system.enable``;
+:meth:`Log.open <kafkalog.log.log.Log.open>` (its ``remote_storage_system_enable``), ``Log.update_config`` and
+the manager's topic registry call :func:`validate_remote_storage` with their setting. That function holds all
+of Kafka's tiered checks (the gate, ``validateNoRemoteStorageForCompactedTopic``,
 ``validateRemoteStorageRetentionSize/Time``, ``validateRetentionConfigsWhenRemoteCopyDisabled``; and
-:func:`validate_remote_storage_change` for ``validateTurningOffRemoteStorageWithDelete``): they run only when ``remote.storage.enable=true``, exactly as in
-Kafka, so enabling tiering is a matter of flipping the gate. ``local.retention.ms`` / ``local.retention.bytes``
+:func:`validate_remote_storage_change` for ``validateTurningOffRemoteStorageWithDelete``): they run only when
+``remote.storage.enable=true``, exactly as in Kafka. ``local.retention.ms`` / ``local.retention.bytes``
 of −2 follow ``retention.ms`` / ``retention.bytes`` (:attr:`LogConfig.effective_local_retention_ms` /
 ``_bytes``, Kafka's ``localRetentionMs()`` / ``localRetentionBytes()``).
 
@@ -39,7 +40,6 @@ __all__ = [
     "CONFIG_DEFS",
     "DEFAULT_LOCAL_RETENTION_BYTES",
     "DEFAULT_LOCAL_RETENTION_MS",
-    "REMOTE_LOG_STORAGE_SYSTEM_ENABLE",
     "AppendSettings",
     "ConfigDef",
     "LogConfig",
@@ -54,10 +54,6 @@ INT_MAX: Final = 2**31 - 1
 #: ``local.retention.ms`` / ``local.retention.bytes`` value meaning "follow ``retention.ms`` / ``retention.bytes``".
 DEFAULT_LOCAL_RETENTION_MS: Final = -2
 DEFAULT_LOCAL_RETENTION_BYTES: Final = -2
-
-#: Kafka's broker config ``remote.log.storage.system.enable``: kafkalog has no tiering yet (issue 25), so the
-#: gate is closed and every topic with ``remote.storage.enable=true`` is refused with Kafka's error text.
-REMOTE_LOG_STORAGE_SYSTEM_ENABLE: Final = False
 
 
 @dataclass(frozen=True)
@@ -247,7 +243,7 @@ CONFIG_DEFS: Final[tuple[ConfigDef, ...]] = (
         "remote_storage_enable",
         bool,
         False,
-        "Tiered storage (refused until remote.log.storage.system.enable exists).",
+        "Tiered storage (needs the broker's remote.log.storage.system.enable).",
     ),
     ConfigDef(
         "local.retention.ms",
@@ -406,7 +402,8 @@ class LogConfig:
                 f"conflict topic config setting: min.compaction.lag.ms ({self.min_compaction_lag_ms}) is greater than "
                 f"max.compaction.lag.ms ({self.max_compaction_lag_ms})"
             )
-        validate_remote_storage(self, REMOTE_LOG_STORAGE_SYSTEM_ENABLE)
+        # Every tiered check but the broker gate, which the caller runs with its setting (module doc).
+        validate_remote_storage(self, True)
         if not self.overrides:
             defaults = LogConfig.__dataclass_fields__
             explicit = {d.name for d in CONFIG_DEFS if getattr(self, d.attr) != defaults[d.attr].default}
@@ -567,7 +564,7 @@ def validate_remote_storage(config: LogConfig, remote_log_storage_system_enable:
 def validate_remote_storage_change(old: LogConfig, new: LogConfig) -> None:
     """Kafka's ``validateTurningOffRemoteStorageWithDelete``, for a topic's config change from ``old`` to ``new``:
     turning ``remote.storage.enable`` off needs ``remote.log.delete.on.disable=true`` in the same change.
-    Unreachable while the system gate is closed (no config has ``remote.storage.enable=true``)."""
+    The caller runs it with the old and the new config (``Log.update_config``, the manager's topic registry)."""
     if old.remote_storage_enable and not new.remote_storage_enable and not new.remote_log_delete_on_disable:
         raise InvalidConfigurationError(
             "It is invalid to disable remote storage without deleting remote data. If you want to keep the remote "

@@ -20,7 +20,10 @@ it does not touch a ``Log``. The passes, in order:
    segment is truncated and every later segment deleted. If the log end ends up
    below the log start offset all segments are deleted; with no segment left an empty one is created at
    the log start offset. The active segment's indexes get their preallocation back.
-5. **State** — the leader epoch cache is truncated to the loaded log; stray producer snapshots are
+5. **State** — the log start offset is the checkpoint's, raised to the first segment's base offset unless
+   the log has a remote tier (then the remote tier serves the offsets below the first local segment, as
+   Kafka's ``LogLoader`` keeps them); the leader epoch cache is truncated to the loaded log and from the
+   start to the checkpoint (so it keeps the epochs of the remote range); stray producer snapshots are
    removed and producer state is rebuilt from the newest usable snapshot plus the segments after it.
 
 Cost of a clean open (issue #5: 10,000 segments in well under a second): the listing of
@@ -538,8 +541,13 @@ def load_log(
     recovery_point_checkpoint: int,
     leader_epoch_cache: LeaderEpochFileCache | None,
     producer_state: ProducerStateManager,
+    remote_log_enabled: bool = False,
 ) -> LoadedLog:
-    """Load (and if needed repair) a partition directory; see the module doc for the passes."""
+    """Load (and if needed repair) a partition directory; see the module doc for the passes.
+
+    With ``remote_log_enabled`` the log start offset is the checkpoint's even below the first local segment
+    (the remote tier holds the offsets in between, Kafka's ``LogLoader``); otherwise it is at least the first
+    segment's base offset."""
     loader = _Loader(
         directory,
         tp,
@@ -570,7 +578,11 @@ def load_log(
         leader_epoch_cache.truncate_from_end(next_offset)
     first = loader.segments.first_segment
     assert first is not None
-    new_log_start = max(log_start_offset_checkpoint, first.base_offset)
+    new_log_start = (
+        log_start_offset_checkpoint
+        if remote_log_enabled
+        else max(log_start_offset_checkpoint, first.base_offset)
+    )
     if leader_epoch_cache is not None:
         leader_epoch_cache.truncate_from_start(log_start_offset_checkpoint)
     if not producer_state.is_empty:

@@ -9,7 +9,8 @@ class's public names only.
 
 Invariants (checked by the tests and assumed everywhere):
 
-* ``log_start_offset <= high_watermark <= log_end_offset`` and the last stable offset is
+* ``log_start_offset <= local_log_start_offset <= log_end_offset`` and
+  ``log_start_offset <= high_watermark <= log_end_offset``, and the last stable offset is
   ``min(first unstable offset, high watermark)`` (:meth:`Log.check_watermarks`); the recovery point is <=
   the log end offset and >= the log start offset.
 * Offsets only grow on append; a rejected append changes nothing on disk or in memory.
@@ -22,6 +23,14 @@ Invariants (checked by the tests and assumed everywhere):
 * One writer at a time (``self.lock``); readers take no lock: they work from immutable offset metadata and
   segment snapshots, and a segment deleted under a reader yields :class:`OffsetOutOfRangeError`, never a
   crash. ``read`` returns records in memory, never a lazy slice of a segment that could be deleted later.
+
+Tiered storage (KIP-405, Kafka's ``UnifiedLog`` tiered parts): when :attr:`Log.remote_log_enabled` (the
+broker gate ``remote.log.storage.system.enable`` passed to :meth:`Log.open`, the topic's
+``remote.storage.enable``, and not an internal ``__`` topic), the offsets in ``[log_start_offset,
+local_log_start_offset)`` live only in the remote tier, which the log reaches through the
+:class:`~kafkalog.log.tiers.RemoteLogReader` its owner attaches (:meth:`Log.set_remote_log_reader`); the
+``RemoteLogManager`` reports what it copied with :meth:`Log.update_highest_offset_in_remote_storage`. Without
+a remote tier the local log start offset equals the log start offset (Kafka leaves its field stale then).
 
 Logging uses Kafka's prefix ``[Log partition=<topic>-<p>, dir=<parent>] `` and Kafka's messages for load,
 roll and deletion.
@@ -49,7 +58,7 @@ from kafkalog.errors import (
 from kafkalog.log import append as append_path
 from kafkalog.log import retention
 from kafkalog.log.checkpoint import read_partition_metadata, write_clean_shutdown, write_partition_metadata
-from kafkalog.log.config import LogConfig
+from kafkalog.log.config import LogConfig, validate_remote_storage, validate_remote_storage_change
 from kafkalog.log.leader_epoch import LeaderEpochFileCache
 from kafkalog.log.loader import (
     LoadedLog,
@@ -62,6 +71,7 @@ from kafkalog.log.local_log import LocalLog, LogDirFailureHandler
 from kafkalog.log.names import TopicPartition, parse_topic_partition_name
 from kafkalog.log.producer_state import ProducerStateManager
 from kafkalog.log.scheduler import ScheduledTask, Scheduler, background_executor
+from kafkalog.log.tiers import CLIENT_RECORD_DELETION, RemoteLogReader
 from kafkalog.log.types import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -94,6 +104,14 @@ _TXN_COMMITTED = FetchIsolation.TXN_COMMITTED
 _INT32_MAX = 2**31 - 1
 
 
+def _remote_log_enabled(system_enable: bool, config: LogConfig, topic: str) -> bool:
+    """Kafka's ``UnifiedLog.isRemoteLogEnabled``: the broker gate, the topic config, not compacted, and not an
+    internal topic (every ``__`` topic: Kafka's internal ones, ``__remote_log_metadata``, ``__cluster_metadata``)."""
+    return (
+        system_enable and config.remote_storage_enable and not config.compact and not topic.startswith("__")
+    )
+
+
 class _LogAdapter(logging.LoggerAdapter):  # type: ignore[type-arg]
     def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
         return f"{self.extra['prefix']}{msg}", kwargs  # type: ignore[index]
@@ -110,8 +128,13 @@ class Log:
         leader_epoch_cache: LeaderEpochFileCache,
         topic_id: uuid.UUID | None = None,
         had_clean_shutdown: bool = False,
+        remote_storage_system_enable: bool = False,
     ) -> None:
         self.local_log = local_log
+        #: the broker's ``remote.log.storage.system.enable`` (see :attr:`remote_log_enabled`)
+        self.remote_storage_system_enable = remote_storage_system_enable
+        self._highest_offset_in_remote_storage = -1
+        self._remote_log_reader: RemoteLogReader | None = None
         self.producer_state = producer_state
         self.leader_epoch_cache = leader_epoch_cache
         self.lock = threading.RLock()
@@ -129,7 +152,15 @@ class Log:
         )
         #: log start offset, high watermark, first unstable offset (written only through its methods)
         self.watermarks = Watermarks(log_start_offset, producer_state, self.logger)
-        self._update_log_start_offset(log_start_offset)
+        # Kafka's UnifiedLog initializer: the local log start offset is the first local segment's base (at least
+        # the log start offset); without a remote tier the log start offset is raised to it.
+        first = local_log.segments.first_segment
+        local_start = max(log_start_offset, first.base_offset if first is not None else 0)
+        self._update_log_start_offset(
+            log_start_offset if self.remote_log_enabled else local_start, local_start
+        )
+        if self.high_watermark < local_start:  # Kafka's updateLocalLogStartOffset
+            self.watermarks.set_high_watermark(LogOffsetMetadata(local_start))
         self.watermarks.update_first_unstable_offset()
         self._initialize_topic_id()
         scheduler = local_log.scheduler
@@ -153,16 +184,21 @@ class Log:
         last_shutdown_clean: bool | None = None,
         topic_id: uuid.UUID | None = None,
         on_dir_failure: LogDirFailureHandler | None = None,
+        remote_storage_system_enable: bool = False,
     ) -> Log:
         """Open (creating if missing) and load the partition directory ``directory`` (``<topic>-<partition>``).
 
         ``last_shutdown_clean`` None reads (and deletes) the directory's own ``.kafka_cleanshutdown``
         marker; a :class:`~kafkalog.manager.LogManager` passes what it found for the whole log dir.
+        ``remote_storage_system_enable`` is the broker's ``remote.log.storage.system.enable``: a config with
+        ``remote.storage.enable=true`` is refused (:class:`~kafkalog.errors.InvalidConfigurationError`, Kafka's
+        text, nothing on disk touched) unless it is on.
         """
         from kafkalog.log.checkpoint import read_clean_shutdown
 
         directory = Path(directory)
         cfg = config if isinstance(config, LogConfig) else LogConfig.from_props(config or {})
+        validate_remote_storage(cfg, remote_storage_system_enable)
         time = time or SYSTEM_TIME
         tp = parse_topic_partition_name(directory)
         directory.mkdir(parents=True, exist_ok=True)
@@ -184,6 +220,7 @@ class Log:
             recovery_point_checkpoint=recovery_point,
             leader_epoch_cache=epoch_cache,
             producer_state=psm,
+            remote_log_enabled=_remote_log_enabled(remote_storage_system_enable, cfg, tp.topic),
         )
         local = LocalLog(
             directory,
@@ -197,7 +234,15 @@ class Log:
             on_dir_failure,
         )
         try:
-            log = cls(local, loaded.log_start_offset, psm, epoch_cache, topic_id, clean)
+            log = cls(
+                local,
+                loaded.log_start_offset,
+                psm,
+                epoch_cache,
+                topic_id,
+                clean,
+                remote_storage_system_enable=remote_storage_system_enable,
+            )
         except BaseException:
             # e.g. InconsistentTopicIdError: release the segments' files (the active index is trimmed on close)
             local.close()
@@ -279,6 +324,48 @@ class Log:
         return self.watermarks.log_start_offset
 
     @property
+    def local_log_start_offset(self) -> int:
+        """The first offset the local segments serve (Kafka's ``localLogStartOffset``): below it, down to the
+        log start offset, the remote tier serves. Equal to the log start offset without a remote tier."""
+        return self.watermarks.local_log_start_offset
+
+    # --- the remote tier ----------------------------------------------------------------------------------
+    @property
+    def remote_log_enabled(self) -> bool:
+        """Kafka's ``remoteLogEnabled``: the broker's ``remote.log.storage.system.enable`` (given to
+        :meth:`open`), the topic's ``remote.storage.enable``, not compacted, and not an internal ``__`` topic."""
+        return _remote_log_enabled(self.remote_storage_system_enable, self.config, self.topic_partition.topic)
+
+    @property
+    def highest_offset_in_remote_storage(self) -> int:
+        """The last offset (inclusive) copied to the remote tier, −1 when nothing was (Kafka's
+        ``highestOffsetInRemoteStorage``): local retention deletes only segments at or below it."""
+        return self._highest_offset_in_remote_storage
+
+    def update_highest_offset_in_remote_storage(self, offset: int) -> None:
+        """Raise :attr:`highest_offset_in_remote_storage` to ``offset`` (never lowers it); ignored with a
+        warning when the remote tier is not enabled, as Kafka's ``updateHighestOffsetInRemoteStorage``."""
+        with self.lock:
+            if not self.remote_log_enabled:
+                self.logger.warning(
+                    "Unable to update the highest offset in remote storage with offset %d since remote storage "
+                    "is not enabled. The existing highest offset is %d.",
+                    offset,
+                    self._highest_offset_in_remote_storage,
+                )
+            elif offset > self._highest_offset_in_remote_storage:
+                self._highest_offset_in_remote_storage = offset
+
+    @property
+    def remote_log_reader(self) -> RemoteLogReader | None:
+        """The reader of the remote tier (None: reads below the local log start offset are out of range)."""
+        return self._remote_log_reader
+
+    def set_remote_log_reader(self, reader: RemoteLogReader | None) -> None:
+        """Attach (or with None detach) the remote tier's reader (the ``RemoteLogManager``'s ``reader_for``)."""
+        self._remote_log_reader = reader
+
+    @property
     def recovery_point(self) -> int:
         return self.local_log.recovery_point
 
@@ -316,10 +403,14 @@ class Log:
         )
 
     def update_config(self, new_config: LogConfig | dict[str, Any]) -> LogConfig:
-        """Switch to a new config (a mapping updates the current one); returns the old config."""
+        """Switch to a new config (a mapping updates the current one); returns the old config. Kafka's
+        tiered checks run against the log's ``remote.log.storage.system.enable`` first (a refused config
+        changes nothing)."""
         with self.lock:
             old = self.config
             cfg = new_config if isinstance(new_config, LogConfig) else old.updated(new_config)
+            validate_remote_storage(cfg, self.remote_storage_system_enable)
+            validate_remote_storage_change(old, cfg)
             self.local_log.update_config(cfg)
             return old
 
@@ -330,10 +421,11 @@ class Log:
         with self.lock:
             self.watermarks.check(self.log_end_offset)
 
-    def _update_log_start_offset(self, offset: int) -> None:
-        self.watermarks.set_log_start_offset(offset)
-        if self.local_log.recovery_point < offset:
-            self.local_log.update_recovery_point(offset)
+    def _update_log_start_offset(self, offset: int, local_log_start_offset: int | None = None) -> None:
+        self.watermarks.set_log_start_offset(offset, local_log_start_offset)
+        local_start = self.watermarks.local_log_start_offset
+        if self.local_log.recovery_point < local_start:
+            self.local_log.update_recovery_point(local_start)
 
     def _update_high_watermark_metadata(self, metadata: LogOffsetMetadata) -> None:
         with self.lock:
@@ -405,22 +497,43 @@ class Log:
             self._update_high_watermark_metadata(end)
 
     def maybe_increment_log_start_offset(
-        self, new_log_start_offset: int, reason: str = "client delete records"
+        self, new_log_start_offset: int, reason: str = CLIENT_RECORD_DELETION
     ) -> bool:
-        """Move the log start offset forward (never past the high watermark); segments go at the next retention."""
+        """Move the log start offset forward (never past the high watermark); segments go at the next retention.
+
+        Covers both tiers, as Kafka's: the local log start offset is raised to it too (with a remote tier it
+        may already be above it: then only the log start offset moves). ``reason`` is Kafka's
+        ``LogStartOffsetIncrementReason`` text (:mod:`kafkalog.log.tiers`). Returns whether it moved."""
         with self.lock:
             if new_log_start_offset > self.high_watermark:
                 raise OffsetOutOfRangeError(
                     f"cannot increment the log start offset to {new_log_start_offset} of partition "
                     f"{self.topic_partition} since it is larger than the high watermark {self.high_watermark}"
                 )
+            local_start = self.local_log_start_offset
             if new_log_start_offset <= self.log_start_offset:
+                if new_log_start_offset > local_start:  # a remote log's local start follows (Kafka's)
+                    self.watermarks.set_local_log_start_offset(new_log_start_offset)
                 return False
-            self._update_log_start_offset(new_log_start_offset)
+            self._update_log_start_offset(new_log_start_offset, max(new_log_start_offset, local_start))
             self.logger.info("Incremented log start offset to %d due to %s", new_log_start_offset, reason)
             self.leader_epoch_cache.truncate_from_start(new_log_start_offset)
             self.producer_state.on_log_start_offset_incremented(new_log_start_offset)
             self.watermarks.update_first_unstable_offset()
+            return True
+
+    def maybe_increment_local_log_start_offset(self, new_local_log_start_offset: int, reason: str) -> bool:
+        """Move the local log start offset forward alone (local retention deleted segments the remote tier
+        holds; Kafka's ``maybeIncrementLocalLogStartOffset``); returns whether it moved."""
+        with self.lock:
+            if new_local_log_start_offset <= self.local_log_start_offset:
+                return False
+            self.watermarks.set_local_log_start_offset(new_local_log_start_offset)
+            self.logger.info(
+                "Incremented local log start offset to %d due to reason %s",
+                new_local_log_start_offset,
+                reason,
+            )
             return True
 
     def convert_to_offset_metadata(self, offset: int) -> LogOffsetMetadata:
@@ -649,11 +762,8 @@ class Log:
         must read as ``OffsetOutOfRangeError``.
         """
         watermarks = self.watermarks  # lock-free: each of its fields is replaced whole (see its module doc)
-        if start_offset < watermarks.log_start_offset:
-            raise OffsetOutOfRangeError(
-                f"received request for offset {start_offset} for partition {self.topic_partition}, but we only have "
-                f"log segments starting from offset: {self.log_start_offset}."
-            )
+        if start_offset < watermarks.local_log_start_offset:  # the one check the local path pays for tiering
+            return self._read_remote(start_offset, max_length, isolation, min_one_message)
         local = self.local_log
         if isolation is _HIGH_WATERMARK:
             max_meta = watermarks.high_watermark_metadata
@@ -680,6 +790,32 @@ class Log:
                 f"offset {start_offset} of partition {self.topic_partition} is no longer available "
                 f"(log start offset {self.log_start_offset})"
             ) from None
+
+    def _read_remote(
+        self, start_offset: int, max_length: int, isolation: FetchIsolation, min_one_message: bool
+    ) -> FetchDataInfo:
+        """A read below the local log start offset: the remote tier's reader answers, bounded by the
+        isolation's offset (HW, LSO or LEO); only remote data is returned (the next fetch continues locally,
+        as Kafka's). Below the log start offset, without a remote tier or reader, or when the reader holds no
+        segment for the offset: :class:`OffsetOutOfRangeError`; :class:`RemoteStorageError` propagates."""
+        reader = self._remote_log_reader
+        log_start = self.log_start_offset
+        if start_offset >= log_start and reader is not None and self.remote_log_enabled:
+            if isolation is _HIGH_WATERMARK:
+                max_offset = self.high_watermark
+            elif isolation is _LOG_END:
+                max_offset = self.log_end_offset
+            else:
+                max_offset = self.last_stable_offset
+            info = reader.read(
+                start_offset, max_length, max_offset, min_one_message, isolation is _TXN_COMMITTED
+            )
+            if info is not None:
+                return info
+        raise OffsetOutOfRangeError(
+            f"received request for offset {start_offset} for partition {self.topic_partition}, but we only have "
+            f"log segments starting from offset: {log_start}."
+        )
 
     def _fetch_hw_metadata(self) -> LogOffsetMetadata:
         watermarks = self.watermarks
@@ -745,7 +881,10 @@ class Log:
                 for s in deleted:
                     self.producer_state.delete_snapshot(s.base_offset)
                 self.leader_epoch_cache.truncate_from_end(target_offset)
-                self.watermarks.set_log_start_offset(min(target_offset, self.log_start_offset))
+                # Kafka moves only the log start offset back; the local one never stays above the log end.
+                self.watermarks.set_log_start_offset(
+                    min(target_offset, self.log_start_offset), min(target_offset, self.local_log_start_offset)
+                )
                 self._rebuild_producer_state(target_offset)
                 if self.high_watermark >= self.log_end_offset:
                     self._update_high_watermark_metadata(self.log_end_offset_metadata)
@@ -763,7 +902,12 @@ class Log:
             local.truncate_fully_and_start_at(new_offset)
             self.leader_epoch_cache.clear_and_flush()
             self.producer_state.truncate_fully_and_start_at(new_offset)
-            self.watermarks.set_log_start_offset(new_offset if log_start_offset is None else log_start_offset)
+            start = new_offset if log_start_offset is None else log_start_offset
+            # Kafka: with a remote tier the local log start offset is the new offset (the log start offset may
+            # stay below it, the remote tier serving the range); without one the two are equal.
+            self.watermarks.set_log_start_offset(
+                start, max(start, new_offset) if self.remote_log_enabled else start
+            )
             self._rebuild_producer_state(new_offset)
             self._update_high_watermark_metadata(self.log_end_offset_metadata)
             if local.recovery_point > new_offset or local.recovery_point < self.log_start_offset:

@@ -4,6 +4,9 @@
 Invariant owned here (checked by :meth:`Watermarks.check`, which the stateful suites call after every step):
 
 * ``0 <= log_start_offset <= high_watermark <= log_end_offset``;
+* ``log_start_offset <= local_log_start_offset <= log_end_offset``: the local log start offset (Kafka's
+  ``localLogStartOffset``) is the first offset the local segments serve; below it, down to the log start
+  offset, the remote tier serves (KIP-405). A log without a remote tier keeps the two equal;
 * the first unstable offset (the first offset of the oldest open or unreplicated transaction, from the
   producer state) is never below the log start offset;
 * ``last_stable_offset == min(first_unstable_offset, high_watermark)``.
@@ -35,6 +38,7 @@ class Watermarks:
         "_first_unstable_offset",
         "_follows_log_end",
         "_high_watermark",
+        "_local_log_start_offset",
         "_log_start_offset",
         "_logger",
         "_producer_state",
@@ -47,6 +51,7 @@ class Watermarks:
         logger: logging.Logger | logging.LoggerAdapter,  # type: ignore[type-arg]
     ) -> None:
         self._log_start_offset = log_start_offset
+        self._local_log_start_offset = log_start_offset
         self._high_watermark = LogOffsetMetadata(log_start_offset)
         self._first_unstable_offset: LogOffsetMetadata | None = None
         self._follows_log_end = False
@@ -57,6 +62,11 @@ class Watermarks:
     @property
     def log_start_offset(self) -> int:
         return self._log_start_offset
+
+    @property
+    def local_log_start_offset(self) -> int:
+        """The first offset the local segments serve (equal to the log start offset without a remote tier)."""
+        return self._local_log_start_offset
 
     @property
     def high_watermark(self) -> int:
@@ -90,11 +100,26 @@ class Watermarks:
         return self._follows_log_end
 
     # --- writes (the caller holds the log's lock) ---------------------------------------------------------
-    def set_log_start_offset(self, offset: int) -> None:
-        """Move the log start offset (truncation moves it back); a high watermark below it is lifted to it."""
+    def set_log_start_offset(self, offset: int, local_log_start_offset: int | None = None) -> None:
+        """Move the log start offset (truncation moves it back) and the local log start offset with it
+        (``local_log_start_offset``, default ``offset``: a log without a remote tier keeps them equal); a high
+        watermark below the log start offset is lifted to it."""
+        local = offset if local_log_start_offset is None else local_log_start_offset
+        if local < offset:
+            raise ValueError(f"local log start offset {local} below the log start offset {offset}")
         self._log_start_offset = offset
+        self._local_log_start_offset = local
         if self._high_watermark.message_offset < offset:
             self.set_high_watermark(LogOffsetMetadata(offset))
+
+    def set_local_log_start_offset(self, offset: int) -> None:
+        """Move the local log start offset alone (local retention deleted segments the remote tier holds);
+        never below the log start offset."""
+        if offset < self._log_start_offset:
+            raise ValueError(
+                f"local log start offset {offset} below the log start offset {self._log_start_offset}"
+            )
+        self._local_log_start_offset = offset
 
     def set_high_watermark(self, metadata: LogOffsetMetadata) -> None:
         """Set the high watermark (callers clamp it); the producer state and first unstable offset follow."""
@@ -155,6 +180,12 @@ class Watermarks:
         if not 0 <= start <= hw <= log_end_offset:
             raise AssertionError(
                 f"log start offset {start} <= high watermark {hw} <= log end offset {log_end_offset} violated"
+            )
+        local = self._local_log_start_offset
+        if not start <= local <= log_end_offset:
+            raise AssertionError(
+                f"log start offset {start} <= local log start offset {local} <= log end offset {log_end_offset} "
+                "violated"
             )
         fuo = self._first_unstable_offset
         if fuo is not None and fuo.message_offset < start:

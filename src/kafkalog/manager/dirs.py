@@ -228,6 +228,11 @@ class LogDirState:
 
 
 def _start_offset_entry(log: Log) -> int | None:
+    """Kafka's ``checkpointLogStartOffsetsInDir`` filter: a log with a remote tier always (its log start
+    offset may be below its first local segment, which the loader would otherwise raise it to), any other
+    only when its log start offset is past its first segment's base."""
+    if log.remote_log_enabled:
+        return log.log_start_offset
     segments = log.segments
     if segments and log.log_start_offset > segments[0].base_offset:
         return log.log_start_offset

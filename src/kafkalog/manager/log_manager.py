@@ -85,7 +85,7 @@ from kafkalog.errors import (
     UnknownTopicOrPartitionError,
     is_resource_exhaustion,
 )
-from kafkalog.log.config import LogConfig, ManagerConfig
+from kafkalog.log.config import LogConfig, ManagerConfig, validate_remote_storage
 from kafkalog.log.log import Log
 from kafkalog.log.names import (
     DELETE_DIR_SUFFIX,
@@ -150,7 +150,10 @@ class LogManager:
         self.time = time
         self.hw_follows_leo = hw_follows_leo
         self._lock = threading.RLock()
-        self._topics = TopicRegistry(default_config, hw_follows_leo)
+        #: the broker's ``remote.log.storage.system.enable`` (Kafka's tiered-storage gate): topic configs and
+        #: ``Log.open`` are checked against it
+        self.remote_storage_system_enable = self.remote_log_manager_config.remote_log_storage_system_enable
+        self._topics = TopicRegistry(default_config, hw_follows_leo, self.remote_storage_system_enable)
         self._future_logs: dict[TopicPartition, Log] = {}
         self._logs_to_delete: list[tuple[Log, int]] = []
         #: Deleted topics' ``-delete`` directories (their logs closed) and when they were deleted.
@@ -199,6 +202,7 @@ class LogManager:
             rcfg = remote_log_manager_config
         else:
             rcfg = RemoteLogManagerConfig.from_props({**remote_props, **(remote_log_manager_config or {})})
+        validate_remote_storage(base, rcfg.remote_log_storage_system_enable)
         mcfg = config if isinstance(config, ManagerConfig) else ManagerConfig.from_props(config)
         dirs = LogDirState.lock_all(paths)
         owns = scheduler is None
@@ -367,6 +371,7 @@ class LogManager:
             last_shutdown_clean=d.had_clean_shutdown,
             topic_id=topic_id,
             on_dir_failure=self._handle_dir_failure,
+            remote_storage_system_enable=self.remote_storage_system_enable,
         )
         if deleted:
             with self._lock:
@@ -715,6 +720,7 @@ class LogManager:
                 last_shutdown_clean=True,
                 topic_id=self._topics.topic_uuid(tp.topic),
                 on_dir_failure=self._handle_dir_failure,
+                remote_storage_system_enable=self.remote_storage_system_enable,
             )
         except OSError as exc:
             if not is_resource_exhaustion(exc) or isinstance(exc, KafkaStorageError):

@@ -50,6 +50,7 @@ def open_future_log(
         last_shutdown_clean=True,
         topic_id=current.topic_id,
         on_dir_failure=on_dir_failure,
+        remote_storage_system_enable=current.remote_storage_system_enable,
     )
 
 

@@ -5,8 +5,9 @@ characters, not ``.`` or ``..``) before it is registered, so no name can build a
 directory; two names that differ only by ``.`` versus ``_`` cannot coexist (Kafka refuses them: they
 collide in metric names); partition counts only grow, except when the manager puts back the count of a
 creation that failed half way or corrects a stored count to the partitions found on disk; config overrides are validated against
-:class:`~kafkalog.log.config.LogConfig` before they are stored, so a refused change leaves the registry
-as it was. The registry is the in-memory form of ``kafkalog-topics.json`` (:mod:`kafkalog.datadir`);
+:class:`~kafkalog.log.config.LogConfig` and Kafka's tiered-storage checks (with the broker's
+``remote.log.storage.system.enable``: ``remote_storage_system_enable``) before they are stored, so a refused
+change leaves the registry as it was. The registry is the in-memory form of ``kafkalog-topics.json`` (:mod:`kafkalog.datadir`);
 persisting it is the :class:`~kafkalog.manager.LogManager`'s job, after every change.
 """
 
@@ -24,7 +25,7 @@ from kafkalog.errors import (
     UnknownTopicOrPartitionError,
 )
 from kafkalog.log.checkpoint import topic_id_from_string, topic_id_to_string
-from kafkalog.log.config import LogConfig
+from kafkalog.log.config import LogConfig, validate_remote_storage, validate_remote_storage_change
 from kafkalog.log.names import TopicPartition, validate_topic_name
 
 __all__ = ["TopicRegistry", "check_partition_count", "normalize_overrides"]
@@ -49,8 +50,15 @@ def normalize_overrides(config: Mapping[str, Any] | None) -> dict[str, Any]:
 class TopicRegistry:
     """Topics known to a data directory (see the module doc). Not thread-safe: the manager locks."""
 
-    def __init__(self, default_config: LogConfig, hw_follows_leo: bool = True) -> None:
+    def __init__(
+        self,
+        default_config: LogConfig,
+        hw_follows_leo: bool = True,
+        remote_storage_system_enable: bool = False,
+    ) -> None:
         self.default_config = default_config
+        #: the broker's ``remote.log.storage.system.enable``: Kafka's tiered-storage gate for topic configs
+        self.remote_storage_system_enable = remote_storage_system_enable
         self.document = TopicsDocument(hw_follows_leo=hw_follows_leo)
 
     def load(self, documents: Iterable[TopicsDocument]) -> bool:
@@ -100,7 +108,9 @@ class TopicRegistry:
         validate_topic_name(name)
         check_partition_count(partitions)
         overrides = normalize_overrides(config)
-        LogConfig.from_props(overrides, base=self.default_config)
+        validate_remote_storage(
+            LogConfig.from_props(overrides, base=self.default_config), self.remote_storage_system_enable
+        )
         if name in self.document.topics:
             raise TopicExistsError(f"topic {name!r} already exists")
         for other in self.document.topics:
@@ -161,6 +171,8 @@ class TopicRegistry:
             else:
                 overrides.update(normalize_overrides({key: value}))
         new_config = LogConfig.from_props(overrides, base=self.default_config)
+        validate_remote_storage(new_config, self.remote_storage_system_enable)
+        validate_remote_storage_change(self.config_for(topic), new_config)
         meta.config = overrides
         return new_config
 
