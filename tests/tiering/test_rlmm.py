@@ -157,3 +157,16 @@ def test_refused_events_write_nothing(tmp_path: Path, metadata_logs: Callable[[P
         )
     assert logs(0).log_end_offset == end
     assert [m.state for m in rlmm.list_remote_log_segments(TIP)] == [S.COPY_SEGMENT_STARTED]
+
+
+def test_a_stopped_partition_replays_again(
+    tmp_path: Path, metadata_logs: Callable[[Path], MetadataLogs]
+) -> None:
+    rlmm = TopicBasedRemoteLogMetadataManager(metadata_logs(tmp_path / "data"), 1)
+    o = _populate(rlmm)[3]
+    before = _view(rlmm)
+    rlmm.on_stop_partitions({TIP})
+    rlmm.update_remote_log_segment_metadata(_update(o, S.DELETE_SEGMENT_STARTED))  # OTHER stays live
+    rlmm.on_partition_leadership_changes({TIP})
+    assert _view(rlmm)[:-1] == before[:-1]  # type: ignore[index]
+    assert [m.state for m in rlmm.list_remote_log_segments(OTHER)] == [S.DELETE_SEGMENT_STARTED]

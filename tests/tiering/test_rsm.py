@@ -164,3 +164,17 @@ def test_delete_goes_manifest_first_and_repeats(tmp_path: Path) -> None:
     source = AivenArchive(store, "tier/").partition("clicks", 1)
     assert second.start_offset not in [s.base_offset for s in source.segments]
     assert any(k.startswith(second_stem) for k in source.orphans)
+
+
+def test_sequential_fetches_fetch_each_chunk_once(tmp_path: Path) -> None:
+    log = _build(tmp_path / "clicks-0", 200)
+    store = MemoryStore(url="memory://sequential")
+    rsm = AivenRemoteStorageManager(store, RsmConfig(chunk_size=400, compression_enabled=True))
+    md = _copy_all(log, rsm)[0]
+    data = (log.dir / f"{md.start_offset:020d}.log").read_bytes()
+    log.close()
+    rsm.manifest(md)
+    store.stats.reset()
+    out = b"".join(rsm.fetch_log_segment(md, p, min(p + 99, len(data) - 1)) for p in range(0, len(data), 100))
+    assert out == data
+    assert store.stats.get_requests == -(-len(data) // 400)  # one GET per chunk, not per fetch

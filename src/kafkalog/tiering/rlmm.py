@@ -10,9 +10,10 @@ Invariants owned here:
 * a publish returns only once its record is appended **and flushed** (durable), and only then is it applied
   to the in-memory :class:`~kafkalog.remote.RemotePartitionMetadataStore` (Kafka waits for its consumer to
   read the record back): what a query answers survives a crash;
-* a metadata partition is replayed, from its log start to its end, before any of its user partitions is
-  queried (:meth:`TopicBasedRemoteLogMetadataManager.on_partition_leadership_changes` or the first query),
-  so after a restart the state is exactly what the durable records say;
+* a user partition's events are replayed from its metadata partition, log start to end, before it is first
+  queried or published to (:meth:`TopicBasedRemoteLogMetadataManager.on_partition_leadership_changes` or the
+  first use; again after :meth:`~TopicBasedRemoteLogMetadataManager.on_stop_partitions`), so after a
+  restart its state is exactly what the durable records say;
 * an event is checked against the current state before it is written (Kafka's ``IllegalArgumentException``
   cases: an add in a state other than COPY_SEGMENT_STARTED, an update to COPY_SEGMENT_STARTED, a transition
   :meth:`~kafkalog.remote.RemoteLogSegmentState.is_valid_transition` refuses): a refused event is an
@@ -40,6 +41,7 @@ from kafkalog.remote.metadata import (
 )
 from kafkalog.remote.partitioner import (
     DEFAULT_REMOTE_LOG_METADATA_TOPIC_PARTITIONS,
+    REMOTE_LOG_METADATA_TOPIC_NAME,
     RemoteLogMetadataTopicPartitioner,
 )
 from kafkalog.remote.serde import RemoteLogMetadata, deserialize, serialize
@@ -65,7 +67,8 @@ class TopicBasedRemoteLogMetadataManager:
         self._log_for_partition = log_for_partition
         self.partitioner = RemoteLogMetadataTopicPartitioner(num_metadata_topic_partitions)
         self.store = RemotePartitionMetadataStore()
-        self._replayed: set[int] = set()
+        #: user partitions loaded (replayed) since start
+        self._loaded: set[TopicIdPartition] = set()
         self._lock = threading.RLock()
         self._closed = False
 
@@ -93,6 +96,7 @@ class TopicBasedRemoteLogMetadataManager:
         with self._lock:
             for tip in partitions:
                 self.store.clear_topic_partition(tip)
+                self._loaded.discard(tip)
 
     def is_ready(self, topic_id_partition: TopicIdPartition) -> bool:
         """Whether the partition's metadata is loaded and replayed."""
@@ -101,23 +105,20 @@ class TopicBasedRemoteLogMetadataManager:
 
     def _ensure_loaded(self, tip: TopicIdPartition) -> None:
         with self._lock:
-            if self.store.is_initialized(tip):
-                return
-            partition = self.metadata_partition(tip)
-            if partition not in self._replayed:
-                self._replay(partition)
-            self.store.maybe_load_partition(tip)
-            self.store.mark_initialized(tip)
+            if not self.store.is_initialized(tip):
+                self._replay(self.metadata_partition(tip), tip)
 
-    def _replay(self, partition: int) -> None:
-        """Apply every record of metadata partition ``partition`` (each user partition met is loaded)."""
+    def _replay(self, partition: int, tip: TopicIdPartition) -> None:
+        """Apply every record of metadata partition ``partition`` for the user partitions not loaded yet (so
+        ``tip`` and the others sharing the partition); each is then initialized."""
         log = self._log_for_partition(partition)
+        live = {t for t in self._loaded if self.store.is_initialized(t)}
+        touched: set[TopicIdPartition] = {tip}
         offset = log.log_start_offset
         end = log.log_end_offset
         count = 0
         while offset < end:
-            info = log.read(offset, _REPLAY_FETCH_BYTES)
-            batches = list(info.records.batches())
+            batches = list(log.read(offset, _REPLAY_FETCH_BYTES).records.batches())
             if not batches:
                 break
             for batch in batches:
@@ -126,23 +127,23 @@ class TopicBasedRemoteLogMetadataManager:
                 for record in batch:
                     if record.offset < offset or record.value is None:
                         continue
-                    self._apply(deserialize(record.value))
+                    event = deserialize(record.value)
+                    if isinstance(event, RemoteLogSegmentMetadataSnapshot):
+                        raise InvalidRecordError(
+                            "RemoteLogSegmentMetadataSnapshotRecord is not a __remote_log_metadata record"
+                        )
+                    if event.topic_id_partition in live:
+                        continue
+                    touched.add(event.topic_id_partition)
+                    self.store.maybe_load_partition(event.topic_id_partition)
+                    self.store.handle_remote_log_metadata(event)
                     count += 1
             offset = batches[-1].last_offset + 1
-        self._replayed.add(partition)
-        _log.info(
-            "Replayed %d remote log metadata records of %s-%d", count, "__remote_log_metadata", partition
-        )
-
-    def _apply(self, event: RemoteLogMetadata) -> None:
-        if isinstance(event, RemoteLogSegmentMetadataSnapshot):
-            raise InvalidRecordError(
-                "RemoteLogSegmentMetadataSnapshotRecord is not a __remote_log_metadata record"
-            )
-        tip = event.topic_id_partition
-        if not self.store.is_initialized(tip):
-            self.store.maybe_load_partition(tip)
-        self.store.handle_remote_log_metadata(event)
+        for t in touched:
+            self.store.maybe_load_partition(t)
+            self.store.mark_initialized(t)
+            self._loaded.add(t)
+        _log.info("Replayed %d records of %s-%d", count, REMOTE_LOG_METADATA_TOPIC_NAME, partition)
 
     # --- publishing ---------------------------------------------------------------------------------------
     def _publish(self, tip: TopicIdPartition, event: RemoteLogMetadata) -> None:
@@ -238,5 +239,5 @@ class TopicBasedRemoteLogMetadataManager:
         """Forget the replayed state (the Logs are the manager's to close)."""
         with self._lock:
             self._closed = True
-            self._replayed.clear()
+            self._loaded.clear()
             self.store = RemotePartitionMetadataStore()

@@ -11,7 +11,8 @@ Invariants owned here:
 * **delete** removes the manifest first (the segment becomes an orphan no reader serves), then ``.log`` and
   ``.indexes``; deleting what is already gone is not an error, so a delete can always be retried.
 * **fetch** reads only what is asked: a manifest (cached per segment, bounded), then ranged GETs of the
-  ``.log`` (the chunks covering the range when chunks are transformed) or of one part of ``.indexes``.
+  ``.log`` (the chunks covering the range when chunks are transformed, decoded chunks of the last few
+  objects kept so sequential fetches do not fetch a chunk twice) or of one part of ``.indexes``.
 * Every storage failure surfaces as :class:`~kafkalog.errors.RemoteStorageError` (a missing object as its
   subclass :class:`~kafkalog.errors.RemoteResourceNotFoundError`); nothing here writes outside the store.
 """
@@ -25,7 +26,8 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol
 
-from kafkalog.errors import KafkaError, RemoteStorageError
+from kafkalog.errors import InvalidConfigurationError, KafkaError, RemoteStorageError
+from kafkalog.objstore.open import open_store
 from kafkalog.objstore.store import ObjectStore
 from kafkalog.remote.metadata import RemoteLogSegmentMetadata
 from kafkalog.tiered.aiven import aiven_segment_key
@@ -47,8 +49,11 @@ __all__ = [
 
 #: Manifests kept by one :class:`AivenRemoteStorageManager` (each about 1 KiB).
 MANIFEST_CACHE_ENTRIES: Final = 1024
-#: Decoded chunks one transformed ``.log`` read keeps (a read opens its own, so this bounds one read).
-_CHUNK_CACHE_BYTES: Final = 8 * 1024 * 1024
+#: Decoded chunks kept per transformed ``.log`` (sequential fetches of one segment reuse its chunks).
+CHUNK_CACHE_BYTES: Final = 8 * 1024 * 1024
+#: Transformed ``.log`` objects whose decoded chunks are kept at once (so at most 4 x 8 MiB, plus one chunk
+#: each when a chunk is larger than the bound).
+OPEN_CHUNKED_FILES: Final = 4
 
 
 class IndexType(Enum):
@@ -143,10 +148,20 @@ class AivenRemoteStorageManager:
             assert kid is not None  # RsmConfig checks it
             self._public_key = (kid, _load_public_key(self.config.encryption_key_pairs[kid][0]))
         self._manifests: OrderedDict[str, SegmentManifest] = OrderedDict()
+        self._chunked: OrderedDict[str, ChunkedFile] = OrderedDict()
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"AivenRemoteStorageManager({self.store.url!r})"
+
+    @classmethod
+    def from_config(cls, rsm_config: RsmConfig) -> AivenRemoteStorageManager:
+        """An RSM over ``open_store(rsm.config.storage.url, rsm.config.storage.*)`` (no I/O yet)."""
+        if not rsm_config.storage_url:
+            raise InvalidConfigurationError(
+                "rsm.config.storage.url must name the remote tier's object storage (s3://bucket/path, file://...)"
+            )
+        return cls(open_store(rsm_config.storage_url, rsm_config.storage_options), rsm_config)
 
     # --- keys ---------------------------------------------------------------------------------------------
     def segment_key(self, metadata: RemoteLogSegmentMetadata) -> str:
@@ -248,20 +263,29 @@ class AivenRemoteStorageManager:
         key = self.segment_key(metadata) + ".log"
         if not manifest.compression and manifest.encryption is None:
             return self.store.get_range(key, start_position, end)
+        return self._chunked_file(key, manifest).pread(end - start_position, start_position)
+
+    def _chunked_file(self, key: str, manifest: SegmentManifest) -> ChunkedFile:
+        """The reader of a transformed ``.log`` with its decoded-chunk cache (the newest few are kept)."""
+        with self._lock:
+            chunked = self._chunked.get(key)
+            if chunked is not None:
+                self._chunked.move_to_end(key)
+                return chunked
         name = object_url(self.store, key)
-        enc = manifest.encryption
         chunked = ChunkedFile(
             self.store,
             key,
             manifest.chunk_index,
             compressed=manifest.compression,
-            data_key=(lambda: self._data_key(manifest, name)) if enc is not None else None,
-            cache_bytes=_CHUNK_CACHE_BYTES,
+            data_key=(lambda: self._data_key(manifest, name)) if manifest.encryption is not None else None,
+            cache_bytes=CHUNK_CACHE_BYTES,
         )
-        try:
-            return chunked.pread(end - start_position, start_position)
-        finally:
-            chunked.close()
+        with self._lock:
+            self._chunked[key] = chunked
+            while len(self._chunked) > OPEN_CHUNKED_FILES:
+                self._chunked.popitem(last=False)[1].close()
+        return chunked
 
     def fetch_index(self, metadata: RemoteLogSegmentMetadata, index_type: IndexType) -> bytes:
         """One part of the ``.indexes`` object, decrypted (one ranged GET)."""
@@ -291,6 +315,9 @@ class AivenRemoteStorageManager:
         stem = self.segment_key(metadata)
         with self._lock:
             self._manifests.pop(stem, None)
+            chunked = self._chunked.pop(stem + ".log", None)
+        if chunked is not None:
+            chunked.close()
         try:
             for suffix in (".rsm-manifest", ".log", ".indexes"):
                 self.store.delete(stem + suffix)  # a missing key is not an error (ObjectStore's contract)
@@ -303,3 +330,7 @@ class AivenRemoteStorageManager:
         """Forget the cached manifests."""
         with self._lock:
             self._manifests.clear()
+            chunked = list(self._chunked.values())
+            self._chunked.clear()
+        for f in chunked:
+            f.close()

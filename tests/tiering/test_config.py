@@ -1,0 +1,82 @@
+"""RemoteLogManagerConfig / RsmConfig: Kafka's and the plugin's names, validation with the key named, and no
+credential in a repr."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kafkalog.errors import InvalidConfigurationError
+from kafkalog.tiering import AivenRemoteStorageManager, RemoteLogManagerConfig, RsmConfig
+
+
+def test_from_props_reads_kafkas_and_the_plugins_names() -> None:
+    cfg = RemoteLogManagerConfig.from_props(
+        {
+            "remote.log.storage.system.enable": "true",
+            "remote.log.manager.task.interval.ms": "5000",
+            "remote.log.metadata.topic.num.partitions": "7",
+            "remote.log.index.file.cache.total.size.bytes": "1048576",
+            "node.id": "3",
+            "rsm.config.storage.url": "s3://bucket/tier",
+            "rsm.config.storage.fs.s3a.endpoint": "http://127.0.0.1:9000",
+            "rsm.config.storage.fs.s3a.secret.key": "very-secret-value",
+            "rsm.config.key.prefix": "prod/",
+            "rsm.config.chunk.size": "1048576",
+            "rsm.config.compression.enabled": "true",
+            "unrelated.key": "x",
+        }
+    )
+    assert cfg.remote_log_storage_system_enable is True
+    assert (cfg.remote_log_manager_task_interval_ms, cfg.remote_log_metadata_topic_num_partitions) == (
+        5000,
+        7,
+    )
+    assert cfg.remote_log_index_file_cache_total_size_bytes == 1 << 20
+    assert cfg.broker_id == 3
+    assert cfg.rsm.storage_url == "s3://bucket/tier"
+    assert cfg.rsm.storage_options == {
+        "fs.s3a.endpoint": "http://127.0.0.1:9000",
+        "fs.s3a.secret.key": "very-secret-value",
+    }
+    assert (cfg.rsm.key_prefix, cfg.rsm.chunk_size, cfg.rsm.compression_enabled) == ("prod/", 1 << 20, True)
+    assert "very-secret-value" not in repr(cfg)
+    assert "very-secret-value" not in str(cfg)
+    # another impl prefix
+    other = RemoteLogManagerConfig.from_props(
+        {
+            "remote.log.storage.manager.impl.prefix": "tier.",
+            "tier.key.prefix": "p/",
+            "rsm.config.key.prefix": "no",
+        }
+    )
+    assert other.rsm.key_prefix == "p/"
+    assert RemoteLogManagerConfig() == RemoteLogManagerConfig.from_props({})
+
+
+@pytest.mark.parametrize(
+    ("props", "named"),
+    [
+        ({"remote.log.manager.task.interval.ms": "0"}, "remote.log.manager.task.interval.ms"),
+        ({"remote.log.metadata.topic.num.partitions": "x"}, "remote.log.metadata.topic.num.partitions"),
+        ({"remote.log.storage.system.enable": "maybe"}, "remote.log.storage.system.enable"),
+        ({"rsm.config.chunk.size": "0"}, "rsm.config.chunk.size"),
+        ({"rsm.config.encryption.enabled": "true"}, "rsm.config.encryption.key.pair.id"),
+        (
+            {"rsm.config.encryption.enabled": "true", "rsm.config.encryption.key.pair.id": "k9"},
+            "rsm.config.encryption.key.pairs.k9",
+        ),
+        ({"rsm.config.encryption.key.pairs.k1.public.key.file": "/p"}, "rsm.config.encryption.key.pairs.k1"),
+    ],
+)
+def test_bad_values_name_the_key(props: dict[str, str], named: str) -> None:
+    with pytest.raises(InvalidConfigurationError, match=named.replace(".", r"\.")):
+        RemoteLogManagerConfig.from_props(props)
+
+
+def test_rsm_from_config_needs_a_storage_url(tmp_path: Path) -> None:
+    with pytest.raises(InvalidConfigurationError, match=r"rsm\.config\.storage\.url"):
+        AivenRemoteStorageManager.from_config(RsmConfig())
+    rsm = AivenRemoteStorageManager.from_config(RsmConfig(storage_url=str(tmp_path / "tier")))
+    assert repr(rsm).startswith("AivenRemoteStorageManager(")
