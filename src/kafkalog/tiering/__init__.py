@@ -18,17 +18,22 @@ Layering: beside ``cleaner`` and ``readonly``; imports ``tiered``, ``remote``, `
 
 from kafkalog.tiering.config import RemoteLogManagerConfig, RsmConfig
 from kafkalog.tiering.index_cache import RemoteIndexCache, RemoteIndexEntry
+from kafkalog.tiering.rlm import METRIC_NAMES, RemoteLogManager, RemoteTierReader, topic_id_partition
 from kafkalog.tiering.rlmm import TopicBasedRemoteLogMetadataManager
 from kafkalog.tiering.rsm import AivenRemoteStorageManager, IndexType, LogSegmentData, RemoteStorageManager
 
 __all__ = [
+    "METRIC_NAMES",
     "AivenRemoteStorageManager",
     "IndexType",
     "LogSegmentData",
     "RemoteIndexCache",
     "RemoteIndexEntry",
+    "RemoteLogManager",
     "RemoteLogManagerConfig",
     "RemoteStorageManager",
+    "RemoteTierReader",
     "RsmConfig",
     "TopicBasedRemoteLogMetadataManager",
+    "topic_id_partition",
 ]

@@ -67,6 +67,14 @@ class RemoteIndexEntry:
         i = int(np.searchsorted(self.offsets, target_offset, side="right")) - 1
         return int(self.positions[i]) if i >= 0 else 0
 
+    def lookup_offset_span(self, target_offset: int) -> tuple[int, int | None]:
+        """``(position, next position)``: :meth:`lookup_offset`'s position and that of the next index entry (the
+        batch holding ``target_offset`` starts between the two; None: past the last entry)."""
+        i = int(np.searchsorted(self.offsets, target_offset, side="right")) - 1
+        position = int(self.positions[i]) if i >= 0 else 0
+        nxt = int(self.positions[i + 1]) if i + 1 < len(self.positions) else None
+        return position, nxt
+
     def lookup_timestamp(self, timestamp: int, starting_offset: int) -> int:
         """Kafka's ``RemoteIndexCache.lookupTimestamp``: the time index's entry for ``timestamp`` (the greatest
         timestamp ≤ it), then the offset index's position for ``max(that offset, starting_offset)``."""

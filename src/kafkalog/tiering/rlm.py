@@ -1,0 +1,787 @@
+"""Kafka's ``RemoteLogManager``: copying rolled segments to remote storage, expiring them by total retention,
+and reading them back (``RLMCopyTask``, ``RLMExpirationTask``, ``read``, ``findOffsetByTimestamp``).
+
+Invariants owned here:
+
+* **Copy order.** A segment is copied only once it is rolled and its last offset is below
+  ``min(last stable offset, high watermark)``, in offset order, each as COPY_SEGMENT_STARTED (durable) →
+  the RSM's upload (``.log``, ``.indexes``, manifest last) → COPY_SEGMENT_FINISHED (durable) →
+  ``log.update_highest_offset_in_remote_storage(end)``. The local segment may be deleted by local retention
+  only after that, so a crash anywhere loses nothing.
+* **No orphans.** A COPY_SEGMENT_STARTED without FINISHED (a crash or a failed upload) and a
+  DELETE_SEGMENT_STARTED without FINISHED are finished as deletes by :meth:`RemoteLogManager.cleanup_incomplete`
+  (run when a partition starts and at the start of every copy pass): DELETE_SEGMENT_STARTED → the RSM's delete
+  (manifest first) → DELETE_SEGMENT_FINISHED. The copy is then retried with a new segment id.
+* **Total retention** (``retention.ms``, ``retention.bytes`` over the local-only and remote bytes, the log start
+  offset, segments whose epochs all precede the leader-epoch lineage) moves the log start offset first
+  (``maybe_increment_log_start_offset(end + 1, "segment deletion")``, so no reader is sent to a segment being
+  deleted), then deletes the segments as above: Kafka's order.
+* **Failures.** A pass never raises to its scheduler and never takes the log dir offline: a storage failure
+  stops the pass with one log line and the ``FailedRemoteCopyRequestsPerSec`` (or delete) metric, and the
+  next pass retries. Reads raise :class:`~kafkalog.errors.RemoteStorageError` to their caller.
+* **Reads** (:class:`RemoteTierReader`) find the segment by the leader-epoch lineage and offset, position
+  through the remote offset index (:class:`~kafkalog.tiering.index_cache.RemoteIndexCache`), fetch only the
+  byte ranges needed and return whole batches of that one segment.
+
+It runs no threads: the manager schedules :meth:`RemoteLogManager.copy_once` / :meth:`RemoteLogManager.expire_once`
+every ``remote.log.manager.task.interval.ms``; passes of one partition must not run concurrently.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import struct
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from kafkalog.errors import KafkaError, RemoteStorageError
+from kafkalog.log.checkpoint import EpochEntry, leader_epoch_checkpoint
+from kafkalog.log.log import Log
+from kafkalog.log.names import TopicPartition
+from kafkalog.log.tiers import SEGMENT_DELETION, RemoteLogReader
+from kafkalog.records import MemoryRecords
+from kafkalog.records.framing import (
+    HEADER_SIZE_UP_TO_MAGIC,
+    LAST_OFFSET_DELTA_OFFSET,
+    LENGTH_OFFSET,
+    LOG_OVERHEAD,
+    PARTITION_LEADER_EPOCH_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    RECORD_OVERHEAD_V0,
+    frame_magic,
+)
+from kafkalog.remote.metadata import (
+    RemoteLogSegmentId,
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentMetadataUpdate,
+    RemoteLogSegmentState,
+    RemotePartitionDeleteMetadata,
+    RemotePartitionDeleteState,
+    TopicIdPartition,
+    Uuid,
+)
+from kafkalog.storage.txn_index import AbortedTxn, collect_aborted_txns
+from kafkalog.storage.types import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset, fetch_data_info
+from kafkalog.tiered.aiven import epochs_in_range
+from kafkalog.tiered.view import is_within_lineage
+from kafkalog.tiering.config import RemoteLogManagerConfig
+from kafkalog.tiering.index_cache import RemoteIndexCache
+from kafkalog.tiering.rlmm import TopicBasedRemoteLogMetadataManager
+from kafkalog.tiering.rsm import LogSegmentData, RemoteStorageManager
+from kafkalog.time import SYSTEM_TIME, Time
+
+__all__ = ["METRIC_NAMES", "RemoteLogManager", "RemoteTierReader"]
+
+_log = logging.getLogger(__name__)
+
+#: Kafka's remote storage metric names (``kafka.server:type=BrokerTopicMetrics``); each value here is the
+#: meter's count (or the gauge's value) since the manager started.
+METRIC_NAMES: Final = (
+    "RemoteCopyBytesPerSec",
+    "RemoteFetchBytesPerSec",
+    "RemoteCopyLagBytes",
+    "RemoteCopyLagSegments",
+    "RemoteLogSizeBytes",
+    "RemoteLogMetadataCount",
+    "RemoteCopyRequestsPerSec",
+    "RemoteFetchRequestsPerSec",
+    "FailedRemoteCopyRequestsPerSec",
+    "FailedRemoteFetchRequestsPerSec",
+    "RemoteDeleteRequestsPerSec",
+    "FailedRemoteDeleteRequestsPerSec",
+)
+#: Bytes fetched at least per ranged read of a remote ``.log`` (a batch header plus some batches).
+_MIN_FETCH_BYTES: Final = 64 * 1024
+_I32 = struct.Struct(">i")
+#: Header bytes that say a v2 batch's size and offsets (through ``lastOffsetDelta``).
+_HEADER_BYTES: Final = LAST_OFFSET_DELTA_OFFSET + 4
+
+
+def _batch_header(buf: bytes | bytearray, pos: int, size_limit: int) -> tuple[int, int, int, int]:
+    """``(size, base offset, last offset, leader epoch)`` from the header of the entry at ``buf[pos]`` (its
+    first 27 bytes, or 17 for a legacy entry), as ``next_frame`` frames it: a size below 14 or past
+    ``size_limit`` (the segment's end) is corrupt data."""
+    length = _I32.unpack_from(buf, pos + LENGTH_OFFSET)[0]
+    if length < RECORD_OVERHEAD_V0 or LOG_OVERHEAD + length > size_limit:
+        raise RemoteStorageError(f"corrupt remote segment data at position {pos}: batch length {length}")
+    base = int.from_bytes(buf[pos : pos + 8], "big", signed=True)
+    if frame_magic(buf, pos) >= 2:
+        last = base + _I32.unpack_from(buf, pos + LAST_OFFSET_DELTA_OFFSET)[0]
+        epoch = _I32.unpack_from(buf, pos + PARTITION_LEADER_EPOCH_OFFSET)[0]
+        return LOG_OVERHEAD + length, base, last, epoch
+    return LOG_OVERHEAD + length, base, base, -1  # a legacy entry's offset is its last offset
+
+
+@dataclass
+class _PartitionState:
+    tip: TopicIdPartition
+    metrics: dict[str, int] = field(default_factory=lambda: dict.fromkeys(METRIC_NAMES, 0))
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    #: held by every pass (copy, expiration, cleanup): a partition's passes never interleave
+    pass_lock: threading.RLock = field(default_factory=threading.RLock)
+
+
+class _SegmentWindow:
+    """The bytes of one remote segment fetched so far from ``start``, extended with ranged reads."""
+
+    def __init__(
+        self,
+        rlm: RemoteLogManager,
+        state: _PartitionState,
+        md: RemoteLogSegmentMetadata,
+        start: int,
+        step: int,
+    ) -> None:
+        self._rlm = rlm
+        self._state = state
+        self._md = md
+        self.start = start
+        self.data = bytearray()
+        #: bytes fetched at least when the window must grow (a read lowers it to what it can still use)
+        self.step = max(step, _MIN_FETCH_BYTES)
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.data)
+
+    def ensure(self, position: int) -> bool:
+        """Hold the bytes up to ``position`` (exclusive); False when the segment ends before it."""
+        size = self._md.segment_size_in_bytes
+        while self.end < min(position, size):
+            want = min(size, max(position, self.end + self.step))
+            chunk = self._rlm.fetch_bytes(self._state, self._md, self.end, want - 1)
+            if not chunk:
+                return False
+            self.data += chunk
+        return self.end >= position
+
+    def batches(self) -> Iterator[tuple[int, int, int, int, int]]:
+        """``(position, size, base offset, last offset, epoch)`` of each batch from ``start``, read from its
+        header alone: a caller that wants the batch calls :meth:`ensure` for its end (a torn tail, which a
+        rolled segment never has, ends the walk)."""
+        pos = self.start
+        segment_size = self._md.segment_size_in_bytes
+        while True:
+            self.ensure(pos + _HEADER_BYTES)
+            rel = pos - self.start
+            if len(self.data) - rel < _HEADER_BYTES and (
+                len(self.data) - rel <= HEADER_SIZE_UP_TO_MAGIC or frame_magic(self.data, rel) >= 2
+            ):
+                return
+            size, base, last, epoch = _batch_header(self.data, rel, segment_size - pos)
+            yield pos, size, base, last, epoch
+            pos += size
+
+    def slice(self, first: int, end: int) -> bytes:
+        return bytes(self.data[first - self.start : end - self.start])
+
+
+class RemoteTierReader:
+    """The :class:`~kafkalog.log.tiers.RemoteLogReader` of one log: reads below its local log start offset."""
+
+    def __init__(self, rlm: RemoteLogManager, log: Log) -> None:
+        self._rlm = rlm
+        self._log = log
+
+    def __repr__(self) -> str:
+        return f"RemoteTierReader({self._log.topic_partition})"
+
+    def read(
+        self, fetch_offset: int, max_bytes: int, max_offset: int, min_one_message: bool, read_committed: bool
+    ) -> FetchDataInfo | None:
+        """Whole batches of the remote segment holding ``fetch_offset`` (None: no remote segment holds it)."""
+        return self._rlm.read(self._log, fetch_offset, max_bytes, max_offset, min_one_message, read_committed)
+
+    def find_offset_by_timestamp(self, target_timestamp: int, start_offset: int) -> TimestampAndOffset | None:
+        """The first remote record at or after ``start_offset`` with a timestamp ≥ ``target_timestamp``."""
+        return self._rlm.find_offset_by_timestamp(self._log, target_timestamp, start_offset)
+
+
+def topic_id_partition(log: Log, topic_id: uuid.UUID | Uuid | None = None) -> TopicIdPartition:
+    """Kafka's ``TopicIdPartition`` of a log (``topic_id`` defaults to the log's own)."""
+    tid = topic_id if topic_id is not None else log.topic_id
+    if tid is None:
+        raise RemoteStorageError(f"{log.topic_partition} has no topic id: it cannot be tiered")
+    kid = tid if isinstance(tid, Uuid) else Uuid.from_bytes(tid.bytes)
+    tp = log.topic_partition
+    return TopicIdPartition(kid, tp.topic, tp.partition)
+
+
+class RemoteLogManager:
+    """Kafka's ``RemoteLogManager`` over an RSM and the topic-based RLMM (see the module docstring)."""
+
+    def __init__(
+        self,
+        rsm: RemoteStorageManager,
+        rlmm: TopicBasedRemoteLogMetadataManager,
+        config: RemoteLogManagerConfig | None = None,
+        time: Time | None = None,
+    ) -> None:
+        self.rsm = rsm
+        self.rlmm = rlmm
+        self.config = config or RemoteLogManagerConfig()
+        self.time = time or SYSTEM_TIME
+        self.index_cache = RemoteIndexCache(rsm, self.config.remote_log_index_file_cache_total_size_bytes)
+        self._partitions: dict[TopicPartition, _PartitionState] = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"RemoteLogManager({self.rsm!r}, {len(self._partitions)} partitions)"
+
+    # --- partitions ---------------------------------------------------------------------------------------
+    def on_leadership_change(self, log: Log, topic_id: uuid.UUID | Uuid | None = None) -> None:
+        """Start managing ``log`` (Kafka's ``onLeadershipChange`` for a leader)."""
+        self.start_partition(log, topic_id)
+
+    def start_partition(self, log: Log, topic_id: uuid.UUID | Uuid | None = None) -> TopicIdPartition:
+        """Load the partition's metadata, restore the log's highest offset in remote storage, and clean up what
+        a crash left half done."""
+        tip = topic_id_partition(log, topic_id)
+        with self._lock:
+            self._partitions[log.topic_partition] = _PartitionState(tip)
+        self.rlmm.on_partition_leadership_changes({tip})
+        highest = self.find_highest_remote_offset(log)
+        if highest > log.highest_offset_in_remote_storage:
+            log.update_highest_offset_in_remote_storage(highest)
+        self.cleanup_incomplete(log)
+        return tip
+
+    def stop_partition(self, tp: TopicPartition, delete: bool = False) -> None:
+        """Stop managing ``tp``; with ``delete`` its remote segments and metadata go too (Kafka's
+        ``stopPartitions`` with ``deleteRemoteLog``)."""
+        with self._lock:
+            state = self._partitions.pop(tp, None)
+        if state is None:
+            return
+        if delete:
+            tip = state.tip
+            now = self.time.milliseconds()
+            broker = self.config.broker_id
+            self.rlmm.put_remote_partition_delete_metadata(
+                RemotePartitionDeleteMetadata(
+                    tip, RemotePartitionDeleteState.DELETE_PARTITION_MARKED, now, broker
+                )
+            )
+            self.rlmm.put_remote_partition_delete_metadata(
+                RemotePartitionDeleteMetadata(
+                    tip, RemotePartitionDeleteState.DELETE_PARTITION_STARTED, now, broker
+                )
+            )
+            for md in list(self.rlmm.list_remote_log_segments(tip)):
+                self._delete_segment(state, md)
+            self.rlmm.put_remote_partition_delete_metadata(
+                RemotePartitionDeleteMetadata(
+                    tip,
+                    RemotePartitionDeleteState.DELETE_PARTITION_FINISHED,
+                    self.time.milliseconds(),
+                    broker,
+                )
+            )
+        else:
+            self.rlmm.on_stop_partitions({state.tip})
+
+    def close(self) -> None:
+        """Forget every partition, the cached indexes, and close the RSM and the RLMM (not their Logs)."""
+        with self._lock:
+            self._partitions.clear()
+        self.index_cache.clear()
+        self.rsm.close()
+        self.rlmm.close()
+
+    def _state(self, log: Log) -> _PartitionState:
+        state = self._partitions.get(log.topic_partition)
+        if state is None:
+            raise RemoteStorageError(f"{log.topic_partition} is not managed by the remote log manager")
+        return state
+
+    def reader_for(self, log: Log) -> RemoteLogReader:
+        """The reader (a :class:`RemoteTierReader`) the manager passes to ``log.set_remote_log_reader``."""
+        self._state(log)
+        return RemoteTierReader(self, log)
+
+    def metrics(self, tp: TopicPartition | None = None) -> dict[str, int]:
+        """Kafka's remote metrics of one partition, or summed over all (see :data:`METRIC_NAMES`)."""
+        with self._lock:
+            states = (
+                [self._partitions[tp]]
+                if tp is not None and tp in self._partitions
+                else (list(self._partitions.values()) if tp is None else [])
+            )
+        out = dict.fromkeys(METRIC_NAMES, 0)
+        for state in states:
+            for k, v in state.metrics.items():
+                out[k] += v
+        return out
+
+    def _count(self, state: _PartitionState, name: str, n: int = 1) -> None:
+        with state.lock:
+            state.metrics[name] += n
+
+    def _set(self, state: _PartitionState, name: str, value: int) -> None:
+        with state.lock:
+            state.metrics[name] = value
+
+    # --- offsets ------------------------------------------------------------------------------------------
+    def find_highest_remote_offset(self, log: Log) -> int:
+        """Kafka's ``findHighestRemoteOffset``: the highest copied offset along the log's epoch lineage (-1)."""
+        tip = self._state(log).tip
+        cache = log.leader_epoch_cache
+        entry = cache.latest_entry
+        while entry is not None:
+            epoch = entry.epoch
+            highest = self.rlmm.highest_offset_for_epoch(tip, epoch)
+            if highest is not None:
+                _, end_offset = cache.end_offset_for(epoch, log.log_end_offset)
+                return end_offset - 1 if end_offset <= highest else highest
+            entry = cache.previous_entry(epoch)
+        return -1
+
+    def _lineage(self, log: Log) -> dict[int, int]:
+        return {e.epoch: e.start_offset for e in log.leader_epoch_cache.epoch_entries}
+
+    # --- cleanup ------------------------------------------------------------------------------------------
+    def cleanup_incomplete(self, log: Log) -> int:
+        """Delete every segment left COPY_SEGMENT_STARTED or DELETE_SEGMENT_STARTED; returns how many. A
+        storage failure is logged and counted (the next pass retries)."""
+        state = self._state(log)
+        try:
+            with state.pass_lock:
+                return self._cleanup(state)
+        except Exception as exc:  # the scheduler must never see it
+            self._failed(
+                state, "FailedRemoteDeleteRequestsPerSec", "clean up incomplete segments of", log, exc
+            )
+            return 0
+
+    def _cleanup(self, state: _PartitionState) -> int:
+        done = 0
+        incomplete = (
+            RemoteLogSegmentState.COPY_SEGMENT_STARTED,
+            RemoteLogSegmentState.DELETE_SEGMENT_STARTED,
+        )
+        for md in list(self.rlmm.list_remote_log_segments(state.tip)):
+            if md.state in incomplete:
+                _log.info(
+                    "Cleaning up incomplete remote segment %s of %s (%s)",
+                    md.remote_log_segment_id.id,
+                    state.tip,
+                    md.state.name,
+                )
+                self._delete_segment(state, md)
+                done += 1
+        return done
+
+    def _delete_segment(self, state: _PartitionState, md: RemoteLogSegmentMetadata) -> None:
+        """DELETE_SEGMENT_STARTED → the RSM's delete → DELETE_SEGMENT_FINISHED (Kafka's ``deleteRemoteLogSegment``)."""
+        broker = self.config.broker_id
+        if md.state is not RemoteLogSegmentState.DELETE_SEGMENT_STARTED:
+            self.rlmm.update_remote_log_segment_metadata(
+                RemoteLogSegmentMetadataUpdate(
+                    md.remote_log_segment_id,
+                    self.time.milliseconds(),
+                    md.custom_metadata,
+                    RemoteLogSegmentState.DELETE_SEGMENT_STARTED,
+                    broker,
+                )
+            )
+        self._count(state, "RemoteDeleteRequestsPerSec")
+        self.index_cache.remove(md.remote_log_segment_id.id)
+        self.rsm.delete_log_segment_data(md)
+        self.rlmm.update_remote_log_segment_metadata(
+            RemoteLogSegmentMetadataUpdate(
+                md.remote_log_segment_id,
+                self.time.milliseconds(),
+                md.custom_metadata,
+                RemoteLogSegmentState.DELETE_SEGMENT_FINISHED,
+                broker,
+            )
+        )
+
+    def _failed(self, state: _PartitionState, metric: str, what: str, log: Log, exc: BaseException) -> None:
+        self._count(state, metric)
+        if isinstance(exc, (KafkaError, OSError)):
+            _log.warning("Failed to %s %s, retrying in the next pass: %s", what, log.topic_partition, exc)
+        else:
+            _log.error("Failed to %s %s, retrying in the next pass", what, log.topic_partition, exc_info=exc)
+
+    # --- copy ---------------------------------------------------------------------------------------------
+    def candidate_log_segments(self, log: Log, from_offset: int) -> list[tuple[object, int]]:
+        """Kafka's ``candidateLogSegments``: ``(segment, next segment's base offset)`` of every rolled segment
+        with offsets at or above ``from_offset`` whose last offset is below ``min(LSO, high watermark)``."""
+        limit = min(log.last_stable_offset, log.high_watermark)
+        segments = log.segments
+        out: list[tuple[object, int]] = []
+        for seg, nxt in itertools.pairwise(segments):
+            next_base = nxt.base_offset
+            if next_base <= from_offset or next_base - 1 < seg.base_offset:
+                continue  # already copied, or an empty segment
+            if next_base > limit:
+                break
+            out.append((seg, next_base))
+        return out
+
+    def copy_once(self, log: Log) -> int:
+        """One pass of Kafka's ``RLMCopyTask``; returns how many segments were copied (never raises)."""
+        state = self._partitions.get(log.topic_partition)
+        if state is None or not log.remote_log_enabled or log.config.remote_log_copy_disable:
+            return 0
+        copied = 0
+        state.pass_lock.acquire()
+        try:
+            self._cleanup(state)  # what a failed or crashed copy left (a failure here ends the pass)
+            from_offset = max(log.highest_offset_in_remote_storage + 1, log.local_log_start_offset)
+            candidates = self.candidate_log_segments(log, from_offset)
+            for seg, next_base in candidates:
+                self._copy_segment(log, state, seg, next_base)
+                copied += 1
+        except Exception as exc:
+            self._failed(state, "FailedRemoteCopyRequestsPerSec", "copy log segments of", log, exc)
+        finally:
+            state.pass_lock.release()
+            self._update_lag(log, state)
+        return copied
+
+    def _copy_segment(self, log: Log, state: _PartitionState, seg: object, next_base: int) -> None:
+        from kafkalog.storage.segment import LogSegment
+
+        assert isinstance(seg, LogSegment)
+        end = next_base - 1
+        entries = [(e.epoch, e.start_offset) for e in log.leader_epoch_cache.epoch_entries]
+        epochs = epochs_in_range(entries, seg.base_offset, end)
+        if not epochs:
+            raise RemoteStorageError(
+                f"segment {seg.base_offset} of {log.topic_partition} has no leader epoch: it cannot be copied"
+            )
+        log.flush(next_base)  # the files copied are the durable ones
+        checkpoint = leader_epoch_checkpoint(Path("."))
+        epoch_bytes = checkpoint.format([EpochEntry(e, o) for e, o in entries if o < next_base])
+        segment_id = RemoteLogSegmentId(state.tip, Uuid.random_uuid())
+        started = RemoteLogSegmentMetadata(
+            segment_id,
+            seg.base_offset,
+            end,
+            seg.largest_timestamp(),
+            self.config.broker_id,
+            self.time.milliseconds(),
+            seg.size,
+            tuple(epochs.items()),
+        )
+        self.rlmm.add_remote_log_segment_metadata(started)
+        txn_path = seg.txn_index.path
+        data = LogSegmentData(
+            log_segment=seg.log.path,
+            offset_index=seg.offset_index.path,
+            time_index=seg.time_index.path,
+            transaction_index=txn_path if txn_path.exists() and txn_path.stat().st_size > 0 else None,
+            producer_snapshot=log.producer_state.fetch_snapshot(next_base),
+            leader_epoch_index=epoch_bytes,
+        )
+        self._count(state, "RemoteCopyRequestsPerSec")
+        custom = self.rsm.copy_log_segment_data(started, data)
+        self.rlmm.update_remote_log_segment_metadata(
+            RemoteLogSegmentMetadataUpdate(
+                segment_id,
+                self.time.milliseconds(),
+                custom,
+                RemoteLogSegmentState.COPY_SEGMENT_FINISHED,
+                self.config.broker_id,
+            )
+        )
+        log.update_highest_offset_in_remote_storage(end)
+        self._count(state, "RemoteCopyBytesPerSec", seg.size)
+        _log.info(
+            "Copied segment %d-%d of %s to remote storage as %s",
+            seg.base_offset,
+            end,
+            log.topic_partition,
+            segment_id.id,
+        )
+
+    def _update_lag(self, log: Log, state: _PartitionState) -> None:
+        try:
+            highest = log.highest_offset_in_remote_storage
+            pending = [s for s in log.segments[:-1] if s.base_offset > highest]
+            self._set(state, "RemoteCopyLagSegments", len(pending))
+            self._set(state, "RemoteCopyLagBytes", sum(s.size for s in pending))
+            finished = [
+                md
+                for md in self.rlmm.list_remote_log_segments(state.tip)
+                if md.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+            ]
+            self._set(state, "RemoteLogSizeBytes", sum(md.segment_size_in_bytes for md in finished))
+            self._set(state, "RemoteLogMetadataCount", len(finished))
+        except Exception:  # metrics never fail a pass
+            _log.debug("could not update remote metrics of %s", log.topic_partition, exc_info=True)
+
+    # --- expiration ---------------------------------------------------------------------------------------
+    def expire_once(self, log: Log) -> int:
+        """One pass of Kafka's ``RLMExpirationTask``; returns how many remote segments were deleted (never
+        raises)."""
+        state = self._partitions.get(log.topic_partition)
+        if state is None or not log.remote_log_enabled:
+            return 0
+        deleted = 0
+        state.pass_lock.acquire()
+        try:
+            to_delete, new_start = self._expired_segments(log, state)
+            if new_start is not None and new_start > log.log_start_offset:
+                log.maybe_increment_log_start_offset(new_start, SEGMENT_DELETION)
+            for md in to_delete:
+                self._delete_segment(state, md)
+                deleted += 1
+        except Exception as exc:
+            self._failed(
+                state, "FailedRemoteDeleteRequestsPerSec", "delete expired remote segments of", log, exc
+            )
+        finally:
+            self._update_lag(log, state)
+        return deleted
+
+    def _expired_segments(
+        self, log: Log, state: _PartitionState
+    ) -> tuple[list[RemoteLogSegmentMetadata], int | None]:
+        tip = state.tip
+        lineage = self._lineage(log)
+        if not lineage:
+            return [], None
+        cfg = log.config
+        log_start = log.log_start_offset
+        log_end = log.log_end_offset
+        finished = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+        cleanup_until = self.time.milliseconds() - cfg.retention_ms if cfg.retention_ms > -1 else None
+        remaining: int | None = None
+        if cfg.retention_bytes > -1:
+            highest = log.highest_offset_in_remote_storage
+            only_local = sum(s.size for s in log.segments if s.base_offset >= highest)
+            seen: set[Uuid] = set()
+            remote = 0
+            for epoch in sorted(lineage):
+                for md in self.rlmm.list_remote_log_segments(tip, epoch):
+                    if (
+                        md.state is finished
+                        and md.remote_log_segment_id.id not in seen
+                        and is_within_lineage(dict(md.segment_leader_epochs), md.end_offset, log_end, lineage)
+                    ):
+                        seen.add(md.remote_log_segment_id.id)
+                        remote += md.segment_size_in_bytes
+            remaining = only_local + remote - cfg.retention_bytes
+        to_delete: list[RemoteLogSegmentMetadata] = []
+        chosen: set[Uuid] = set()
+        new_start: int | None = None
+        for epoch in sorted(lineage):
+            can_process = True
+            for md in self.rlmm.list_remote_log_segments(tip, epoch):
+                if not can_process:
+                    break
+                sid = md.remote_log_segment_id.id
+                if sid in chosen or md.state is not finished:
+                    continue
+                delete = md.end_offset < log_start
+                valid = False
+                if not delete:
+                    valid = is_within_lineage(dict(md.segment_leader_epochs), md.end_offset, log_end, lineage)
+                    if valid:
+                        if cleanup_until is not None and md.max_timestamp_ms <= cleanup_until:
+                            delete = True
+                            if remaining is not None:
+                                remaining = max(0, remaining - md.segment_size_in_bytes)
+                        elif (
+                            remaining is not None
+                            and remaining > 0
+                            and remaining - md.segment_size_in_bytes >= 0
+                        ):
+                            delete = True
+                            remaining -= md.segment_size_in_bytes
+                        if delete:
+                            new_start = (
+                                md.end_offset + 1 if new_start is None else max(new_start, md.end_offset + 1)
+                            )
+                if delete:
+                    to_delete.append(md)
+                    chosen.add(sid)
+                can_process = delete or not valid
+        # segments whose epochs all precede the lineage's earliest epoch (Kafka's last step)
+        earliest = min(lineage)
+        for md in self.rlmm.list_remote_log_segments(tip):
+            sid = md.remote_log_segment_id.id
+            if (
+                sid not in chosen
+                and md.state is finished
+                and all(e < earliest for e, _ in md.segment_leader_epochs)
+            ):
+                to_delete.append(md)
+                chosen.add(sid)
+        return to_delete, new_start
+
+    # --- reads --------------------------------------------------------------------------------------------
+    def fetch_bytes(
+        self, state: _PartitionState, md: RemoteLogSegmentMetadata, start: int, end: int
+    ) -> bytes:
+        """``[start, end]`` of a remote segment's ``.log`` through the RSM, counted."""
+        self._count(state, "RemoteFetchRequestsPerSec")
+        try:
+            data = self.rsm.fetch_log_segment(md, start, end)
+        except Exception:
+            self._count(state, "FailedRemoteFetchRequestsPerSec")
+            raise
+        self._count(state, "RemoteFetchBytesPerSec", len(data))
+        return data
+
+    def fetch_remote_log_segment_metadata(
+        self, log: Log, tip: TopicIdPartition, offset: int
+    ) -> RemoteLogSegmentMetadata | None:
+        """Kafka's ``fetchRemoteLogSegmentMetadata``: the finished segment holding ``offset`` in its epoch, or
+        in the following epochs of the lineage."""
+        cache = log.leader_epoch_cache
+        epoch = cache.epoch_for_offset(offset)
+        while epoch is not None:
+            md = self.rlmm.remote_log_segment_metadata(tip, epoch, offset)
+            if md is not None:
+                return md
+            epoch = cache.next_epoch(epoch)
+        return None
+
+    def _next_segment(
+        self, log: Log, tip: TopicIdPartition, md: RemoteLogSegmentMetadata
+    ) -> RemoteLogSegmentMetadata | None:
+        return self.fetch_remote_log_segment_metadata(log, tip, md.end_offset + 1)
+
+    def read(
+        self,
+        log: Log,
+        fetch_offset: int,
+        max_bytes: int,
+        max_offset: int,
+        min_one_message: bool,
+        read_committed: bool,
+    ) -> FetchDataInfo | None:
+        """Kafka's ``RemoteLogManager.read`` (see :class:`RemoteTierReader`)."""
+        state = self._state(log)
+        md = self.fetch_remote_log_segment_metadata(log, state.tip, fetch_offset)
+        if md is None:
+            return None
+        try:
+            entry = self.index_cache.get(md)
+        except Exception:
+            self._count(state, "FailedRemoteFetchRequestsPerSec")
+            raise
+        start, next_indexed = entry.lookup_offset_span(fetch_offset)
+        # one GET holds, in the common case, the batch holding the offset (it starts before the next indexed
+        # position), max_bytes of batches from it, and the header of the batch after them
+        slack = (next_indexed - start) if next_indexed is not None else 0
+        window = _SegmentWindow(self, state, md, start, slack + max_bytes + RECORD_BATCH_OVERHEAD)
+        first: int | None = None
+        incomplete = False
+        end = start
+        total = 0
+        next_offset = fetch_offset
+        for pos, size, base, last, _ in window.batches():
+            if last < fetch_offset:
+                continue
+            if base >= max_offset:
+                break
+            if first is None:
+                if size > max_bytes and not min_one_message:
+                    incomplete = True
+                    break
+                first = pos
+            elif total + size > max_bytes:
+                break
+            if not window.ensure(pos + size):
+                break  # a torn tail
+            total += size
+            end = pos + size
+            next_offset = last + 1
+            # grow the window only by what the rest of max_bytes could still use (and a header to see)
+            window.step = max(RECORD_BATCH_OVERHEAD, max_bytes - total)
+        if first is None:
+            records = MemoryRecords(b"")
+            return fetch_data_info(
+                LogOffsetMetadata(fetch_offset), records, incomplete, [] if read_committed else None
+            )
+        records = MemoryRecords(window.slice(first, end))
+        aborted: list[AbortedTxn] | None = None
+        if read_committed:
+            aborted = self._aborted_transactions(
+                log, state, md, entry.aborted_txns, fetch_offset, next_offset
+            )
+        return fetch_data_info(LogOffsetMetadata(fetch_offset), records, False, aborted)
+
+    def _aborted_transactions(
+        self,
+        log: Log,
+        state: _PartitionState,
+        md: RemoteLogSegmentMetadata,
+        entries: tuple[AbortedTxn, ...],
+        start_offset: int,
+        upper_bound: int,
+    ) -> list[AbortedTxn]:
+        """Kafka's ``collectAbortedTransactions``: remote segments from ``md`` on, then the local ones, until a
+        transaction index entry proves the search complete."""
+        out: list[AbortedTxn] = []
+        current: RemoteLogSegmentMetadata | None = md
+        txns = list(entries)
+        while current is not None:
+            result = collect_aborted_txns(txns, start_offset, upper_bound)
+            out.extend(result.aborted_transactions)
+            if result.is_complete:
+                return out
+            current = self._next_segment(log, state.tip, current)
+            if current is not None:
+                txns = list(self.index_cache.get(current).aborted_txns)
+        segments = log.segments
+        if segments:
+            local_start = max(start_offset, segments[0].base_offset)
+            out.extend(
+                log.local_log.collect_aborted_transactions_range(
+                    segments[0].base_offset, local_start, upper_bound
+                )
+            )
+        return out
+
+    def find_offset_by_timestamp(
+        self, log: Log, timestamp: int, starting_offset: int
+    ) -> TimestampAndOffset | None:
+        """Kafka's ``findOffsetByTimestamp`` over the remote segments of the lineage."""
+        state = self._state(log)
+        cache = log.leader_epoch_cache
+        lineage = self._lineage(log)
+        log_end = log.log_end_offset
+        epoch = cache.epoch_for_offset(starting_offset)
+        while epoch is not None:
+            for md in self.rlmm.list_remote_log_segments(state.tip, epoch):
+                if (
+                    md.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+                    and md.max_timestamp_ms >= timestamp
+                    and md.end_offset >= starting_offset
+                    and is_within_lineage(dict(md.segment_leader_epochs), md.end_offset, log_end, lineage)
+                ):
+                    found = self._lookup_timestamp(state, md, timestamp, starting_offset)
+                    if found is not None:  # (Kafka stops at this segment even without a match)
+                        return found
+            epoch = cache.next_epoch(epoch)
+        return None
+
+    def _lookup_timestamp(
+        self, state: _PartitionState, md: RemoteLogSegmentMetadata, timestamp: int, starting_offset: int
+    ) -> TimestampAndOffset | None:
+        start = self.index_cache.get(md).lookup_timestamp(timestamp, starting_offset)
+        window = _SegmentWindow(self, state, md, start, _MIN_FETCH_BYTES)
+        for pos, size, _, last, _ in window.batches():
+            if last < starting_offset:
+                continue
+            if not window.ensure(pos + size):
+                return None
+            batch = next(MemoryRecords(window.slice(pos, pos + size)).batches())
+            if batch.max_timestamp < timestamp:
+                continue
+            for record in batch:
+                if record.timestamp >= timestamp and record.offset >= starting_offset:
+                    epoch = batch.partition_leader_epoch
+                    return TimestampAndOffset(record.timestamp, record.offset, epoch if epoch >= 0 else None)
+        return None

@@ -1,0 +1,468 @@
+"""RemoteLogManager against ``memory://``: copy after roll (in order, below the LSO and HW), reads of the remote
+tier byte-identical to the local ones, transactions under read_committed, crash recovery without orphans, a
+storage outage that pauses and resumes copying, and total retention over both tiers."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from tests.log.helpers import append_end_txn_marker, append_transactional
+
+from kafkalog.errors import RemoteStorageError
+from kafkalog.log import FetchIsolation, Log
+from kafkalog.objstore.store import MemoryStore
+from kafkalog.readonly import ReadOnlyDataDir
+from kafkalog.records import ControlRecordType, MemoryRecords, SimpleRecord
+from kafkalog.remote import RemoteLogSegmentMetadata, RemoteLogSegmentState
+from kafkalog.tiering import (
+    AivenRemoteStorageManager,
+    LogSegmentData,
+    RemoteLogManager,
+    RemoteLogManagerConfig,
+    RsmConfig,
+    TopicBasedRemoteLogMetadataManager,
+)
+from kafkalog.time import MockTime
+
+from .conftest import SMALL, TOPIC_ID, MetadataLogs, reader_rows
+
+S = RemoteLogSegmentState
+_stores = itertools.count()
+
+
+class FlakyStore(MemoryStore):
+    """A MemoryStore that can be taken down (every request fails like an unreachable endpoint)."""
+
+    def __init__(self) -> None:
+        super().__init__(url=f"memory://flaky-{next(_stores)}")
+        self.down = False
+
+    def _check(self) -> None:
+        if self.down:
+            raise RemoteStorageError(f"{self.url}: connection refused")
+
+    def put(self, key: str, data: bytes) -> None:
+        self._check()
+        super().put(key, data)
+
+    def get(self, key: str) -> bytes:
+        self._check()
+        return super().get(key)
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        self._check()
+        return super().get_range(key, start, end)
+
+    def delete(self, key: str) -> None:
+        self._check()
+        super().delete(key)
+
+    def keys(self) -> list[str]:
+        return [o.key for o in self.list("", delimiter=False).objects]
+
+
+@dataclass
+class Tier:
+    """One data directory with a tiered user log, its metadata topic, an RSM over ``store`` and an RLM."""
+
+    data_dir: Path
+    store: FlakyStore
+    time: MockTime
+    meta: MetadataLogs
+    log: Log
+    rlm: RemoteLogManager
+
+    def close(self) -> None:
+        self.log.close()
+        self.meta.close()
+
+    def objects_of_finished(self) -> set[str]:
+        """The object keys the metadata says should exist (the FINISHED segments)."""
+        rsm = self.rlm.rsm
+        assert isinstance(rsm, AivenRemoteStorageManager)
+        keys = set()
+        for md in self.segments():
+            assert md.state is S.COPY_SEGMENT_FINISHED
+            stem = rsm.segment_key(md)
+            keys |= {stem + ".log", stem + ".indexes", stem + ".rsm-manifest"}
+        return keys
+
+    def segments(self) -> list[RemoteLogSegmentMetadata]:
+        from kafkalog.tiering.rlm import topic_id_partition
+
+        return list(self.rlm.rlmm.list_remote_log_segments(topic_id_partition(self.log)))
+
+
+def open_tier(
+    data_dir: Path,
+    store: FlakyStore,
+    time: MockTime,
+    config: dict[str, object] | None = None,
+    rsm_factory: Callable[[FlakyStore], AivenRemoteStorageManager] | None = None,
+) -> Tier:
+    meta = MetadataLogs(data_dir)
+    log = Log.open(
+        data_dir / "orders-0",
+        {**SMALL, "remote.storage.enable": "true", "retention.ms": -1, **(config or {})},
+        time=time,
+        topic_id=TOPIC_ID,
+        remote_storage_system_enable=True,
+    )
+    log.hw_follows_leo = True
+    rsm = (rsm_factory or (lambda s: AivenRemoteStorageManager(s, RsmConfig(chunk_size=512))))(store)
+    rlmm = TopicBasedRemoteLogMetadataManager(meta, 3)
+    rlm = RemoteLogManager(rsm, rlmm, RemoteLogManagerConfig(broker_id=7), time)
+    rlm.start_partition(log)
+    log.set_remote_log_reader(rlm.reader_for(log))
+    return Tier(data_dir, store, time, meta, log, rlm)
+
+
+@pytest.fixture
+def tiers() -> Iterator[list[Tier]]:
+    opened: list[Tier] = []
+    yield opened
+    for tier in opened:
+        try:
+            tier.close()
+        except Exception:  # a test may have closed it
+            pass
+
+
+def _append(log: Log, n: int, start: int = 0, epoch: int = 0, ts: int = 1_000) -> None:
+    for i in range(start, start + n):
+        log.append([SimpleRecord(b"value-%04d" % i, b"k%d" % (i % 5), ts + i)], leader_epoch=epoch)
+
+
+def _rolled_ends(log: Log) -> list[int]:
+    return [nxt.base_offset - 1 for nxt in log.segments[1:]]
+
+
+def _local_bytes(log: Log, start: int, end: int) -> bytes:
+    out = b""
+    offset = start
+    while offset < end:
+        info = log.read(offset, 1 << 20, FetchIsolation.HIGH_WATERMARK)
+        data = bytes(info.records.buffer)
+        batches = list(MemoryRecords(data).batches())
+        assert batches
+        out += data
+        offset = batches[-1].last_offset + 1
+    return out
+
+
+def _remote_bytes(
+    tier: Tier, start: int, end: int, max_bytes: int = 1 << 20, committed: bool = False
+) -> tuple[bytes, list[object]]:
+    reader = tier.rlm.reader_for(tier.log)
+    out = b""
+    aborted: list[object] = []
+    offset = start
+    while offset < end:
+        info = reader.read(offset, max_bytes, tier.log.high_watermark, True, committed)
+        assert info is not None, offset
+        data = bytes(info.records.buffer)
+        batches = list(MemoryRecords(data).batches())
+        assert batches, offset
+        assert batches[0].last_offset >= offset
+        out += data
+        aborted += info.aborted_transactions or []
+        offset = batches[-1].last_offset + 1
+    return out, aborted
+
+
+def test_copy_after_roll_reads_back_byte_identical(tmp_path: Path, tiers: list[Tier]) -> None:
+    tier = open_tier(tmp_path / "data", FlakyStore(), MockTime())
+    tiers.append(tier)
+    log = tier.log
+    _append(log, 60, epoch=0)
+    _append(log, 60, start=60, epoch=2)
+    ends = _rolled_ends(log)
+    assert len(ends) >= 5
+    assert tier.rlm.copy_once(log) == len(ends)
+    assert log.highest_offset_in_remote_storage == ends[-1]
+    segs = tier.segments()
+    assert [(m.start_offset, m.end_offset) for m in segs] == [
+        (s.base_offset, e) for s, e in zip(log.segments, ends, strict=False)
+    ]
+    assert all(m.state is S.COPY_SEGMENT_FINISHED and m.broker_id == 7 for m in segs)
+    assert {e for m in segs for e, _ in m.segment_leader_epochs} == {0, 2}
+    assert set(tier.store.keys()) == tier.objects_of_finished()
+    assert tier.rlm.copy_once(log) == 0  # nothing new rolled
+    metrics = tier.rlm.metrics(log.topic_partition)
+    assert metrics["RemoteCopyRequestsPerSec"] == len(ends)
+    assert metrics["RemoteCopyBytesPerSec"] == sum(m.segment_size_in_bytes for m in segs)
+    assert metrics["RemoteLogMetadataCount"] == len(ends)
+    assert metrics["RemoteCopyLagSegments"] == 0
+
+    # the remote tier reads back what the local log reads, batch for batch, with any fetch size
+    end = ends[-1] + 1
+    local = _local_bytes(log, 0, end)
+    assert _remote_bytes(tier, 0, end)[0] == local
+    assert _remote_bytes(tier, 0, end, max_bytes=1)[0] == local  # min_one_message: one batch at a time
+    reader = tier.rlm.reader_for(log)
+    info = reader.read(17, 1 << 20, 20, True, False)  # bounded by max_offset (exclusive)
+    assert info is not None
+    assert [b.last_offset for b in MemoryRecords(bytes(info.records.buffer)).batches()] == [17, 18, 19]
+    assert reader.read(end, 1 << 20, log.high_watermark, True, False) is None  # not remote
+    found = reader.find_offset_by_timestamp(1_000 + 70, 0)
+    assert found is not None and (found.offset, found.timestamp, found.leader_epoch) == (70, 1_070, 2)
+    assert reader.find_offset_by_timestamp(1_000 + 30, 45) is not None
+    assert reader.find_offset_by_timestamp(1_000 + 30, 45).offset == 45  # type: ignore[union-attr]
+
+    from kafkalog.log.tiers import RemoteLogReader
+
+    assert isinstance(reader, RemoteLogReader)
+    # an archive the object-storage reader reads like a broker's
+    from kafkalog.readonly import ReadOnlyLog
+
+    archive = ReadOnlyDataDir(tier.store.url, layout="aiven", store=tier.store).log("orders", 0)
+    assert reader_rows(archive) == reader_rows(ReadOnlyLog.open(log.dir), 0, end)
+    # local retention deletes the copied segments; the Log reads them through the remote tier
+    log.update_config({"local.retention.bytes": 1})
+    log.delete_old_segments()
+    assert log.local_log_start_offset == end and log.log_start_offset == 0
+    assert _local_bytes(log, 0, end) == local
+    assert tier.rlm.metrics()["RemoteFetchRequestsPerSec"] > 0
+
+
+def test_copy_waits_for_the_last_stable_offset(tmp_path: Path, tiers: list[Tier]) -> None:
+    time = MockTime()
+    tier = open_tier(tmp_path / "data", FlakyStore(), time)
+    tiers.append(tier)
+    log = tier.log
+    _append(log, 10)
+    txn = append_transactional(log, 1000, 0, time)
+    txn(1)  # an open transaction at offset 10: the LSO stays at 10
+    _append(log, 80, start=11)
+    assert log.last_stable_offset == 10
+    copied = tier.rlm.copy_once(log)
+    assert all(m.end_offset < 10 for m in tier.segments())
+    assert copied == len([e for e in _rolled_ends(log) if e < 10])
+    append_end_txn_marker(log, 1000, 0, ControlRecordType.COMMIT, time.milliseconds())
+    assert tier.rlm.copy_once(log) > 0
+    assert tier.segments()[-1].end_offset == _rolled_ends(log)[-1]
+
+
+def test_read_committed_hides_aborted_data_from_remote_txn_indexes(tmp_path: Path, tiers: list[Tier]) -> None:
+    time = MockTime()
+    tier = open_tier(tmp_path / "data", FlakyStore(), time)
+    tiers.append(tier)
+    log = tier.log
+    aborted_pids = []
+    for round_ in range(6):
+        pid = 2000 + round_
+        txn = append_transactional(log, pid, 0, time)
+        txn(3)
+        _append(log, 4, start=100 * round_)
+        txn(3)
+        control = ControlRecordType.ABORT if round_ % 2 == 0 else ControlRecordType.COMMIT
+        if control is ControlRecordType.ABORT:
+            aborted_pids.append(pid)
+        append_end_txn_marker(log, pid, 0, control, time.milliseconds())
+    _append(log, 40, start=1000)
+    assert tier.rlm.copy_once(log) > 0
+    end = log.highest_offset_in_remote_storage + 1
+    assert any(m.end_offset >= 30 for m in tier.segments())
+    local = log.read(0, 1 << 20, FetchIsolation.TXN_COMMITTED)
+    _, aborted = _remote_bytes(tier, 0, end, committed=True)
+    expected = {(t.producer_id, t.first_offset) for t in log.collect_aborted_transactions(0, end)}
+    assert {(t.producer_id, t.first_offset) for t in aborted} == expected  # type: ignore[attr-defined]
+    assert {pid for pid, _ in expected} == set(aborted_pids)
+    assert local.aborted_transactions is not None
+    # the committed view through the reader is the local one: aborted records hidden
+    from kafkalog.readonly import iter_committed
+
+    reader = tier.rlm.reader_for(log)
+    fetches = []
+    offset = 0
+    while offset < end:
+        info = reader.read(offset, 700, log.last_stable_offset, True, True)
+        assert info is not None
+        fetches.append(info)
+        offset = list(MemoryRecords(bytes(info.records.buffer)).batches())[-1].last_offset + 1
+    remote = [(r.offset, r.value) for r in iter_committed(fetches, 0, end)]
+    local_view = [(r.offset, r.value) for r in iter_committed(log, 0, end)]
+    assert remote == local_view
+    everything = [
+        (r.offset, r.value)
+        for b in MemoryRecords(_local_bytes(log, 0, end)).batches()
+        if not b.is_control_batch
+        for r in b
+    ]
+    assert len(remote) < len(everything)  # something was aborted and is hidden
+
+
+class CrashAt(BaseException):
+    """The process dies here (not an Exception: no pass catches it)."""
+
+
+def _crashing_rsm(point: str) -> Callable[[FlakyStore], AivenRemoteStorageManager]:
+    class Crashing(AivenRemoteStorageManager):
+        def copy_log_segment_data(
+            self, metadata: RemoteLogSegmentMetadata, segment_data: LogSegmentData
+        ) -> bytes | None:
+            if point == "before-copy":
+                raise CrashAt(point)
+            if point == "mid-copy":
+                self.store.put(self.segment_key(metadata) + ".log", b"partial")
+                raise CrashAt(point)
+            super().copy_log_segment_data(metadata, segment_data)
+            raise CrashAt(point)
+
+    return lambda store: Crashing(store, RsmConfig(chunk_size=512))
+
+
+@pytest.mark.parametrize("point", ["before-copy", "mid-copy", "after-copy"])
+def test_crash_between_started_and_finished_is_cleaned_up(
+    tmp_path: Path, point: str, tiers: list[Tier]
+) -> None:
+    store = FlakyStore()
+    time = MockTime()
+    tier = open_tier(tmp_path / "data", store, time)
+    tiers.append(tier)
+    _append(tier.log, 40)
+    first = tier.rlm.copy_once(tier.log)
+    assert first > 0
+    _append(tier.log, 40, start=40)
+    tier.close()
+    tiers.remove(tier)
+
+    crashing = open_tier(tmp_path / "data", store, time, rsm_factory=_crashing_rsm(point))
+    with pytest.raises(CrashAt):
+        crashing.rlm.copy_once(crashing.log)
+    stuck = [m for m in crashing.segments() if m.state is S.COPY_SEGMENT_STARTED]
+    assert len(stuck) == 1
+    # the files as the crash left them: reopen without closing (the logs are open, no clean shutdown)
+    import shutil
+
+    shutil.copytree(tmp_path / "data", tmp_path / "after")
+    crashing.close()
+    for marker in (tmp_path / "after").rglob(".kafka_cleanshutdown"):
+        marker.unlink()
+
+    restarted = open_tier(tmp_path / "after", store, time)
+    tiers.append(restarted)
+    assert not [m for m in restarted.segments() if m.state is not S.COPY_SEGMENT_FINISHED]
+    assert set(store.keys()) == restarted.objects_of_finished()  # the stuck segment's objects are gone
+    assert restarted.log.highest_offset_in_remote_storage == max(m.end_offset for m in restarted.segments())
+    assert restarted.rlm.copy_once(restarted.log) > 0
+    assert set(store.keys()) == restarted.objects_of_finished()
+    ends = [m.end_offset for m in sorted(restarted.segments(), key=lambda m: m.start_offset)]
+    assert ends == _rolled_ends(restarted.log)
+    end = ends[-1] + 1
+    assert _remote_bytes(restarted, 0, end)[0] == _local_bytes(restarted.log, 0, end)
+
+
+def test_storage_outage_pauses_copying_and_it_resumes(
+    tmp_path: Path, tiers: list[Tier], caplog: pytest.LogCaptureFixture
+) -> None:
+    store = FlakyStore()
+    tier = open_tier(tmp_path / "data", store, MockTime())
+    tiers.append(tier)
+    log = tier.log
+    _append(log, 40)
+    assert tier.rlm.copy_once(log) > 0
+    store.down = True
+    _append(log, 60, start=40)  # the log keeps appending locally
+    with caplog.at_level("WARNING", logger="kafkalog.tiering.rlm"):
+        assert tier.rlm.copy_once(log) == 0
+        assert tier.rlm.copy_once(log) == 0
+    assert [r.message for r in caplog.records].count(caplog.records[0].message) >= 1
+    assert (
+        len([r for r in caplog.records if "retrying in the next pass" in r.message]) == 2
+    )  # one line a pass
+    metrics = tier.rlm.metrics()
+    assert metrics["FailedRemoteCopyRequestsPerSec"] == 2
+    assert metrics["RemoteCopyLagSegments"] > 0
+    assert not log.local_log.offline
+    store.down = False
+    assert tier.rlm.copy_once(log) > 0
+    assert [m.end_offset for m in sorted(tier.segments(), key=lambda m: m.start_offset)] == _rolled_ends(log)
+    assert set(store.keys()) == tier.objects_of_finished()
+    assert tier.rlm.metrics()["RemoteCopyLagSegments"] == 0
+
+
+def _by_start(segs: Sequence[RemoteLogSegmentMetadata]) -> list[tuple[int, int]]:
+    return sorted((m.start_offset, m.end_offset) for m in segs)
+
+
+def test_total_retention_by_size_time_and_log_start(tmp_path: Path, tiers: list[Tier]) -> None:
+    time = MockTime()
+    store = FlakyStore()
+    tier = open_tier(tmp_path / "data", store, time)
+    tiers.append(tier)
+    log = tier.log
+    _append(log, 120, ts=time.milliseconds())
+    assert tier.rlm.copy_once(log) > 0
+    before = _by_start(tier.segments())
+    assert tier.rlm.expire_once(log) == 0  # retention.ms -1, retention.bytes -1
+
+    # log start offset (DeleteRecords): segments entirely below it go
+    log.maybe_increment_log_start_offset(before[1][1] + 1, "client delete records")
+    assert tier.rlm.expire_once(log) == 2
+    assert _by_start(tier.segments()) == before[2:]
+    assert set(store.keys()) == tier.objects_of_finished()
+
+    # retention.bytes over local-only + remote: the oldest remote segments go, the log start offset follows
+    total_local_only = sum(
+        s.size for s in log.segments if s.base_offset >= log.highest_offset_in_remote_storage
+    )
+    remote = sum(m.segment_size_in_bytes for m in tier.segments())
+    keep = total_local_only + remote - tier.segments()[0].segment_size_in_bytes
+    log.update_config({"retention.bytes": keep})
+    assert tier.rlm.expire_once(log) == 1
+    assert _by_start(tier.segments()) == before[3:]
+    assert log.log_start_offset == before[2][1] + 1
+
+    # retention.ms: every segment older than it
+    log.update_config({"retention.bytes": -1, "retention.ms": 1_000})
+    time.sleep(2_000)
+    deleted = tier.rlm.expire_once(log)
+    assert deleted == len(before) - 3
+    assert tier.segments() == []
+    assert log.log_start_offset == before[-1][1] + 1
+    assert store.keys() == []
+    assert tier.rlm.metrics()["RemoteDeleteRequestsPerSec"] == len(before)
+    assert tier.rlm.metrics()["RemoteLogSizeBytes"] == 0
+
+
+def test_stop_partition_with_delete_removes_remote_data(tmp_path: Path, tiers: list[Tier]) -> None:
+    store = FlakyStore()
+    tier = open_tier(tmp_path / "data", store, MockTime())
+    tiers.append(tier)
+    _append(tier.log, 60)
+    assert tier.rlm.copy_once(tier.log) > 0
+    assert store.keys()
+    from kafkalog.remote import RemotePartitionDeleteState
+    from kafkalog.tiering.rlm import topic_id_partition
+
+    tip = topic_id_partition(tier.log)
+    rlmm = tier.rlm.rlmm
+    tier.rlm.stop_partition(tier.log.topic_partition, delete=True)
+    assert store.keys() == []
+    with pytest.raises(RemoteStorageError):
+        tier.rlm.reader_for(tier.log)  # no longer managed
+    assert tier.rlm.copy_once(tier.log) == 0
+    # the topic records it: the partition's delete events, and a fresh replay finds no segment
+    part = rlmm.metadata_partition(tip)
+    meta_log = tier.meta(part)
+    from kafkalog.remote import RemotePartitionDeleteMetadata, deserialize
+
+    events = [
+        deserialize(r.value)
+        for batch in meta_log.read(0, 1 << 20).records.batches()
+        for r in batch
+        if r.value is not None
+    ]
+    assert [e.state for e in events if isinstance(e, RemotePartitionDeleteMetadata)] == [
+        RemotePartitionDeleteState.DELETE_PARTITION_MARKED,
+        RemotePartitionDeleteState.DELETE_PARTITION_STARTED,
+        RemotePartitionDeleteState.DELETE_PARTITION_FINISHED,
+    ]
+    tier.meta.close()
+    again = TopicBasedRemoteLogMetadataManager(MetadataLogs(tmp_path / "data"), 3)
+    assert list(again.list_remote_log_segments(tip)) == []
