@@ -161,7 +161,9 @@ def copy_rows(server: S3Server, tmp: Path, quick: bool) -> list[Row]:
         def ours() -> float:
             count[0] += 1
             topic = f"c{count[0]}"
-            logs = mgr.create_topic(topic, PARTITIONS, {"remote.storage.enable": "true", "segment.bytes": seg})
+            logs = mgr.create_topic(
+                topic, PARTITIONS, {"remote.storage.enable": "true", "segment.bytes": seg}
+            )
             for lg in logs:
                 _fill(lg, seg * per)
                 lg.roll()
@@ -175,9 +177,15 @@ def copy_rows(server: S3Server, tmp: Path, quick: bool) -> list[Row]:
 
         def ceiling() -> float:
             topic = f"c{max(count[0], 1)}"
-            blobs = [
-                s.log.path.read_bytes() for p in range(PARTITIONS) for s in mgr.get_log(topic, p).segments[:-1]
-            ] if count[0] else []
+            blobs = (
+                [
+                    s.log.path.read_bytes()
+                    for p in range(PARTITIONS)
+                    for s in mgr.get_log(topic, p).segments[:-1]
+                ]
+                if count[0]
+                else []
+            )
             if not blobs:
                 return 1.0
             nbytes = sum(len(b) for b in blobs)
@@ -265,7 +273,9 @@ def read_rows(server: S3Server, tmp: Path, quick: bool) -> list[Row]:
     raw = _raw_store(server, bucket)
     mgr = LogManager.open(tmp / "read", config=_props(server, bucket), background=False)
     try:
-        (lg,) = mgr.create_topic("r", 1, {"remote.storage.enable": "true", "segment.bytes": seg, "local.retention.bytes": 0})
+        (lg,) = mgr.create_topic(
+            "r", 1, {"remote.storage.enable": "true", "segment.bytes": seg, "local.retention.bytes": 0}
+        )
         _fill(lg, seg + seg // 2)
         lg.roll()
         mgr.copy_remote_segments()
@@ -273,7 +283,9 @@ def read_rows(server: S3Server, tmp: Path, quick: bool) -> list[Row]:
         mgr.delete_old_segments()
         assert lg.local_log_start_offset > 0, "the segment is still local"
         key = next(
-            o.key for o in server.open(f"s3://{bucket}").list("", delimiter=False).objects if o.key.endswith(".log")
+            o.key
+            for o in server.open(f"s3://{bucket}").list("", delimiter=False).objects
+            if o.key.endswith(".log")
         )
         ranges: list[tuple[int, int]] = []
         nbytes = [0]

@@ -33,7 +33,7 @@ from kafkalog.tiering import topic_id_partition
 from .tier_helpers import bucket_keys, open_tiered, read_all, tier_props
 
 CHILD = Path(__file__).with_name("tier_child.py")
-QUICK_TRIALS = 4
+QUICK_TRIALS = 3
 SLOW_TRIALS = 100
 TRIALS_PER_CHAIN = 10
 TOPIC = {
@@ -48,8 +48,13 @@ TOPIC = {
 def _run_child(data: Path, props: dict[str, Any], seed: int, kill_after: float) -> list[tuple[str, str]]:
     """Start a child, let it work ``kill_after`` seconds after it opened, SIGKILL it; its event lines."""
     job = {"data": str(data), "props": props, "topic": TOPIC, "seed": seed}
+    job_file = data.parent / f"{data.name}.job.json"
+    job_file.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(job_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(job, f)
     proc = subprocess.Popen(
-        [sys.executable, str(CHILD), json.dumps(job)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        [sys.executable, str(CHILD), str(job_file)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
     )
     assert proc.stdout is not None
     os.set_blocking(proc.stdout.fileno(), False)

@@ -11,7 +11,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
 from bench.seaweed import find_weed, restartable_server
 
 from .tier_helpers import open_tiered, produce, read_all, tier_props

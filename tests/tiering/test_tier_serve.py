@@ -19,8 +19,8 @@ from kafka.protocol.admin import DeleteRecordsRequest  # noqa: E402
 from kafka.protocol.consumer import ListOffsetsRequest  # noqa: E402
 
 from kafkalog.server import KafkaServer  # noqa: E402
-
 from server.helpers import RawClient  # noqa: E402
+
 from .tier_helpers import TIERED_TOPIC, TS0, open_tiered, produce, tier_props  # noqa: E402
 
 LT = ListOffsetsRequest.ListOffsetsTopic
@@ -85,7 +85,9 @@ def test_a_client_consumes_from_offset_zero_out_of_the_remote_tier(s3_server: An
                 assert _list_offsets(client, TS0 + 3) == (TS0 + 3, 3)
                 DT = DeleteRecordsRequest.DeleteRecordsTopic
                 request = DeleteRecordsRequest[2](
-                    topics=[DT(name="t", partitions=[DT.DeleteRecordsPartition(partition_index=0, offset=7)])],
+                    topics=[
+                        DT(name="t", partitions=[DT.DeleteRecordsPartition(partition_index=0, offset=7)])
+                    ],
                     timeout_ms=1000,
                 )
                 result = client.call(request, 2).topics[0].partitions[0]

@@ -168,7 +168,11 @@ def test_transactions_across_the_boundary(tiered: tuple[Any, str, Path, dict[str
                 )
                 log.append_as_leader(records, 0)
             marker = MemoryRecords.end_transaction_marker(
-                producer_id=pid, producer_epoch=0, control_type=outcome, coordinator_epoch=0, timestamp=TS0 + 2000
+                producer_id=pid,
+                producer_epoch=0,
+                control_type=outcome,
+                coordinator_epoch=0,
+                timestamp=TS0 + 2000,
             )
             log.append_as_leader(marker, 0, AppendOrigin.COORDINATOR)
         produce(log, 200, start=1000)
@@ -215,7 +219,7 @@ def test_restart_replays_the_metadata_and_cleans_up_an_interrupted_copy(
 ) -> None:
     """After a restart the remote tier is where it was (highest remote offset, reads from 0) and the copy
     goes on from there; ReadOnlyDataDir reads the data dir and its archive as one history."""
-    server, bucket, data, props = tiered
+    server, _, data, props = tiered
     with open_tiered(data, props) as mgr:
         (log,) = mgr.create_topic("t", 1, {**TIERED_TOPIC, "local.retention.bytes": 2048})
         produce(log, 300)
@@ -260,3 +264,26 @@ def test_tiering_needs_the_system_switch(tmp_path: Path) -> None:
 
     with LogManager.open(tmp_path / "data") as mgr, pytest.raises(InvalidConfigurationError):
         mgr.create_topic("t", 1, {"remote.storage.enable": "true"})
+
+
+def test_a_lost_log_start_checkpoint_comes_back_from_the_tiers(
+    tiered: tuple[Any, str, Path, dict[str, Any]],
+) -> None:
+    """The log-start-offset checkpoint is written periodically: a crash after DeleteRecords and an expiration
+    pass loads an older one (here: none), below which neither tier holds data. At start the log start offset
+    becomes the first offset the tiers (and the leader-epoch cache) still hold, so a consumer from the
+    earliest offset reads instead of getting OFFSET_OUT_OF_RANGE forever (found by the SIGKILL suite)."""
+    _, _, data, props = tiered
+    with open_tiered(data, props) as mgr:
+        (log,) = mgr.create_topic("t", 1, {**TIERED_TOPIC, "local.retention.bytes": 2048})
+        produce(log, 300)
+        mgr.copy_remote_segments()
+        mgr.delete_old_segments()
+        target = log.local_log_start_offset // 2
+        log.maybe_increment_log_start_offset(target, "client delete records")
+        assert mgr.expire_remote_segments() > 0
+    (data / "log-start-offset-checkpoint").write_text("0\n0\n")  # as if the crash came before its write
+    with open_tiered(data, props) as mgr:
+        log = mgr.get_log("t", 0)
+        assert log.log_start_offset == target
+        assert read_all(log) == _values(300 - target, target)

@@ -12,8 +12,8 @@ happened. One line per event on stdout, each written with one ``os.write`` (whol
     X <log start offset>            an expiration pass returned
     E <message>                     an error (then exit status 1)
 
-Usage: ``python tests/tiering/tier_child.py '<json job>'`` with ``data``, ``props`` (broker settings, Kafka's
-names), ``topic`` (overrides) and ``seed``.
+Usage: ``python tests/tiering/tier_child.py JOB.json`` (a file, mode 0600: the storage credentials stay out of
+the process list) with ``data``, ``props`` (broker settings, Kafka's names), ``topic`` (overrides), ``seed``.
 """
 
 from __future__ import annotations
@@ -71,4 +71,4 @@ def main(job: dict[str, object]) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(json.loads(sys.argv[1])))
+    raise SystemExit(main(json.loads(Path(sys.argv[1]).read_text())))

@@ -66,7 +66,9 @@ def read_all(
     bound = log.high_watermark if isolation is FetchIsolation.HIGH_WATERMARK else log.last_stable_offset
     while offset < bound:
         info = log.read(offset, 1 << 16, isolation, min_one_message=True)
-        records = info.records if isinstance(info.records, MemoryRecords) else info.records.to_memory_records()
+        records = (
+            info.records if isinstance(info.records, MemoryRecords) else info.records.to_memory_records()
+        )
         batches = list(records.batches())
         assert batches, f"no data at offset {offset} below {bound}"
         for batch in batches:

@@ -286,7 +286,9 @@ class LogManager:
         name = REMOTE_LOG_METADATA_TOPIC_NAME
         with self._lock:
             if name not in self._topics:
-                self.create_topic(name, rcfg.remote_log_metadata_topic_num_partitions, REMOTE_LOG_METADATA_TOPIC_CONFIG)
+                self.create_topic(
+                    name, rcfg.remote_log_metadata_topic_num_partitions, REMOTE_LOG_METADATA_TOPIC_CONFIG
+                )
         self.remote_tier = RemoteTier.open(
             rcfg, lambda partition: self.get_log(name, partition), self.time, scheduler
         )

@@ -141,7 +141,9 @@ class RemoteTier:
             )
         store = open_store(config.rsm.storage_url, config.rsm.storage_options)
         rsm = AivenRemoteStorageManager(store, config.rsm)
-        rlmm = TopicBasedRemoteLogMetadataManager(log_for_partition, config.remote_log_metadata_topic_num_partitions)
+        rlmm = TopicBasedRemoteLogMetadataManager(
+            log_for_partition, config.remote_log_metadata_topic_num_partitions
+        )
         rlm = RemoteLogManager(rsm, rlmm, config, time)
         owns = scheduler is None
         sched: Scheduler = scheduler if scheduler is not None else KafkaScheduler(2, "kafka-rlm-", time)
@@ -251,9 +253,13 @@ class RemoteTier:
 
             return run
 
-        self._tasks.append(self._scheduler.schedule(COPY_TASK, each(COPY_TASK, self.rlm.copy_once), period, period))
         self._tasks.append(
-            self._scheduler.schedule(EXPIRATION_TASK, each(EXPIRATION_TASK, self.rlm.expire_once), period, period)
+            self._scheduler.schedule(COPY_TASK, each(COPY_TASK, self.rlm.copy_once), period, period)
+        )
+        self._tasks.append(
+            self._scheduler.schedule(
+                EXPIRATION_TASK, each(EXPIRATION_TASK, self.rlm.expire_once), period, period
+            )
         )
 
     def run_once(self, log: Log, step: Callable[[Log], int], name: str = "remote tier task") -> int:
@@ -318,4 +324,3 @@ class RemoteTier:
                 closer()
             except Exception:
                 _log.exception("Error while closing the remote tier")
-
