@@ -79,12 +79,13 @@ def _props(server: S3Server, bucket: str, **extra: Any) -> dict[str, Any]:
 
 
 def _fill(log_: Any, nbytes: int) -> None:
-    template = _batch(0)
-    size = len(template.buffer)
+    from kafkalog.records import MemoryRecords
+
+    template = bytes(_batch(0).buffer)
     written = 0
     while written < nbytes:
-        log_.append_as_leader(template, 0)
-        written += size
+        log_.append_as_leader(MemoryRecords(bytearray(template)), 0)  # the leader assigns offsets in place
+        written += len(template)
 
 
 def _raw_store(server: S3Server, bucket: str) -> Any:
