@@ -287,3 +287,28 @@ def test_a_lost_log_start_checkpoint_comes_back_from_the_tiers(
         log = mgr.get_log("t", 0)
         assert log.log_start_offset == target
         assert read_all(log) == _values(300 - target, target)
+
+
+def test_remote_metrics_next_to_the_log_metrics(tiered: tuple[Any, str, Path, dict[str, Any]]) -> None:
+    """Kafka's remote storage metrics of a tiered partition, in process and in the Prometheus exposition."""
+    prometheus_client = pytest.importorskip("prometheus_client")
+    from kafkalog.log.names import TopicPartition
+    from kafkalog.metrics import register_prometheus, remote_snapshot
+
+    _, _, data, props = tiered
+    with open_tiered(data, props) as mgr:
+        (log,) = mgr.create_topic("t", 1, TIERED_TOPIC)
+        produce(log, 200)
+        mgr.copy_remote_segments()
+        copied = sum(s.size for s in log.segments[:-1])
+        snap = remote_snapshot(mgr)
+        assert list(snap) == [TopicPartition("t", 0)]  # the metadata topic is not tiered
+        assert snap[TopicPartition("t", 0)]["RemoteCopyBytesPerSec"] == copied
+        registry = prometheus_client.CollectorRegistry()
+        register_prometheus(mgr, registry)
+        text = prometheus_client.generate_latest(registry).decode()
+        assert (
+            f'kafka_server_brokertopicmetrics_remotecopybytespersec{{partition="0",topic="t"}} {float(copied)}'
+            in text
+        )
+        assert "kafka_log_log_logendoffset" in text
