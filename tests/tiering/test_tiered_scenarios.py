@@ -312,3 +312,23 @@ def test_remote_metrics_next_to_the_log_metrics(tiered: tuple[Any, str, Path, di
             in text
         )
         assert "kafka_log_log_logendoffset" in text
+
+
+def test_the_copy_and_expiration_tasks_take_turns_on_their_threads(
+    tiered: tuple[Any, str, Path, dict[str, Any]],
+) -> None:
+    """The two tasks run on different threads: an expiration pass must leave the partition to the next copy
+    pass (an expiration that kept its pass lock hung the copy task, and the manager's close, for good)."""
+    import threading
+
+    _, _, data, props = tiered
+    with open_tiered(data, props) as mgr:
+        (log,) = mgr.create_topic("t", 1, TIERED_TOPIC)
+        produce(log, 100)
+        mgr.expire_remote_segments()
+        copied: list[int] = []
+        other = threading.Thread(target=lambda: copied.append(mgr.copy_remote_segments()), daemon=True)
+        other.start()
+        other.join(30)
+        assert not other.is_alive(), "the copy pass waits for the expiration pass's lock forever"
+        assert copied and copied[0] > 0

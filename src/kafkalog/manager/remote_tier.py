@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -55,6 +56,7 @@ from kafkalog.tiering import (
 from kafkalog.time import Time
 
 __all__ = [
+    "CLOSE_WAIT_S",
     "COPY_TASK",
     "EXPIRATION_TASK",
     "REMOTE_LOG_METADATA_TOPIC_CONFIG",
@@ -64,6 +66,8 @@ __all__ = [
 
 _log = logging.getLogger("kafkalog.manager")
 
+#: How long closing the manager waits for remote tier passes and deletions under way.
+CLOSE_WAIT_S: Final = 30.0
 COPY_TASK: Final = "kafka-remote-log-copy"
 EXPIRATION_TASK: Final = "kafka-remote-log-expiration"
 #: The config of ``__remote_log_metadata`` (Kafka's ``TopicBasedRemoteLogMetadataManagerConfig``: delete
@@ -305,20 +309,32 @@ class RemoteTier:
         return self.rlm.metrics(tp)
 
     def close(self) -> None:
-        """Stop the tasks, wait for a pass or deletion under way, and close the tiering objects."""
+        """Stop the tasks, wait (at most :data:`CLOSE_WAIT_S` in all) for a pass or deletion under way, and
+        close the tiering objects. A pass still running then (storage hanging past its own timeouts, a bug)
+        is logged and left to its daemon thread: closing the manager never hangs on the remote tier."""
         if self._closed:
             return
         self._closed = True
         for task in self._tasks:
             task.cancel()
-        self._deleter.shutdown(wait=True)
-        if self._owns_scheduler and isinstance(self._scheduler, KafkaScheduler):
-            self._scheduler.shutdown()
+        deadline = time.monotonic() + CLOSE_WAIT_S
+        stuck = not self.wait_idle(CLOSE_WAIT_S)
+        self._deleter.shutdown(wait=False, cancel_futures=True)
         with self._lock:
             tps = list(self._locks)
         for tp in tps:  # a pass under way finishes first
-            with self._partition_lock(tp):
-                pass
+            lock = self._partition_lock(tp)
+            if lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                lock.release()
+            else:
+                stuck = True
+                _log.error(
+                    "A remote tier pass of %s did not finish within %.0f s of close; left running",
+                    tp,
+                    CLOSE_WAIT_S,
+                )
+        if self._owns_scheduler and isinstance(self._scheduler, KafkaScheduler) and not stuck:
+            self._scheduler.shutdown()
         for closer in (self.rlm.rlmm.close, self.rlm.rsm.close):
             try:
                 closer()

@@ -539,6 +539,7 @@ class RemoteLogManager:
                 state, "FailedRemoteDeleteRequestsPerSec", "delete expired remote segments of", log, exc
             )
         finally:
+            state.pass_lock.release()
             self._update_lag(log, state)
         return deleted
 
