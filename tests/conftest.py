@@ -28,7 +28,7 @@ from s3_server import s3_server  # noqa: F401  (the session's S3 server fixture,
 REQUIRE_ALL_ENV = "KAFKALOG_REQUIRE_ALL"
 #: Test directories (relative to the repository) whose tests must not skip under the switch.
 REQUIRED_DIRS = ("tests/interop/", "tests/spark/", "tests/server/")
-OBJECT_STORAGE_DIRS: tuple[str, ...] = ("tests/objstore/", "tests/tiered/")
+OBJECT_STORAGE_DIRS: tuple[str, ...] = ("tests/objstore/", "tests/tiered/", "tests/tiering/")
 REQUIRED_MARKERS = ("interop", "spark")
 
 

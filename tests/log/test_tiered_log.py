@@ -11,6 +11,7 @@ Ported from Kafka's ``UnifiedLogTest`` where a tiered case exists (named in each
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,7 +32,7 @@ from kafkalog.storage import FetchDataInfo, LogOffsetMetadata, TimestampAndOffse
 from kafkalog.time import MockTime
 
 from .conftest import LogFactory
-from .helpers import check_log_invariants, fetched_offsets, records, segment_bases
+from .helpers import check_log_invariants, fetched_offsets, fetched_records, records, segment_bases
 
 TIERED = {"remote.storage.enable": True, "segment.bytes": 10 * 80, "retention.ms": 10_000_000}
 
@@ -536,3 +537,171 @@ def test_earliest_pending_upload_before_anything_is_copied(make_log: LogFactory)
     assert log.fetch_offset_by_timestamp(EARLIEST_PENDING_UPLOAD_TIMESTAMP) == TimestampAndOffset(-1, 3, 0)
     log.maybe_increment_log_start_offset(4, "client delete records")
     assert log.fetch_offset_by_timestamp(EARLIEST_PENDING_UPLOAD_TIMESTAMP) == TimestampAndOffset(-1, 4, 0)
+
+
+# --- the log start offset over both tiers: DeleteRecords, epochs, producers -------------------------------
+def test_delete_records_above_local_log_start_deletes_local_segments(make_log: LogFactory) -> None:
+    """DeleteRecords past the local log start offset moves both; the log-start-offset rule then deletes the
+    local segments below it even if the remote tier does not hold them (nothing copied here)."""
+    log = _tiered_log(make_log, **{"retention.ms": -1})
+    bases = segment_bases(log)
+    assert log.maybe_increment_log_start_offset(bases[1] + 1, "client delete records")
+    assert log.log_start_offset == log.local_log_start_offset == bases[1] + 1
+    log.delete_old_segments()
+    assert segment_bases(log) == bases[1:]
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(bases[1], 1 << 20)
+    check_log_invariants(log)
+
+
+def test_log_start_offset_in_the_remote_range_moves_epochs_and_producers(make_log: LogFactory) -> None:
+    """Local retention keeps the epochs and producers of the remote range; moving the log start offset into
+    that range (DeleteRecords, or the RemoteLogManager's total retention) truncates the epoch cache from the
+    start and tells the producer state (which keeps its producer ids until they expire), as Kafka's does, and
+    leaves the local log start offset where it is."""
+    log = make_log(LogConfig.from_props(TIERED), remote_storage_system_enable=True)
+    for seq in range(5):  # producer 7: offsets 0-4 only
+        log.append_as_leader(_one(1000, producer_id=7, producer_epoch=0, sequence=seq), leader_epoch=0)
+    _append(log, 5, epoch=0)
+    _append(log, 10, epoch=1)
+    _append(log, 10, epoch=2)
+    remote = FakeRemote()
+    remote.copy_from(log, 20)
+    log.delete_old_segments()
+    local_start = log.local_log_start_offset
+    assert local_start > 5
+    assert [e.epoch for e in log.leader_epoch_cache.epoch_entries] == [0, 1, 2]
+    assert 7 in log.producer_state.active_producers()
+    assert log.maybe_increment_log_start_offset(10, "segment deletion")
+    assert (log.log_start_offset, log.local_log_start_offset) == (10, local_start)
+    entries = log.leader_epoch_cache.epoch_entries
+    assert [(e.epoch, e.start_offset) for e in entries] == [(1, 10), (2, 20)]
+    assert (
+        7 in log.producer_state.active_producers()
+    )  # as Kafka's: producer ids expire, they are not truncated
+    assert log.producer_state.map_end_offset >= 10
+    assert log.fetch_offset_by_timestamp(EARLIEST_TIMESTAMP) == TimestampAndOffset(-1, 10, 1)
+    assert not log.maybe_increment_log_start_offset(9, "segment deletion")
+    check_log_invariants(log)
+
+
+def test_local_retention_needs_the_copy_and_moves_only_the_local_start(make_log: LogFactory) -> None:
+    """local.retention.bytes decides with a remote tier (retention.bytes is the RemoteLogManager's), and
+    only segments whose last offset the remote tier holds go."""
+    log = _tiered_log(make_log, 40, **{"retention.ms": -1, "retention.bytes": -1, "local.retention.bytes": 1})
+    bases = segment_bases(log)
+    assert log.delete_old_segments() == 0  # nothing copied
+    log.update_highest_offset_in_remote_storage(bases[2] - 2)  # the second segment is not complete remotely
+    assert log.delete_old_segments() == 1
+    assert (log.log_start_offset, log.local_log_start_offset) == (0, bases[1])
+    log.update_highest_offset_in_remote_storage(log.log_end_offset - 1)
+    log.delete_old_segments()  # everything copied: local.retention.bytes keeps the last segment only
+    assert len(log.segments) == 1
+    assert (log.log_start_offset, log.local_log_start_offset) == (0, segment_bases(log)[0])
+    check_log_invariants(log)
+
+
+# --- truncation -------------------------------------------------------------------------------------------
+def test_truncate_below_local_log_start_offset(make_log: LogFactory) -> None:
+    """Kafka's truncateTo below the first local segment truncates fully and starts at the target: the log
+    start offset becomes the target too, the highest offset in remote storage is kept (Kafka's)."""
+    log, _ = _tiered_with_local_start(make_log)
+    highest = log.highest_offset_in_remote_storage
+    target = log.local_log_start_offset - 3
+    assert log.truncate_to(target)
+    assert (log.log_start_offset, log.local_log_start_offset, log.log_end_offset) == (target, target, target)
+    assert log.highest_offset_in_remote_storage == highest
+    check_log_invariants(log)
+
+
+def test_truncate_to_keeps_local_log_start_at_or_below_log_end(make_log: LogFactory) -> None:
+    """A local log start offset moved inside the first local segment (DeleteRecords) follows a truncation
+    below it, as the log start offset does, so log start <= local log start <= LEO holds."""
+    log, _ = _tiered_with_local_start(make_log)
+    first = segment_bases(log)[0]
+    log.maybe_increment_log_start_offset(first + 5, "client delete records")
+    assert log.local_log_start_offset == first + 5
+    log.truncate_to(first + 2)
+    assert (log.log_start_offset, log.local_log_start_offset, log.log_end_offset) == (
+        first + 2,
+        first + 2,
+        first + 2,
+    )
+    check_log_invariants(log)
+
+
+def test_truncate_fully_and_start_at_with_remote_tier(make_log: LogFactory) -> None:
+    """A follower building its remote aux state (Kafka's truncateFullyAndStartAt(next, Some(leader's log
+    start))): the local log starts at the new offset, the log start offset below it."""
+    log, remote = _tiered_with_local_start(make_log)
+    log.truncate_fully_and_start_at(40, 3)
+    assert (log.log_start_offset, log.local_log_start_offset, log.log_end_offset) == (3, 40, 40)
+    assert fetched_offsets(log.read(3, 1 << 20))[0] == 3  # the remote tier still serves 3..
+    assert remote.reads
+    check_log_invariants(log)
+
+
+def test_turning_remote_storage_off_moves_log_start_to_local(make_log: LogFactory) -> None:
+    """remote.storage.enable=false needs remote.log.delete.on.disable=true (Kafka's check, nothing changes
+    otherwise); then the remote range is gone for the log and its log start offset is the local one."""
+    log, _ = _tiered_with_local_start(make_log)
+    local_start = log.local_log_start_offset
+    with pytest.raises(InvalidConfigurationError, match="without deleting remote data"):
+        log.update_config({"remote.storage.enable": False})
+    assert log.remote_log_enabled and log.log_start_offset == 0
+    log.update_config({"remote.storage.enable": False, "remote.log.delete.on.disable": True})
+    assert not log.remote_log_enabled
+    assert log.log_start_offset == log.local_log_start_offset == local_start
+    assert log.leader_epoch_cache.earliest_entry is not None
+    assert log.leader_epoch_cache.earliest_entry.start_offset == local_start
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(0, 1 << 20)
+    check_log_invariants(log)
+
+
+def test_local_log_start_offset_never_past_the_log_end(make_log: LogFactory) -> None:
+    log = _tiered_log(make_log, 5)
+    with pytest.raises(OffsetOutOfRangeError, match="larger than the log end offset 5"):
+        log.maybe_increment_local_log_start_offset(6, "segment deletion")
+    assert log.local_log_start_offset == 0
+    assert log.maybe_increment_local_log_start_offset(5, "segment deletion")
+    assert not log.maybe_increment_local_log_start_offset(4, "segment deletion")
+    assert (log.log_start_offset, log.local_log_start_offset) == (0, 5)
+    check_log_invariants(log)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_random_operations_keep_one_history(make_log: LogFactory, seed: int) -> None:
+    """Appends, copies, local retention, DeleteRecords and total retention in random order: the invariants
+    hold after every step and every offset in [log start, LEO) reads back its own record, from whichever tier
+    holds it; below the log start offset reads are out of range."""
+    rng = random.Random(seed)
+    log = make_log(
+        LogConfig.from_props({**TIERED, "retention.ms": -1, "local.retention.bytes": 1}),
+        remote_storage_system_enable=True,
+    )
+    remote = FakeRemote()
+    log.set_remote_log_reader(remote)
+    for _ in range(60):
+        op = rng.random()
+        if op < 0.4:
+            _append(log, rng.randint(1, 8))
+        elif op < 0.6 and len(log.segments) > 1:
+            remote.copy_from(log, segment_bases(log)[rng.randint(1, len(log.segments) - 1)])
+        elif op < 0.8:
+            log.delete_old_segments()
+        elif log.high_watermark > log.log_start_offset:
+            log.maybe_increment_log_start_offset(
+                rng.randint(log.log_start_offset, log.high_watermark), "client delete records"
+            )
+        check_log_invariants(log)
+        assert segment_bases(log)[0] <= log.local_log_start_offset
+        for offset in range(log.log_start_offset, log.log_end_offset):
+            records_read = fetched_records(log.read(offset, 200))
+            found = {r.offset: r.value for r in records_read}
+            assert found[offset] == b"v%d" % offset, (offset, log)
+        if log.log_start_offset > 0:
+            with pytest.raises(OffsetOutOfRangeError):
+                log.read(log.log_start_offset - 1, 200)
+    assert remote.reads, "the run never read from the remote tier"
+    assert log.log_start_offset < log.local_log_start_offset or remote.batches

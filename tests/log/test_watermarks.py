@@ -52,6 +52,27 @@ def test_moving_the_log_start_offset_lifts_the_high_watermark() -> None:
     wm.check(log_end_offset=5)
 
 
+def test_local_log_start_offset_between_log_start_and_log_end() -> None:
+    """log start <= local log start <= LEO: the local one follows the log start offset by default (no remote
+    tier), moves alone with a remote tier, is never set below the log start offset, and check() names a
+    local log start offset past the log end."""
+    wm, _ = _watermarks()
+    wm.set_log_start_offset(3)
+    assert (wm.log_start_offset, wm.local_log_start_offset) == (3, 3)
+    wm.set_local_log_start_offset(7)
+    assert (wm.log_start_offset, wm.local_log_start_offset) == (3, 7)
+    wm.check(log_end_offset=7)
+    with pytest.raises(AssertionError, match="local log start offset 7 <= log end offset 6"):
+        wm.check(log_end_offset=6)
+    with pytest.raises(ValueError, match="below the log start offset"):
+        wm.set_local_log_start_offset(2)
+    with pytest.raises(ValueError, match="below the log start offset"):
+        wm.set_log_start_offset(5, 4)
+    assert (wm.log_start_offset, wm.local_log_start_offset) == (3, 7)
+    wm.set_log_start_offset(2, 4)  # a truncation moves both back
+    assert (wm.log_start_offset, wm.local_log_start_offset) == (2, 4)
+
+
 def test_last_stable_offset_is_min_of_first_unstable_offset_and_high_watermark() -> None:
     wm, ps = _watermarks(2)
     ps.fuo = LogOffsetMetadata(1)  # below the log start offset: clamped to it

@@ -19,6 +19,8 @@ def test_from_props_reads_kafkas_and_the_plugins_names() -> None:
             "remote.log.metadata.topic.num.partitions": "7",
             "remote.log.index.file.cache.total.size.bytes": "1048576",
             "node.id": "3",
+            "remote.log.manager.copy.max.bytes.per.second": "1048576",
+            "remote.log.manager.copy.quota.window.num": "5",
             "rsm.config.storage.url": "s3://bucket/tier",
             "rsm.config.storage.fs.s3a.endpoint": "http://127.0.0.1:9000",
             "rsm.config.storage.fs.s3a.secret.key": "very-secret-value",
@@ -35,6 +37,14 @@ def test_from_props_reads_kafkas_and_the_plugins_names() -> None:
     )
     assert cfg.remote_log_index_file_cache_total_size_bytes == 1 << 20
     assert cfg.broker_id == 3
+    assert (
+        cfg.remote_log_manager_copy_max_bytes_per_second,
+        cfg.remote_log_manager_copy_quota_window_num,
+    ) == (
+        1 << 20,
+        5,
+    )
+    assert cfg.remote_log_manager_copy_quota_window_size_seconds == 1
     assert cfg.rsm.storage_url == "s3://bucket/tier"
     assert cfg.rsm.storage_options == {
         "fs.s3a.endpoint": "http://127.0.0.1:9000",
@@ -62,6 +72,10 @@ def test_from_props_reads_kafkas_and_the_plugins_names() -> None:
         ({"remote.log.metadata.topic.num.partitions": "x"}, "remote.log.metadata.topic.num.partitions"),
         ({"remote.log.storage.system.enable": "maybe"}, "remote.log.storage.system.enable"),
         ({"rsm.config.chunk.size": "0"}, "rsm.config.chunk.size"),
+        (
+            {"remote.log.manager.copy.max.bytes.per.second": "0"},
+            "remote.log.manager.copy.max.bytes.per.second",
+        ),
         ({"rsm.config.encryption.enabled": "true"}, "rsm.config.encryption.key.pair.id"),
         (
             {"rsm.config.encryption.enabled": "true", "rsm.config.encryption.key.pair.id": "k9"},

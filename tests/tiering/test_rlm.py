@@ -18,6 +18,7 @@ from kafkalog.objstore.store import MemoryStore
 from kafkalog.readonly import ReadOnlyDataDir
 from kafkalog.records import ControlRecordType, MemoryRecords, SimpleRecord
 from kafkalog.remote import RemoteLogSegmentMetadata, RemoteLogSegmentState
+from kafkalog.storage.txn_index import AbortedTxn
 from kafkalog.tiering import (
     AivenRemoteStorageManager,
     LogSegmentData,
@@ -156,10 +157,10 @@ def _local_bytes(log: Log, start: int, end: int) -> bytes:
 
 def _remote_bytes(
     tier: Tier, start: int, end: int, max_bytes: int = 1 << 20, committed: bool = False
-) -> tuple[bytes, list[object]]:
+) -> tuple[bytes, list[AbortedTxn]]:
     reader = tier.rlm.reader_for(tier.log)
     out = b""
-    aborted: list[object] = []
+    aborted: list[AbortedTxn] = []
     offset = start
     while offset < end:
         info = reader.read(offset, max_bytes, tier.log.high_watermark, True, committed)
@@ -192,6 +193,13 @@ def test_copy_after_roll_reads_back_byte_identical(tmp_path: Path, tiers: list[T
     assert {e for m in segs for e, _ in m.segment_leader_epochs} == {0, 2}
     assert set(tier.store.keys()) == tier.objects_of_finished()
     assert tier.rlm.copy_once(log) == 0  # nothing new rolled
+    from kafkalog.tiering import IndexType
+
+    rsm = tier.rlm.rsm
+    for md in segs:  # each copy carries the producer snapshot taken at the roll, and the epoch lineage
+        snapshot = log.dir / f"{md.end_offset + 1:020d}.snapshot"
+        assert rsm.fetch_index(md, IndexType.PRODUCER_SNAPSHOT) == snapshot.read_bytes()
+        assert rsm.fetch_index(md, IndexType.LEADER_EPOCH).startswith(b"0\n")
     metrics = tier.rlm.metrics(log.topic_partition)
     assert metrics["RemoteCopyRequestsPerSec"] == len(ends)
     assert metrics["RemoteCopyBytesPerSec"] == sum(m.segment_size_in_bytes for m in segs)
@@ -267,12 +275,10 @@ def test_read_committed_hides_aborted_data_from_remote_txn_indexes(tmp_path: Pat
     assert tier.rlm.copy_once(log) > 0
     end = log.highest_offset_in_remote_storage + 1
     assert any(m.end_offset >= 30 for m in tier.segments())
-    local = log.read(0, 1 << 20, FetchIsolation.TXN_COMMITTED)
     _, aborted = _remote_bytes(tier, 0, end, committed=True)
     expected = {(t.producer_id, t.first_offset) for t in log.collect_aborted_transactions(0, end)}
-    assert {(t.producer_id, t.first_offset) for t in aborted} == expected  # type: ignore[attr-defined]
+    assert {(t.producer_id, t.first_offset) for t in aborted} == expected
     assert {pid for pid, _ in expected} == set(aborted_pids)
-    assert local.aborted_transactions is not None
     # the committed view through the reader is the local one: aborted records hidden
     from kafkalog.readonly import iter_committed
 
@@ -466,3 +472,246 @@ def test_stop_partition_with_delete_removes_remote_data(tmp_path: Path, tiers: l
     tier.meta.close()
     again = TopicBasedRemoteLogMetadataManager(MetadataLogs(tmp_path / "data"), 3)
     assert list(again.list_remote_log_segments(tip)) == []
+
+
+@pytest.mark.parametrize("point", ["after-delete-started", "after-objects"])
+def test_crash_during_expiry_is_finished_on_restart(tmp_path: Path, point: str, tiers: list[Tier]) -> None:
+    store = FlakyStore()
+    time = MockTime()
+    tier = open_tier(tmp_path / "data", store, time)
+    tiers.append(tier)
+    _append(tier.log, 80)
+    assert tier.rlm.copy_once(tier.log) > 2
+    segs = sorted(tier.segments(), key=lambda m: m.start_offset)
+    tier.log.maybe_increment_log_start_offset(segs[1].end_offset + 1, "client delete records")
+    tier.close()
+    tiers.remove(tier)
+
+    class CrashingDelete(AivenRemoteStorageManager):
+        def delete_log_segment_data(self, metadata: RemoteLogSegmentMetadata) -> None:
+            if point == "after-objects":
+                super().delete_log_segment_data(metadata)
+            raise CrashAt(point)
+
+    crashing = open_tier(
+        tmp_path / "data", store, time, rsm_factory=lambda s: CrashingDelete(s, RsmConfig(chunk_size=512))
+    )
+    crashing.log.maybe_increment_log_start_offset(segs[1].end_offset + 1, "client delete records")
+    with pytest.raises(CrashAt):
+        crashing.rlm.expire_once(crashing.log)
+    assert [m.state for m in crashing.segments()].count(S.DELETE_SEGMENT_STARTED) == 1
+    crashing.close()
+
+    restarted = open_tier(tmp_path / "data", store, time)
+    tiers.append(restarted)
+    restarted.log.maybe_increment_log_start_offset(segs[1].end_offset + 1, "client delete records")
+    # the half-done delete was finished when the partition started; the log start offset expires the other
+    assert all(m.state is S.COPY_SEGMENT_FINISHED for m in restarted.segments())
+    assert restarted.rlm.expire_once(restarted.log) == 1
+    assert _by_start(restarted.segments()) == _by_start(segs[2:])
+    assert set(store.keys()) == restarted.objects_of_finished()
+
+
+def test_a_read_racing_expiry_is_out_of_range_not_a_storage_error(tmp_path: Path, tiers: list[Tier]) -> None:
+    from kafkalog.errors import OffsetOutOfRangeError
+    from kafkalog.tiering import IndexType
+
+    holder: dict[str, Tier] = {}
+
+    class ExpiresFirst(AivenRemoteStorageManager):
+        """The segment is expired between the reader's metadata lookup and its first fetch."""
+
+        armed = False
+
+        def fetch_index(self, metadata: RemoteLogSegmentMetadata, index_type: IndexType) -> bytes:
+            if type(self).armed:
+                type(self).armed = False
+                tier = holder["tier"]
+                tier.log.maybe_increment_log_start_offset(metadata.end_offset + 1, "client delete records")
+                assert tier.rlm.expire_once(tier.log) >= 1
+            return super().fetch_index(metadata, index_type)
+
+    tier = open_tier(
+        tmp_path / "data", FlakyStore(), MockTime(), rsm_factory=lambda s: ExpiresFirst(s, RsmConfig())
+    )
+    tiers.append(tier)
+    holder["tier"] = tier
+    _append(tier.log, 60)
+    assert tier.rlm.copy_once(tier.log) > 1
+    reader = tier.rlm.reader_for(tier.log)
+    ExpiresFirst.armed = True
+    assert reader.read(0, 1 << 20, tier.log.high_watermark, True, False) is None
+    tier.log.update_config({"local.retention.bytes": 1})
+    tier.log.delete_old_segments()
+    with pytest.raises(OffsetOutOfRangeError):
+        tier.log.read(0)
+    assert tier.log.read(tier.log.log_start_offset).records.size_in_bytes > 0
+
+
+def test_from_config_builds_the_remote_tier(tmp_path: Path) -> None:
+    meta = MetadataLogs(tmp_path / "data")
+    config = RemoteLogManagerConfig.from_props(
+        {
+            "remote.log.storage.system.enable": "true",
+            "remote.log.metadata.topic.num.partitions": "4",
+            "rsm.config.storage.url": str(tmp_path / "bucket"),
+            "rsm.config.key.prefix": "k/",
+        }
+    )
+    rlm = RemoteLogManager.from_config(config, meta, MockTime())
+    log = Log.open(
+        tmp_path / "data" / "orders-0",
+        {**SMALL, "remote.storage.enable": "true"},
+        topic_id=TOPIC_ID,
+        remote_storage_system_enable=True,
+    )
+    try:
+        log.hw_follows_leo = True
+        rlm.start_partition(log)
+        _append(log, 40)
+        assert rlm.copy_once(log) > 0
+        assert rlm.rlmm.partitioner.num_metadata_topic_partitions == 4
+        assert any((tmp_path / "bucket" / "k").rglob("*.rsm-manifest"))
+    finally:
+        rlm.close()
+        log.close()
+        meta.close()
+
+
+def test_reads_race_copy_local_retention_and_expiry(tmp_path: Path, tiers: list[Tier]) -> None:
+    import random
+    import threading
+
+    from kafkalog.errors import OffsetOutOfRangeError
+
+    tier = open_tier(tmp_path / "data", FlakyStore(), MockTime(), {"local.retention.bytes": 1})
+    tiers.append(tier)
+    log = tier.log
+    values: dict[int, bytes] = {}
+    lock = threading.Lock()
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            for round_ in range(25):
+                for _ in range(12):
+                    value = b"value-%05d" % len(values)
+                    info = log.append([SimpleRecord(value, None, 1_000)])
+                    with lock:
+                        values[info.first_offset] = value
+                tier.rlm.copy_once(log)
+                log.delete_old_segments()
+                if round_ % 5 == 4:
+                    log.update_config({"retention.bytes": 3000})
+                    tier.rlm.expire_once(log)
+                    log.update_config({"retention.bytes": -1})
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            done.set()
+
+    def reader() -> None:
+        rng = random.Random(7)
+        reads = 0
+        try:
+            while not done.is_set() or reads < 50:
+                start, hw = log.log_start_offset, log.high_watermark
+                if hw <= start:
+                    continue
+                offset = rng.randrange(start, hw)
+                try:
+                    info = log.read(offset, 500, FetchIsolation.HIGH_WATERMARK)
+                except OffsetOutOfRangeError:
+                    assert offset < log.log_start_offset  # expired meanwhile, never a hole above it
+                    continue
+                records = [r for b in info.records.batches() for r in b if r.offset >= offset]
+                assert records and records[0].offset == offset
+                with lock:
+                    assert all(r.value == values[r.offset] for r in records)
+                reads += 1
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer), threading.Thread(target=reader)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads)
+    assert not errors, errors
+    assert set(tier.store.keys()) == tier.objects_of_finished()
+    assert log.log_start_offset > 0  # expiry ran
+
+
+def test_an_abort_marker_still_local_hides_remote_data(tmp_path: Path, tiers: list[Tier]) -> None:
+    from kafkalog.readonly import iter_committed
+
+    time = MockTime()
+    tier = open_tier(tmp_path / "data", FlakyStore(), time)
+    tiers.append(tier)
+    log = tier.log
+    txn = append_transactional(log, 4242, 0, time)
+    txn(2)  # offsets 0-1: the transaction starts in what will be a remote segment
+    _append(log, 70, start=2)
+    assert log.num_log_segments > 3
+    append_end_txn_marker(log, 4242, 0, ControlRecordType.ABORT, time.milliseconds())  # in the active segment
+    assert tier.rlm.copy_once(log) > 0
+    end = log.highest_offset_in_remote_storage + 1
+    info = tier.rlm.reader_for(log).read(0, 1 << 20, log.last_stable_offset, True, True)
+    assert info is not None and info.aborted_transactions
+    assert [(t.producer_id, t.first_offset) for t in info.aborted_transactions] == [(4242, 0)]
+    offsets = [r.offset for r in iter_committed([info], 0, end)]
+    assert offsets and offsets[0] == 2  # the aborted records are hidden
+
+
+def test_the_index_cache_is_bounded_in_bytes(tmp_path: Path, tiers: list[Tier]) -> None:
+    tier = open_tier(tmp_path / "data", FlakyStore(), MockTime())
+    tiers.append(tier)
+    _append(tier.log, 120)
+    assert tier.rlm.copy_once(tier.log) >= 4
+    segs = sorted(tier.segments(), key=lambda m: m.start_offset)
+    cache = tier.rlm.index_cache
+    one = cache.get(segs[0]).size_in_bytes
+    cache.max_bytes = 2 * one + one // 2  # room for two segments' indexes
+    for md in segs:
+        cache.get(md)
+    assert len(cache) == 2 and cache.size_in_bytes <= cache.max_bytes
+    misses = cache.misses
+    cache.get(segs[-1])  # the newest are kept
+    assert cache.misses == misses
+    cache.get(segs[0])  # the oldest was evicted: fetched again
+    assert cache.misses == misses + 1
+    cache.max_bytes = 1  # smaller than one entry: the entry just fetched is still kept
+    cache.get(segs[1])
+    assert len(cache) == 1
+
+
+def test_copy_quota_spreads_copies_over_passes(tmp_path: Path, tiers: list[Tier]) -> None:
+    time = MockTime()
+    tier = open_tier(tmp_path / "data", FlakyStore(), time)
+    tiers.append(tier)
+    rate = 1000
+    tier.rlm.config = RemoteLogManagerConfig(
+        broker_id=7,
+        remote_log_manager_copy_max_bytes_per_second=rate,
+        remote_log_manager_copy_quota_window_num=2,
+        remote_log_manager_copy_quota_window_size_seconds=1,
+    )
+    _append(tier.log, 120)
+    rolled = len(_rolled_ends(tier.log))
+    assert rolled >= 6
+    sizes = [s.size for s in tier.log.segments[:-1]]
+    first = tier.rlm.copy_once(tier.log)
+    # copies go on until the window's bytes reach rate x 2 s
+    assert first == next(i + 1 for i in range(rolled) if sum(sizes[: i + 1]) >= 2 * rate)
+    assert tier.rlm.copy_once(tier.log) == 0  # same window: throttled, nothing raised, nothing failed
+    assert tier.rlm.metrics()["FailedRemoteCopyRequestsPerSec"] == 0
+    total = first
+    for _ in range(rolled):
+        time.sleep(2_001)
+        total += tier.rlm.copy_once(tier.log)
+        if total == rolled:
+            break
+    assert total == rolled
+    assert tier.log.highest_offset_in_remote_storage == _rolled_ends(tier.log)[-1]

@@ -405,13 +405,26 @@ class Log:
     def update_config(self, new_config: LogConfig | dict[str, Any]) -> LogConfig:
         """Switch to a new config (a mapping updates the current one); returns the old config. Kafka's
         tiered checks run against the log's ``remote.log.storage.system.enable`` first (a refused config
-        changes nothing)."""
+        changes nothing). Turning the remote tier off moves the log start offset up to the local one."""
         with self.lock:
             old = self.config
             cfg = new_config if isinstance(new_config, LogConfig) else old.updated(new_config)
             validate_remote_storage(cfg, self.remote_storage_system_enable)
             validate_remote_storage_change(old, cfg)
+            was_remote = self.remote_log_enabled
             self.local_log.update_config(cfg)
+            if was_remote and not self.remote_log_enabled:
+                # remote.storage.enable turned off (with remote.log.delete.on.disable): the remote range is gone
+                # for this log, which keeps its invariant (the two start offsets are one without a remote tier)
+                local_start = self.local_log_start_offset
+                if local_start > self.log_start_offset:
+                    self._update_log_start_offset(local_start, local_start)
+                    self.leader_epoch_cache.truncate_from_start(local_start)
+                    self.producer_state.on_log_start_offset_incremented(local_start)
+                    self.watermarks.update_first_unstable_offset()
+                    self.logger.info(
+                        "Incremented log start offset to %d due to remote storage disabled", local_start
+                    )
             return old
 
     # --- watermarks ---------------------------------------------------------------------------------------
@@ -524,8 +537,14 @@ class Log:
 
     def maybe_increment_local_log_start_offset(self, new_local_log_start_offset: int, reason: str) -> bool:
         """Move the local log start offset forward alone (local retention deleted segments the remote tier
-        holds; Kafka's ``maybeIncrementLocalLogStartOffset``); returns whether it moved."""
+        holds; Kafka's ``maybeIncrementLocalLogStartOffset``); returns whether it moved. Never past the log end
+        offset (:class:`OffsetOutOfRangeError`, nothing changes: Kafka does not check)."""
         with self.lock:
+            if new_local_log_start_offset > self.log_end_offset:
+                raise OffsetOutOfRangeError(
+                    f"cannot increment the local log start offset to {new_local_log_start_offset} of partition "
+                    f"{self.topic_partition} since it is larger than the log end offset {self.log_end_offset}"
+                )
             if new_local_log_start_offset <= self.local_log_start_offset:
                 return False
             self.watermarks.set_local_log_start_offset(new_local_log_start_offset)
@@ -782,8 +801,15 @@ class Log:
                 isolation is _TXN_COMMITTED,
                 in_memory=True,
             )
-        except KafkaStorageError as exc:
+        except (KafkaStorageError, OffsetOutOfRangeError) as exc:
             if self.local_log.offline or isinstance(exc, ResourceExhaustedError):
+                raise
+            if start_offset < self.watermarks.local_log_start_offset:
+                # local retention moved the local log start offset and deleted the segment after the check
+                # above (it moves the offset first): the remote tier holds the offset now (Kafka's
+                # ReplicaManager sends such a fetch to the remote tier too)
+                return self._read_remote(start_offset, max_length, isolation, min_one_message)
+            if isinstance(exc, OffsetOutOfRangeError):
                 raise
             # The segment was deleted under us (retention or truncation): report the range instead.
             raise OffsetOutOfRangeError(

@@ -155,17 +155,24 @@ def write_aiven_segment(
     stem = aiven_segment_key(prefix, topic, topic_id, partition, segment.base_offset, segment_id)
     dek = secrets.token_bytes(32) if encryption else b""
     aad = secrets.token_bytes(32) if encryption else b""
-    transformed: list[bytes] = []
-    for chunk in _chunks(segment.log, chunk_size):
-        if compression:
-            chunk = zstandard.ZstdCompressor(write_content_size=True).compress(chunk)
-        if encryption:
-            chunk = encrypt_chunk(dek, aad, chunk)
-        transformed.append(chunk)
+    if not compression and not encryption:  # the chunks are the bytes themselves: no copy of the segment
+        size = len(segment.log)
+        sizes = [min(chunk_size, size - i) for i in range(0, size, chunk_size)]
+        body = segment.log
+    else:
+        transformed: list[bytes] = []
+        for chunk in _chunks(segment.log, chunk_size):
+            if compression:
+                chunk = zstandard.ZstdCompressor(write_content_size=True).compress(chunk)
+            if encryption:
+                chunk = encrypt_chunk(dek, aad, chunk)
+            transformed.append(chunk)
+        sizes = [len(c) for c in transformed]
+        body = b"".join(transformed)
     chunk_index = ChunkIndex.build(
-        "variable" if compression else "fixed", chunk_size, len(segment.log), [len(c) for c in transformed]
+        "variable" if compression else "fixed", chunk_size, len(segment.log), sizes
     )
-    store.put(stem + ".log", b"".join(transformed))
+    store.put(stem + ".log", body)
     parts: list[bytes] = []
     positions: list[SegmentIndex | None] = []
     position = 0

@@ -11,6 +11,9 @@ Keys (``from_props``; values may be strings, as in a properties file)::
     remote.log.manager.task.interval.ms              int > 0, default 30000 (copy / expiration period)
     remote.log.metadata.topic.num.partitions         int > 0, default 50
     remote.log.index.file.cache.total.size.bytes     int > 0, default 1 GiB (fetched remote indexes kept)
+    remote.log.manager.copy.max.bytes.per.second     int > 0, default 2^63-1 (no quota): copies of all partitions
+    remote.log.manager.copy.quota.window.num         int > 0, default 11  } the quota's rate is measured over
+    remote.log.manager.copy.quota.window.size.seconds int > 0, default 1  } num x size seconds
     remote.log.storage.manager.impl.prefix           default "rsm.config."
     broker.id | node.id                              int >= 0, default 0 (written into the metadata)
     <prefix>storage.url                              the archive's URL (s3://bucket/path, file://, memory://)
@@ -47,6 +50,7 @@ DEFAULT_REMOTE_LOG_STORAGE_MANAGER_IMPL_PREFIX: Final = "rsm.config."
 #: The plugin's recommended ``chunk.size``.
 DEFAULT_RSM_CHUNK_SIZE: Final = 4 * 1024 * 1024
 _INT32_MAX: Final = 2**31 - 1
+_INT64_MAX: Final = 2**63 - 1
 
 
 def _bool(key: str, value: Any) -> bool:
@@ -157,6 +161,9 @@ class RemoteLogManagerConfig:
     remote_log_metadata_topic_num_partitions: int = 50
     remote_log_index_file_cache_total_size_bytes: int = DEFAULT_REMOTE_LOG_INDEX_FILE_CACHE_TOTAL_SIZE_BYTES
     remote_log_storage_manager_impl_prefix: str = DEFAULT_REMOTE_LOG_STORAGE_MANAGER_IMPL_PREFIX
+    remote_log_manager_copy_max_bytes_per_second: int = _INT64_MAX
+    remote_log_manager_copy_quota_window_num: int = 11
+    remote_log_manager_copy_quota_window_size_seconds: int = 1
     #: Kafka's ``broker.id`` / ``node.id``: written into every metadata record.
     broker_id: int = 0
     rsm: RsmConfig = field(default_factory=RsmConfig)
@@ -175,6 +182,23 @@ class RemoteLogManagerConfig:
             1,
         )
         _int("broker.id", self.broker_id, 0, _INT32_MAX)
+        _int(
+            "remote.log.manager.copy.max.bytes.per.second",
+            self.remote_log_manager_copy_max_bytes_per_second,
+            1,
+        )
+        _int(
+            "remote.log.manager.copy.quota.window.num",
+            self.remote_log_manager_copy_quota_window_num,
+            1,
+            _INT32_MAX,
+        )
+        _int(
+            "remote.log.manager.copy.quota.window.size.seconds",
+            self.remote_log_manager_copy_quota_window_size_seconds,
+            1,
+            _INT32_MAX,
+        )
 
     @classmethod
     def from_props(cls, props: Mapping[str, Any]) -> RemoteLogManagerConfig:
@@ -209,6 +233,23 @@ class RemoteLogManagerConfig:
                 1,
             ),
             remote_log_storage_manager_impl_prefix=prefix,
+            remote_log_manager_copy_max_bytes_per_second=_int(
+                "remote.log.manager.copy.max.bytes.per.second",
+                props.get("remote.log.manager.copy.max.bytes.per.second", _INT64_MAX),
+                1,
+            ),
+            remote_log_manager_copy_quota_window_num=_int(
+                "remote.log.manager.copy.quota.window.num",
+                props.get("remote.log.manager.copy.quota.window.num", 11),
+                1,
+                _INT32_MAX,
+            ),
+            remote_log_manager_copy_quota_window_size_seconds=_int(
+                "remote.log.manager.copy.quota.window.size.seconds",
+                props.get("remote.log.manager.copy.quota.window.size.seconds", 1),
+                1,
+                _INT32_MAX,
+            ),
             broker_id=_int("broker.id", broker, 0, _INT32_MAX),
             rsm=RsmConfig.from_props(props, prefix),
         )

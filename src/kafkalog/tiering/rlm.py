@@ -21,10 +21,15 @@ Invariants owned here:
   next pass retries. Reads raise :class:`~kafkalog.errors.RemoteStorageError` to their caller.
 * **Reads** (:class:`RemoteTierReader`) find the segment by the leader-epoch lineage and offset, position
   through the remote offset index (:class:`~kafkalog.tiering.index_cache.RemoteIndexCache`), fetch only the
-  byte ranges needed and return whole batches of that one segment.
+  byte ranges needed (one ranged GET per read in the common case) and return whole batches of that one
+  segment; a segment that expiration deleted after the lookup reads as None (the Log's
+  ``OffsetOutOfRangeError``), not as a storage failure.
+* **Copy quota.** ``remote.log.manager.copy.max.bytes.per.second`` bounds the bytes all partitions copy per
+  quota window; a pass that finds it reached stops before its next segment.
 
 It runs no threads: the manager schedules :meth:`RemoteLogManager.copy_once` / :meth:`RemoteLogManager.expire_once`
-every ``remote.log.manager.task.interval.ms``; passes of one partition must not run concurrently.
+every ``remote.log.manager.task.interval.ms``; the passes of one partition take its lock, so a copy, an
+expiration and a cleanup never interleave (reads take no such lock).
 """
 
 from __future__ import annotations
@@ -34,12 +39,12 @@ import logging
 import struct
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from kafkalog.errors import KafkaError, RemoteStorageError
+from kafkalog.errors import KafkaError, RemoteResourceNotFoundError, RemoteStorageError
 from kafkalog.log.checkpoint import EpochEntry, leader_epoch_checkpoint
 from kafkalog.log.log import Log
 from kafkalog.log.names import TopicPartition
@@ -65,6 +70,7 @@ from kafkalog.remote.metadata import (
     TopicIdPartition,
     Uuid,
 )
+from kafkalog.storage.segment import LogSegment
 from kafkalog.storage.txn_index import AbortedTxn, collect_aborted_txns
 from kafkalog.storage.types import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset, fetch_data_info
 from kafkalog.tiered.aiven import epochs_in_range
@@ -72,7 +78,7 @@ from kafkalog.tiered.view import is_within_lineage
 from kafkalog.tiering.config import RemoteLogManagerConfig
 from kafkalog.tiering.index_cache import RemoteIndexCache
 from kafkalog.tiering.rlmm import TopicBasedRemoteLogMetadataManager
-from kafkalog.tiering.rsm import LogSegmentData, RemoteStorageManager
+from kafkalog.tiering.rsm import AivenRemoteStorageManager, LogSegmentData, RemoteStorageManager
 from kafkalog.time import SYSTEM_TIME, Time
 
 __all__ = ["METRIC_NAMES", "RemoteLogManager", "RemoteTierReader"]
@@ -154,7 +160,9 @@ class _SegmentWindow:
         size = self._md.segment_size_in_bytes
         while self.end < min(position, size):
             want = min(size, max(position, self.end + self.step))
-            chunk = self._rlm.fetch_bytes(self._state, self._md, self.end, want - 1)
+            chunk = self._rlm._fetch_bytes(  # noqa: SLF001 (the window is the manager's own helper)
+                self._state, self._md, self.end, want - 1
+            )
             if not chunk:
                 return False
             self.data += chunk
@@ -229,9 +237,24 @@ class RemoteLogManager:
         self.index_cache = RemoteIndexCache(rsm, self.config.remote_log_index_file_cache_total_size_bytes)
         self._partitions: dict[TopicPartition, _PartitionState] = {}
         self._lock = threading.Lock()
+        #: ``(time ms, bytes)`` of the copies inside the quota's window (every partition's)
+        self._copied: list[tuple[int, int]] = []
 
     def __repr__(self) -> str:
         return f"RemoteLogManager({self.rsm!r}, {len(self._partitions)} partitions)"
+
+    @classmethod
+    def from_config(
+        cls, config: RemoteLogManagerConfig, log_for_partition: Callable[[int], Log], time: Time | None = None
+    ) -> RemoteLogManager:
+        """The manager's whole remote tier from its config: an :class:`AivenRemoteStorageManager` over
+        ``rsm.config.storage.url`` and a :class:`TopicBasedRemoteLogMetadataManager` over the
+        ``__remote_log_metadata`` Logs ``log_for_partition`` opens (no I/O until first used)."""
+        rsm = AivenRemoteStorageManager.from_config(config.rsm)
+        rlmm = TopicBasedRemoteLogMetadataManager(
+            log_for_partition, config.remote_log_metadata_topic_num_partitions
+        )
+        return cls(rsm, rlmm, config, time)
 
     # --- partitions ---------------------------------------------------------------------------------------
     def on_leadership_change(self, log: Log, topic_id: uuid.UUID | Uuid | None = None) -> None:
@@ -410,12 +433,12 @@ class RemoteLogManager:
             _log.error("Failed to %s %s, retrying in the next pass", what, log.topic_partition, exc_info=exc)
 
     # --- copy ---------------------------------------------------------------------------------------------
-    def candidate_log_segments(self, log: Log, from_offset: int) -> list[tuple[object, int]]:
+    def candidate_log_segments(self, log: Log, from_offset: int) -> list[tuple[LogSegment, int]]:
         """Kafka's ``candidateLogSegments``: ``(segment, next segment's base offset)`` of every rolled segment
         with offsets at or above ``from_offset`` whose last offset is below ``min(LSO, high watermark)``."""
         limit = min(log.last_stable_offset, log.high_watermark)
         segments = log.segments
-        out: list[tuple[object, int]] = []
+        out: list[tuple[LogSegment, int]] = []
         for seg, nxt in itertools.pairwise(segments):
             next_base = nxt.base_offset
             if next_base <= from_offset or next_base - 1 < seg.base_offset:
@@ -437,6 +460,9 @@ class RemoteLogManager:
             from_offset = max(log.highest_offset_in_remote_storage + 1, log.local_log_start_offset)
             candidates = self.candidate_log_segments(log, from_offset)
             for seg, next_base in candidates:
+                if self._copy_throttled():
+                    _log.debug("Copy quota reached: %s resumes copying in the next pass", log.topic_partition)
+                    break
                 self._copy_segment(log, state, seg, next_base)
                 copied += 1
         except Exception as exc:
@@ -446,10 +472,23 @@ class RemoteLogManager:
             self._update_lag(log, state)
         return copied
 
-    def _copy_segment(self, log: Log, state: _PartitionState, seg: object, next_base: int) -> None:
-        from kafkalog.storage.segment import LogSegment
+    def _copy_throttled(self) -> bool:
+        """Kafka's copy quota (``remote.log.manager.copy.max.bytes.per.second`` over ``window.num`` windows of
+        ``window.size.seconds``): whether the bytes copied in the window already reach the quota's rate. A
+        pass stops there (Kafka's task waits instead); the next pass goes on."""
+        cfg = self.config
+        window_ms = (
+            cfg.remote_log_manager_copy_quota_window_num
+            * cfg.remote_log_manager_copy_quota_window_size_seconds
+            * 1000
+        )
+        now = self.time.milliseconds()
+        with self._lock:
+            self._copied = [(t, n) for t, n in self._copied if t > now - window_ms]
+            copied = sum(n for _, n in self._copied)
+        return copied * 1000 >= cfg.remote_log_manager_copy_max_bytes_per_second * window_ms
 
-        assert isinstance(seg, LogSegment)
+    def _copy_segment(self, log: Log, state: _PartitionState, seg: LogSegment, next_base: int) -> None:
         end = next_base - 1
         entries = [(e.epoch, e.start_offset) for e in log.leader_epoch_cache.epoch_entries]
         epochs = epochs_in_range(entries, seg.base_offset, end)
@@ -494,6 +533,8 @@ class RemoteLogManager:
         )
         log.update_highest_offset_in_remote_storage(end)
         self._count(state, "RemoteCopyBytesPerSec", seg.size)
+        with self._lock:
+            self._copied.append((self.time.milliseconds(), seg.size))
         _log.info(
             "Copied segment %d-%d of %s to remote storage as %s",
             seg.base_offset,
@@ -620,7 +661,7 @@ class RemoteLogManager:
         return to_delete, new_start
 
     # --- reads --------------------------------------------------------------------------------------------
-    def fetch_bytes(
+    def _fetch_bytes(
         self, state: _PartitionState, md: RemoteLogSegmentMetadata, start: int, end: int
     ) -> bytes:
         """``[start, end]`` of a remote segment's ``.log`` through the RSM, counted."""
@@ -666,6 +707,27 @@ class RemoteLogManager:
         md = self.fetch_remote_log_segment_metadata(log, state.tip, fetch_offset)
         if md is None:
             return None
+        try:
+            return self._read_segment(
+                log, state, md, fetch_offset, max_bytes, max_offset, min_one_message, read_committed
+            )
+        except RemoteResourceNotFoundError:
+            # expiration deleted the segment after it was looked up: the offset is gone, not storage broken
+            if self.fetch_remote_log_segment_metadata(log, state.tip, fetch_offset) == md:
+                raise
+            return None
+
+    def _read_segment(
+        self,
+        log: Log,
+        state: _PartitionState,
+        md: RemoteLogSegmentMetadata,
+        fetch_offset: int,
+        max_bytes: int,
+        max_offset: int,
+        min_one_message: bool,
+        read_committed: bool,
+    ) -> FetchDataInfo:
         try:
             entry = self.index_cache.get(md)
         except Exception:
