@@ -159,8 +159,10 @@ def test_read_below_local_log_start_goes_to_the_reader(make_log: LogFactory) -> 
     assert log.delete_old_segments() > 0
     local_start = log.local_log_start_offset
     assert 0 < local_start <= 20 and log.log_start_offset == 0
-    with pytest.raises(OffsetOutOfRangeError):  # no reader attached
-        log.read(0, 1 << 20)
+    with pytest.raises(
+        OffsetOutOfRangeError, match=r"below the local log start offset .* no remote log reader"
+    ):
+        log.read(0, 1 << 20)  # no reader attached
     log.set_remote_log_reader(remote)
     info = log.read(3, 1 << 20, FetchIsolation.HIGH_WATERMARK)
     assert fetched_offsets(info) == list(range(3, 20))
@@ -705,3 +707,28 @@ def test_random_operations_keep_one_history(make_log: LogFactory, seed: int) -> 
                 log.read(log.log_start_offset - 1, 200)
     assert remote.reads, "the run never read from the remote tier"
     assert log.log_start_offset < log.local_log_start_offset or remote.batches
+
+
+@pytest.mark.parametrize("delay_ms", [0, 60_000])
+def test_local_retention_under_a_reader_sends_it_to_the_remote_tier(
+    make_log: LogFactory, monkeypatch: pytest.MonkeyPatch, delay_ms: int
+) -> None:
+    """A read that passed the local log start offset check just before local retention deleted its segment
+    reads the remote tier (which holds it: that is why it could go) instead of answering out of range."""
+    log = _tiered_log(make_log, 30, **{"file.delete.delay.ms": delay_ms})
+    remote = FakeRemote()
+    remote.copy_from(log, 20)
+    log.set_remote_log_reader(remote)
+    assert log.local_log_start_offset == 0
+    local_read = log.local_log.read
+
+    def retention_first(*args: object, **kwargs: object) -> FetchDataInfo:
+        monkeypatch.setattr(log.local_log, "read", local_read)
+        assert log.delete_old_segments() > 0
+        return local_read(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(log.local_log, "read", retention_first)
+    info = log.read(3, 1 << 20)
+    assert log.local_log_start_offset > 3
+    assert fetched_offsets(info)[0] == 3
+    assert remote.reads and remote.reads[-1][0] == 3

@@ -22,7 +22,7 @@ Invariants (checked by the tests and assumed everywhere):
   offset, the log start offset never above the target.
 * One writer at a time (``self.lock``); readers take no lock: they work from immutable offset metadata and
   segment snapshots, and a segment deleted under a reader yields :class:`OffsetOutOfRangeError`, never a
-  crash. ``read`` returns records in memory, never a lazy slice of a segment that could be deleted later.
+  crash (with a remote tier, local retention deleting it sends the read to the remote tier instead). ``read`` returns records in memory, never a lazy slice of a segment that could be deleted later.
 
 Tiered storage (KIP-405, Kafka's ``UnifiedLog`` tiered parts): when :attr:`Log.remote_log_enabled` (the
 broker gate ``remote.log.storage.system.enable`` passed to :meth:`Log.open`, the topic's
@@ -801,16 +801,15 @@ class Log:
                 isolation is _TXN_COMMITTED,
                 in_memory=True,
             )
-        except (KafkaStorageError, OffsetOutOfRangeError) as exc:
+        except OffsetOutOfRangeError:
+            if start_offset < watermarks.local_log_start_offset:  # local retention passed it under us
+                return self._read_remote(start_offset, max_length, isolation, min_one_message)
+            raise
+        except KafkaStorageError as exc:
             if self.local_log.offline or isinstance(exc, ResourceExhaustedError):
                 raise
-            if start_offset < self.watermarks.local_log_start_offset:
-                # local retention moved the local log start offset and deleted the segment after the check
-                # above (it moves the offset first): the remote tier holds the offset now (Kafka's
-                # ReplicaManager sends such a fetch to the remote tier too)
+            if start_offset < watermarks.local_log_start_offset:  # local retention deleted it under us
                 return self._read_remote(start_offset, max_length, isolation, min_one_message)
-            if isinstance(exc, OffsetOutOfRangeError):
-                raise
             # The segment was deleted under us (retention or truncation): report the range instead.
             raise OffsetOutOfRangeError(
                 f"offset {start_offset} of partition {self.topic_partition} is no longer available "
@@ -838,6 +837,11 @@ class Log:
             )
             if info is not None:
                 return info
+        if start_offset >= log_start:
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} of partition {self.topic_partition} is below the local log start offset "
+                f"{self.local_log_start_offset} and no remote log reader served it (log start offset {log_start})"
+            )
         raise OffsetOutOfRangeError(
             f"received request for offset {start_offset} for partition {self.topic_partition}, but we only have "
             f"log segments starting from offset: {log_start}."

@@ -11,6 +11,10 @@ Invariants owned here:
   ``[log start offset, log end offset]`` (left behind by an earlier move that was cut short, or by retention
   since) starts over, empty, at the current log start offset. The future log's start offset never stays
   behind the current one's.
+* **A tiered log's remote tier is shared, not copied.** Only the local segments are: the future log starts at
+  the current local log start offset with the current log start offset below it, and learns the highest
+  offset in remote storage (Kafka's future replica of a tiered partition); the owner attaches the remote
+  reader to the log it swaps in.
 * **Resumable.** A ``-future`` log already in the destination dir (found on open, or left by a move that
   failed) is resumed from its end, not copied again.
 """
@@ -56,8 +60,9 @@ def open_future_log(
 
 def copy_into(source: Log, target: Log) -> None:
     """Append to ``target`` every batch of ``source`` past its end (see the module doc)."""
-    if target.log_end_offset < source.log_start_offset or target.log_end_offset > source.log_end_offset:
-        target.truncate_fully_and_start_at(source.log_start_offset)
+    local_start = source.local_log_start_offset  # the log start offset unless the log has a remote tier
+    if target.log_end_offset < local_start or target.log_end_offset > source.log_end_offset:
+        target.truncate_fully_and_start_at(local_start, source.log_start_offset)
     while target.log_end_offset < source.log_end_offset:
         records = source.read(target.log_end_offset, _CHUNK, FetchIsolation.LOG_END).records
         mem = records if isinstance(records, MemoryRecords) else records.to_memory_records()
@@ -65,3 +70,5 @@ def copy_into(source: Log, target: Log) -> None:
             break
         target.append_as_follower(mem)
     target.maybe_increment_log_start_offset(source.log_start_offset, "alter log dirs")
+    if source.remote_log_enabled:
+        target.update_highest_offset_in_remote_storage(source.highest_offset_in_remote_storage)
