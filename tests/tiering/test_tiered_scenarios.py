@@ -332,3 +332,20 @@ def test_the_copy_and_expiration_tasks_take_turns_on_their_threads(
         other.join(30)
         assert not other.is_alive(), "the copy pass waits for the expiration pass's lock forever"
         assert copied and copied[0] > 0
+
+
+def test_a_copy_pass_uploads_partitions_at_once_within_the_pool(
+    tiered: tuple[Any, str, Path, dict[str, Any]],
+) -> None:
+    """Kafka's ``remote.log.manager.copier.thread.pool.size``: a pass copies every tiered partition (on the
+    pool, several at once); a bad size is refused at open, naming the key."""
+    _, _, data, props = tiered
+    with pytest.raises(InvalidConfigurationError, match=r"copier\.thread\.pool\.size"):
+        open_tiered(data, {**props, "remote.log.manager.copier.thread.pool.size": 0})
+    with open_tiered(data, {**props, "remote.log.manager.copier.thread.pool.size": 3}) as mgr:
+        logs = mgr.create_topic("t", 4, TIERED_TOPIC)
+        for log in logs:
+            produce(log, 120)
+        assert mgr.copy_remote_segments() == sum(len(log.segments) - 1 for log in logs)
+        for log in logs:
+            assert log.highest_offset_in_remote_storage == log.active_segment.base_offset - 1

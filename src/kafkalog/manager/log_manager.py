@@ -100,7 +100,14 @@ from kafkalog.log.types import AppendOrigin, FetchIsolation, LogAppendInfo
 from kafkalog.manager.dirs import DirOffsets, LoadFailure, LogDirState
 from kafkalog.manager.limits import check_new_partitions
 from kafkalog.manager.moves import copy_into, open_future_log
-from kafkalog.manager.remote_tier import REMOTE_LOG_METADATA_TOPIC_CONFIG, RemoteTier, split_remote_props
+from kafkalog.manager.remote_tier import (
+    DEFAULT_COPIER_THREADS,
+    DEFAULT_EXPIRATION_THREADS,
+    REMOTE_LOG_METADATA_TOPIC_CONFIG,
+    RemoteTier,
+    split_remote_props,
+    thread_pool_sizes,
+)
 from kafkalog.manager.sink_journal import has_pending_journals, replay_pending
 from kafkalog.manager.tasks import schedule_background_tasks
 from kafkalog.manager.topics import TopicRegistry
@@ -141,6 +148,8 @@ class LogManager:
         self.remote_log_manager_config = remote_log_manager_config or RemoteLogManagerConfig()
         #: The tiering objects (None without tiering), opened after the logs load.
         self.remote_tier: RemoteTier | None = None
+        #: Kafka's copier and expiration thread pool sizes.
+        self._remote_threads = (DEFAULT_COPIER_THREADS, DEFAULT_EXPIRATION_THREADS)
         self.cleaner_config = cleaner_config or CleanerConfig()
         self.cleaner: LogCleaner | None = None  # started with the background tasks
         self.default_config = default_config
@@ -201,7 +210,9 @@ class LogManager:
         if isinstance(remote_log_manager_config, RemoteLogManagerConfig):
             rcfg = remote_log_manager_config
         else:
-            rcfg = RemoteLogManagerConfig.from_props({**remote_props, **(remote_log_manager_config or {})})
+            remote_props.update(remote_log_manager_config or {})
+            rcfg = RemoteLogManagerConfig.from_props(remote_props)
+        remote_threads = thread_pool_sizes(remote_props)
         validate_remote_storage(base, rcfg.remote_log_storage_system_enable)
         mcfg = config if isinstance(config, ManagerConfig) else ManagerConfig.from_props(config)
         dirs = LogDirState.lock_all(paths)
@@ -212,6 +223,7 @@ class LogManager:
             sched.startup()
         ccfg = cleaner if isinstance(cleaner, CleanerConfig) else CleanerConfig.from_props(cleaner)
         manager = cls(dirs, base, mcfg, sched, owns, time, hw_follows_leo, ccfg, rcfg)
+        manager._remote_threads = remote_threads
         try:
             manager._load()
             manager._complete_pending_sink_commits()
@@ -289,8 +301,9 @@ class LogManager:
                 self.create_topic(
                     name, rcfg.remote_log_metadata_topic_num_partitions, REMOTE_LOG_METADATA_TOPIC_CONFIG
                 )
+        copiers, expirers = self._remote_threads
         self.remote_tier = RemoteTier.open(
-            rcfg, lambda partition: self.get_log(name, partition), self.time, scheduler
+            rcfg, lambda partition: self.get_log(name, partition), self.time, scheduler, copiers, expirers
         )
         self.remote_tier.record_location(d.path for d in self._dirs if d.online)
         for log in self._online_logs():

@@ -19,9 +19,11 @@ Invariants owned here:
   turns tiering on. Turning it off (``remote.log.delete.on.disable=true``) or deleting the topic stops the
   partition and deletes its remote data in the background.
 * **Kafka's tasks** ``kafka-remote-log-copy`` (``RLMCopyTask``) and ``kafka-remote-log-expiration``
-  (``RLMExpirationTask``) run every ``remote.log.manager.task.interval.ms`` on a scheduler of their own (one
-  thread each: an upload never delays the log's own retention, flush and checkpoint tasks). A partition's
-  copy, expiration and stop never run at once (one lock per partition). A pass never raises and never takes
+  (``RLMExpirationTask``) run every ``remote.log.manager.task.interval.ms`` on a scheduler of their own (an
+  upload never delays the log's own retention, flush and checkpoint tasks); a pass runs its partitions on
+  Kafka's copier (expiration) thread pool, ``remote.log.manager.copier.thread.pool.size``
+  (``remote.log.manager.expiration.thread.pool.size``), 10 threads each by default. A partition's copy,
+  expiration and stop never run at once (one lock per partition). A pass never raises and never takes
   a log dir offline: a storage outage is a log line and the ``Failed*`` metrics, and the next pass retries
   (the log keeps appending locally meanwhile).
 * The data dir records where its archive is (``kafkalog-tiered-storage.json``,
@@ -58,10 +60,13 @@ from kafkalog.time import Time
 __all__ = [
     "CLOSE_WAIT_S",
     "COPY_TASK",
+    "DEFAULT_COPIER_THREADS",
+    "DEFAULT_EXPIRATION_THREADS",
     "EXPIRATION_TASK",
     "REMOTE_LOG_METADATA_TOPIC_CONFIG",
     "RemoteTier",
     "split_remote_props",
+    "thread_pool_sizes",
 ]
 
 _log = logging.getLogger("kafkalog.manager")
@@ -69,6 +74,10 @@ _log = logging.getLogger("kafkalog.manager")
 #: How long closing the manager waits for remote tier passes and deletions under way.
 CLOSE_WAIT_S: Final = 30.0
 COPY_TASK: Final = "kafka-remote-log-copy"
+#: Kafka's ``remote.log.manager.copier.thread.pool.size`` / ``remote.log.manager.expiration.thread.pool.size``
+#: defaults: partitions copied (expired) at once by one pass.
+DEFAULT_COPIER_THREADS: Final = 10
+DEFAULT_EXPIRATION_THREADS: Final = 10
 EXPIRATION_TASK: Final = "kafka-remote-log-expiration"
 #: The config of ``__remote_log_metadata`` (Kafka's ``TopicBasedRemoteLogMetadataManagerConfig``: delete
 #: policy, ``remote.log.metadata.topic.retention.ms`` default -1).
@@ -85,6 +94,8 @@ _REMOTE_KEYS: Final = (
     "remote.log.metadata.topic.num.partitions",
     "remote.log.index.file.cache.total.size.bytes",
     "remote.log.storage.manager.impl.prefix",
+    "remote.log.manager.copier.thread.pool.size",
+    "remote.log.manager.expiration.thread.pool.size",
 )
 
 
@@ -102,6 +113,27 @@ def split_remote_props(props: Mapping[str, Any]) -> tuple[dict[str, Any], dict[s
     return remote, rest
 
 
+def thread_pool_sizes(props: Mapping[str, Any]) -> tuple[int, int]:
+    """Kafka's ``remote.log.manager.copier.thread.pool.size`` and ``...expiration.thread.pool.size`` from
+    ``props`` (each an int >= 1; else :class:`~kafkalog.errors.InvalidConfigurationError` naming the key)."""
+    out = []
+    for key, default in (
+        ("remote.log.manager.copier.thread.pool.size", DEFAULT_COPIER_THREADS),
+        ("remote.log.manager.expiration.thread.pool.size", DEFAULT_EXPIRATION_THREADS),
+    ):
+        value = props.get(key, default)
+        try:
+            number = int(str(value).strip()) if not isinstance(value, bool) else -1
+        except ValueError:
+            number = -1
+        if not 1 <= number <= 1024:
+            raise InvalidConfigurationError(
+                f"Invalid value {value!r} for configuration {key}: must be in [1, 1024]"
+            )
+        out.append(number)
+    return out[0], out[1]
+
+
 class RemoteTier:
     """The remote tier of one manager (see the module doc). Made by :meth:`open`; thread-safe."""
 
@@ -111,6 +143,8 @@ class RemoteTier:
         rlm: RemoteLogManager,
         scheduler: Scheduler,
         owns_scheduler: bool,
+        copier_threads: int = DEFAULT_COPIER_THREADS,
+        expiration_threads: int = DEFAULT_EXPIRATION_THREADS,
     ) -> None:
         self.config = config
         self.rlm = rlm
@@ -124,6 +158,9 @@ class RemoteTier:
         #: Remote deletions of stopped partitions (topic deleted, tiering turned off) run here, not under the
         #: manager's lock: one at a time.
         self._deleter = ThreadPoolExecutor(1, thread_name_prefix="kafka-remote-log-delete-")
+        #: Kafka's copier and expiration thread pools: one pass runs its partitions on these, many at once.
+        self._copiers = ThreadPoolExecutor(copier_threads, thread_name_prefix="kafka-rlm-copier-")
+        self._expirers = ThreadPoolExecutor(expiration_threads, thread_name_prefix="kafka-rlm-expiration-")
 
     def __repr__(self) -> str:
         return f"RemoteTier({self.config.rsm.storage_url!r}, {len(self._started)} partitions)"
@@ -135,9 +172,13 @@ class RemoteTier:
         log_for_partition: Callable[[int], Log],
         time: Time,
         scheduler: Scheduler | None,
+        copier_threads: int = DEFAULT_COPIER_THREADS,
+        expiration_threads: int = DEFAULT_EXPIRATION_THREADS,
     ) -> RemoteTier:
         """The tiering objects for ``config`` (no I/O on the store yet). ``log_for_partition`` gives the
-        ``__remote_log_metadata`` partitions' logs; ``scheduler`` None: a scheduler of the tier's own."""
+        ``__remote_log_metadata`` partitions' logs; ``scheduler`` None: a scheduler of the tier's own;
+        ``copier_threads`` / ``expiration_threads``: Kafka's ``remote.log.manager.copier.thread.pool.size`` /
+        ``remote.log.manager.expiration.thread.pool.size``."""
         if not config.rsm.storage_url:
             raise InvalidConfigurationError(
                 f"remote.log.storage.system.enable=true needs "
@@ -153,7 +194,7 @@ class RemoteTier:
         sched: Scheduler = scheduler if scheduler is not None else KafkaScheduler(2, "kafka-rlm-", time)
         if owns and isinstance(sched, KafkaScheduler):
             sched.startup()
-        return cls(config, rlm, sched, owns)
+        return cls(config, rlm, sched, owns, copier_threads, expiration_threads)
 
     @property
     def location(self) -> ArchiveLocation:
@@ -246,25 +287,15 @@ class RemoteTier:
         """Schedule Kafka's copy and expiration tasks every ``remote.log.manager.task.interval.ms``."""
         period = self.config.remote_log_manager_task_interval_ms
 
-        def each(name: str, step: Callable[[Log], int]) -> Callable[[], None]:
+        def each(step: Callable[[list[Log]], int]) -> Callable[[], None]:
             def run() -> None:
-                if closed() or self._closed:
-                    return
-                for log in logs():
-                    if closed() or self._closed:
-                        return
-                    self.run_once(log, step, name)
+                if not (closed() or self._closed):
+                    step(logs())
 
             return run
 
-        self._tasks.append(
-            self._scheduler.schedule(COPY_TASK, each(COPY_TASK, self.rlm.copy_once), period, period)
-        )
-        self._tasks.append(
-            self._scheduler.schedule(
-                EXPIRATION_TASK, each(EXPIRATION_TASK, self.rlm.expire_once), period, period
-            )
-        )
+        self._tasks.append(self._scheduler.schedule(COPY_TASK, each(self.copy_all), period, period))
+        self._tasks.append(self._scheduler.schedule(EXPIRATION_TASK, each(self.expire_all), period, period))
 
     def run_once(self, log: Log, step: Callable[[Log], int], name: str = "remote tier task") -> int:
         """One pass of ``step`` (``copy_once`` / ``expire_once``) over ``log``, under its partition lock."""
@@ -287,13 +318,29 @@ class RemoteTier:
                 _log.exception("Error in %s for %s", name, tp)
                 return 0
 
+    def _pass(
+        self, pool: ThreadPoolExecutor, logs: Iterable[Log], step: Callable[[Log], int], name: str
+    ) -> int:
+        tiered = [log for log in logs if log.remote_log_enabled]
+        if self._closed or not tiered:
+            return 0
+        if len(tiered) == 1:
+            return self.run_once(tiered[0], step, name)
+        try:
+            futures = [pool.submit(self.run_once, log, step, name) for log in tiered]
+        except RuntimeError:  # the pool shut down: the manager is closing
+            return 0
+        return sum(f.result() for f in futures)
+
     def copy_all(self, logs: Iterable[Log]) -> int:
-        """One copy pass over ``logs`` now (what ``kafka-remote-log-copy`` runs); returns segments copied."""
-        return sum(self.run_once(log, self.rlm.copy_once, COPY_TASK) for log in logs)
+        """One copy pass over ``logs`` now (what ``kafka-remote-log-copy`` runs), its partitions on the copier
+        threads; returns the segments copied."""
+        return self._pass(self._copiers, logs, self.rlm.copy_once, COPY_TASK)
 
     def expire_all(self, logs: Iterable[Log]) -> int:
-        """One expiration pass over ``logs`` now (what ``kafka-remote-log-expiration`` runs)."""
-        return sum(self.run_once(log, self.rlm.expire_once, EXPIRATION_TASK) for log in logs)
+        """One expiration pass over ``logs`` now (what ``kafka-remote-log-expiration`` runs), its partitions on
+        the expiration threads; returns the remote segments deleted."""
+        return self._pass(self._expirers, logs, self.rlm.expire_once, EXPIRATION_TASK)
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until the remote deletions submitted so far are done (True) or ``timeout`` seconds passed."""
@@ -319,7 +366,8 @@ class RemoteTier:
             task.cancel()
         deadline = time.monotonic() + CLOSE_WAIT_S
         stuck = not self.wait_idle(CLOSE_WAIT_S)
-        self._deleter.shutdown(wait=False, cancel_futures=True)
+        for pool in (self._deleter, self._copiers, self._expirers):
+            pool.shutdown(wait=False, cancel_futures=True)
         with self._lock:
             tps = list(self._locks)
         for tp in tps:  # a pass under way finishes first
