@@ -349,3 +349,30 @@ def test_a_copy_pass_uploads_partitions_at_once_within_the_pool(
         assert mgr.copy_remote_segments() == sum(len(log.segments) - 1 for log in logs)
         for log in logs:
             assert log.highest_offset_in_remote_storage == log.active_segment.base_offset - 1
+
+
+def test_a_tiered_partition_moved_to_another_log_dir_still_reads_its_remote_segments(
+    s3_server: Any, tmp_path: Path
+) -> None:
+    """alter-log-dirs of a tiered log: the new Log gets the remote reader (offsets below the local log start
+    still read from the remote tier) and the copy task goes on with it."""
+    bucket = s3_server.make_bucket("move")
+    props = tier_props(s3_server, bucket)
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    with open_tiered(dirs[0], props) as mgr:  # the metadata topic and the archive record live in dir a
+        pass
+    from kafkalog.manager import LogManager
+
+    with LogManager.open(dirs, config=dict(props)) as mgr:
+        (log,) = mgr.create_topic("t", 1, {**TIERED_TOPIC, "local.retention.bytes": 2048})
+        produce(log, 300)
+        mgr.copy_remote_segments()
+        mgr.delete_old_segments()
+        assert log.local_log_start_offset > 0
+        other = next(d for d in dirs if d != log.dir.parent)
+        moved = mgr.move_partition("t", 0, other)
+        assert moved is not log and moved.dir.parent == other
+        assert read_all(moved) == _values(300)
+        produce(moved, 100, start=300)
+        assert mgr.copy_remote_segments() > 0
+        assert moved.highest_offset_in_remote_storage == moved.active_segment.base_offset - 1

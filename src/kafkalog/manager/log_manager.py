@@ -840,6 +840,8 @@ class LogManager:
                 future.update_high_watermark(current.high_watermark)
             del self._future_logs[tp]
             dest.logs[tp] = future
+            if self.remote_tier is not None:  # the remote tier follows the partition to its new Log
+                self.remote_tier.replace(current, future)
             if self.cleaner is not None:
                 self.cleaner.alter_checkpoint_dir(tp, src_dir.path, dest.path)
             for d in (src_dir, dest):

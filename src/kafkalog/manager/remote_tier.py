@@ -254,6 +254,20 @@ class RemoteTier:
             )
             log.maybe_increment_log_start_offset(first, "segment deletion")
 
+    def replace(self, old: Log, new: Log) -> None:
+        """``new`` took ``old``'s place (a partition moved to another log dir): the partition's remote tier is
+        started again on the new Log (its reader attached to it), nothing remote is deleted."""
+        tp = old.topic_partition
+        with self._partition_lock(tp):
+            with self._lock:
+                was = tp in self._started
+                self._started.discard(tp)
+            if was:
+                with contextlib.suppress(KafkaError, OSError):
+                    old.set_remote_log_reader(None)
+                self.rlm.stop_partition(tp, False)
+        self.maybe_start(new)
+
     def is_started(self, tp: TopicPartition) -> bool:
         """Whether ``tp`` is managed by the remote tier."""
         with self._lock:
