@@ -376,3 +376,30 @@ def test_a_tiered_partition_moved_to_another_log_dir_still_reads_its_remote_segm
         produce(moved, 100, start=300)
         assert mgr.copy_remote_segments() > 0
         assert moved.highest_offset_in_remote_storage == moved.active_segment.base_offset - 1
+
+
+def test_topics_created_while_deleted_ones_leave_the_remote_tier(
+    tiered: tuple[Any, str, Path, dict[str, Any]],
+) -> None:
+    """Deleting a tiered topic deletes its remote data on a thread of its own while the caller goes on
+    creating tiered topics: neither waits for the other (the metadata manager's lock and the manager's were
+    once taken in opposite orders by the two, and both hung)."""
+    import threading
+
+    server, bucket, data, props = tiered
+    with open_tiered(data, props) as mgr:
+        done = threading.Event()
+
+        def churn() -> None:
+            for i in range(6):
+                (log,) = mgr.create_topic(f"c{i}", 1, TIERED_TOPIC)
+                produce(log, 60)
+                mgr.copy_remote_segments()
+                mgr.delete_topic(f"c{i}")
+            done.set()
+
+        worker = threading.Thread(target=churn, daemon=True)
+        worker.start()
+        assert done.wait(120), "creating and deleting tiered topics hung"
+        assert mgr.remote_tier_idle(60)
+        assert not any(k.startswith("c") for k in bucket_keys(server, bucket))

@@ -302,12 +302,24 @@ class LogManager:
                     name, rcfg.remote_log_metadata_topic_num_partitions, REMOTE_LOG_METADATA_TOPIC_CONFIG
                 )
         copiers, expirers = self._remote_threads
-        self.remote_tier = RemoteTier.open(
-            rcfg, lambda partition: self.get_log(name, partition), self.time, scheduler, copiers, expirers
-        )
+        self.remote_tier = RemoteTier.open(rcfg, self._metadata_log, self.time, scheduler, copiers, expirers)
         self.remote_tier.record_location(d.path for d in self._dirs if d.online)
         for log in self._online_logs():
             self._start_remote(log)
+
+    def _metadata_log(self, partition: int) -> Log:
+        """A ``__remote_log_metadata`` partition's log, without the manager's lock: the metadata manager asks
+        under its own lock, which a caller holding the manager's lock (creating a tiered topic) may wait for,
+        so taking the manager's lock here would deadlock (a topic deleted on the remote deleter's thread while
+        another is created). Its partitions are created at open and never deleted."""
+        tp = TopicPartition(REMOTE_LOG_METADATA_TOPIC_NAME, partition)
+        found = self._find(tp)
+        if found is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic or partition {tp}")
+        d, log = found
+        if not d.online:
+            raise LogDirNotAvailableError(f"the log dir {d.path} of {tp} is offline")
+        return log
 
     def _start_remote(self, log: Log) -> None:
         tier = self.remote_tier
