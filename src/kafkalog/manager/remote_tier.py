@@ -49,6 +49,7 @@ from kafkalog.log.names import TopicPartition
 from kafkalog.log.scheduler import KafkaScheduler, ScheduledTask, Scheduler
 from kafkalog.objstore import open_store
 from kafkalog.remote import RemoteLogSegmentState, TopicIdPartition
+from kafkalog.tiered.aiven import aiven_segment_key
 from kafkalog.tiering import (
     AivenRemoteStorageManager,
     RemoteLogManager,
@@ -225,9 +226,36 @@ class RemoteTier:
             tip = self.rlm.start_partition(log, log.topic_id)
             log.set_remote_log_reader(self.rlm.reader_for(log))
             self._restore_log_start(log, tip)
+            self._sweep_orphans(tip)
             with self._lock:
                 self._started.add(tp)
         return True
+
+    def _sweep_orphans(self, tip: TopicIdPartition) -> None:
+        """Delete the partition's objects whose segment the metadata does not know (after the start's cleanup,
+        only COPY_SEGMENT_FINISHED segments are known). Such an object is an upload whose request the server
+        completed after its client died (a kill mid-PUT) and after the cleanup of its COPY_SEGMENT_STARTED
+        had already deleted the segment's objects: nothing else writes this partition's keys. One LIST per
+        started partition; a failure is logged and the next start sweeps again."""
+        rsm = self.rlm.rsm
+        store = getattr(rsm, "store", None)
+        config = getattr(rsm, "config", None)
+        if store is None or config is None:
+            return
+        directory = aiven_segment_key(config.key_prefix, tip.topic, str(tip.topic_id), tip.partition, 0, "")
+        directory = directory.rsplit("/", 1)[0] + "/"
+        try:
+            known = {str(md.remote_log_segment_id.id) for md in self.rlm.rlmm.list_remote_log_segments(tip)}
+            for obj in store.list(directory, delimiter=False).objects:
+                name = obj.key[len(directory) :].split(".", 1)[0]
+                segment_id = name.split("-", 1)[1] if "-" in name else ""
+                if segment_id and segment_id not in known:
+                    _log.info(
+                        "Deleting orphan remote object %s (its segment is not in the metadata)", obj.key
+                    )
+                    store.delete(obj.key)
+        except (KafkaError, OSError) as exc:
+            _log.warning("Could not sweep the orphan remote objects of %s: %s", tip, exc)
 
     def _restore_log_start(self, log: Log, tip: TopicIdPartition) -> None:
         """The log start offset over both tiers after a restart: the log-start-offset checkpoint is written
