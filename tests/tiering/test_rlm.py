@@ -104,18 +104,21 @@ def open_tier(
     time: MockTime,
     config: dict[str, object] | None = None,
     rsm_factory: Callable[[FlakyStore], AivenRemoteStorageManager] | None = None,
+    rlmm_class: type[TopicBasedRemoteLogMetadataManager] = TopicBasedRemoteLogMetadataManager,
+    log_start_offset: int = 0,
 ) -> Tier:
     meta = MetadataLogs(data_dir)
     log = Log.open(
         data_dir / "orders-0",
         {**SMALL, "remote.storage.enable": "true", "retention.ms": -1, **(config or {})},
+        log_start_offset=log_start_offset,
         time=time,
         topic_id=TOPIC_ID,
         remote_storage_system_enable=True,
     )
     log.hw_follows_leo = True
     rsm = (rsm_factory or (lambda s: AivenRemoteStorageManager(s, RsmConfig(chunk_size=512))))(store)
-    rlmm = TopicBasedRemoteLogMetadataManager(meta, 3)
+    rlmm = rlmm_class(meta, 3)
     rlm = RemoteLogManager(rsm, rlmm, RemoteLogManagerConfig(broker_id=7), time)
     rlm.start_partition(log)
     log.set_remote_log_reader(rlm.reader_for(log))
@@ -715,3 +718,24 @@ def test_copy_quota_spreads_copies_over_passes(tmp_path: Path, tiers: list[Tier]
             break
     assert total == rolled
     assert tier.log.highest_offset_in_remote_storage == _rolled_ends(tier.log)[-1]
+
+
+def test_passes_on_other_threads_take_turns(tmp_path: Path, tiers: list[Tier]) -> None:
+    import threading
+
+    tier = open_tier(tmp_path / "data", FlakyStore(), MockTime())
+    tiers.append(tier)
+    _append(tier.log, 40)
+    results: list[int] = []
+
+    def on_a_thread(step: Callable[[Log], int]) -> None:
+        t = threading.Thread(target=lambda: results.append(step(tier.log)), daemon=True)
+        t.start()
+        t.join(timeout=60)
+        assert not t.is_alive(), step  # a pass left the partition's pass lock held
+
+    on_a_thread(tier.rlm.expire_once)
+    on_a_thread(tier.rlm.copy_once)
+    on_a_thread(tier.rlm.cleanup_incomplete)
+    on_a_thread(tier.rlm.expire_once)
+    assert results[1] > 0

@@ -10,10 +10,12 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.log.helpers import append_end_txn_marker, append_transactional
 
 from kafkalog.log import FetchIsolation, Log
 from kafkalog.objstore.store import MemoryStore
-from kafkalog.records import SimpleRecord
+from kafkalog.readonly import iter_committed
+from kafkalog.records import ControlRecordType, SimpleRecord
 from kafkalog.remote import RemoteLogSegmentState
 from kafkalog.tiering import (
     AivenRemoteStorageManager,
@@ -38,6 +40,7 @@ CONFIG = {
 ops = st.lists(
     st.one_of(
         st.tuples(st.just("append"), st.integers(1, 25), st.booleans()),
+        st.tuples(st.just("txn"), st.integers(1, 6), st.booleans()),
         st.tuples(st.just("copy")),
         st.tuples(st.just("local-retention")),
         st.tuples(st.just("expire-bytes"), st.integers(1, 4000)),
@@ -88,7 +91,9 @@ def test_tiered_log_matches_the_model(operations: list[tuple[object, ...]]) -> N
         store = MemoryStore(url="memory://model")
         node = Node(Path(tmp), store, MockTime())
         values: dict[int, bytes] = {}
+        aborted: set[int] = set()
         epoch = 0
+        time = node.time
         try:
             for op in operations:
                 log = node.log
@@ -101,6 +106,17 @@ def test_tiered_log_matches_the_model(operations: list[tuple[object, ...]]) -> N
                             [SimpleRecord(value, None, 1_000 + len(values))], leader_epoch=epoch
                         )
                         values[info.first_offset] = value
+                elif op[0] == "txn":  # a transaction of n records, aborted or committed
+                    _, n, abort = op
+                    pid = 7000 + len(values)
+                    first = log.log_end_offset
+                    append_transactional(log, pid, 0, time, leader_epoch=epoch)(int(n))  # type: ignore[call-overload]
+                    for offset in range(first, log.log_end_offset):
+                        values[offset] = str(offset - first).encode()
+                        if abort:
+                            aborted.add(offset)
+                    control = ControlRecordType.ABORT if abort else ControlRecordType.COMMIT
+                    append_end_txn_marker(log, pid, 0, control, time.milliseconds(), leader_epoch=epoch)
                 elif op[0] == "copy":
                     node.rlm.copy_once(log)
                 elif op[0] == "local-retention":
@@ -115,12 +131,12 @@ def test_tiered_log_matches_the_model(operations: list[tuple[object, ...]]) -> N
                     node.rlm.expire_once(log)
                 else:
                     node.open(node.close())
-                _check(node, values)
+                _check(node, values, aborted)
         finally:
             node.close()
 
 
-def _check(node: Node, values: dict[int, bytes]) -> None:
+def _check(node: Node, values: dict[int, bytes], aborted: set[int]) -> None:
     log = node.log
     tip = topic_id_partition(log)
     segs = sorted(node.rlm.rlmm.list_remote_log_segments(tip), key=lambda m: m.start_offset)
@@ -135,9 +151,18 @@ def _check(node: Node, values: dict[int, bytes]) -> None:
     offset = log.log_start_offset
     while offset < log.high_watermark:
         info = log.read(offset, 300, FetchIsolation.HIGH_WATERMARK)
-        records = [r for batch in info.records.batches() for r in batch]
-        assert records, offset
-        for r in records:
-            if r.offset >= offset:
-                assert r.value == values[r.offset]
-        offset = records[-1].offset + 1
+        batches = list(info.records.batches())
+        assert batches, offset
+        for batch in batches:
+            if batch.is_control_batch:
+                continue
+            for r in batch:
+                if r.offset >= offset:
+                    assert r.value == values[r.offset]
+        offset = batches[-1].last_offset + 1
+    # read_committed through both tiers: every committed data record, none of an aborted transaction
+    start = log.log_start_offset
+    committed = [r.offset for r in iter_committed(log, start, log.last_stable_offset)]
+    assert committed == [
+        o for o in sorted(values) if start <= o < log.last_stable_offset and o not in aborted
+    ]
