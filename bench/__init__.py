@@ -13,5 +13,7 @@ Modules:
   benchmarks (log append/read) compare against;
 * ``bench.bench_columnar`` (when present) - columnar decode;
 * :mod:`bench.bench_objstore` - the Spark source over Kafka tiered-storage archives in a real S3 server
-  (:mod:`bench.seaweed` starts SeaweedFS on loopback; the tests' ``s3_server`` fixture uses the same helper).
+  (:mod:`bench.seaweed` starts SeaweedFS on loopback; the tests' ``s3_server`` fixture uses the same helper);
+* :mod:`bench.bench_tiering` - tiered storage of kafkalog's own logs (issue #25) against the same server: copy
+  passes vs obstore's parallel put, appends with tiering on vs off, fall-through reads vs ranged GETs.
 """

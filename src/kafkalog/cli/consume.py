@@ -73,7 +73,7 @@ from kafkalog.cli.common import (
     require_dir,
 )
 from kafkalog.cli.dumplog import DECODERS, Decoder
-from kafkalog.cli.remote import is_url, key_ring_option, open_remote, refuse_for_local, storage_option
+from kafkalog.cli.remote import is_url, key_ring_option, open_remote, open_tiered, storage_option
 from kafkalog.datadir import CLEANER_OFFSET_CHECKPOINT, read_topics
 from kafkalog.errors import (
     CorruptRecordError,
@@ -547,9 +547,10 @@ def consume(
         data_dir = open_remote(location, storage_options, key_ring=key_ring)
         never_compacted_in: Path | None = None
     else:
-        refuse_for_local(storage_options, key_ring)
         path = require_dir(Path(location))
-        data_dir = ReadOnlyDataDir(path)
+        data_dir = open_tiered(path, storage_options, key_ring) or ReadOnlyDataDir(
+            path, recorded_archive=False
+        )
         never_compacted_in = path
     try:
         available = data_dir.partitions(topic)

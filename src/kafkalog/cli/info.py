@@ -45,7 +45,7 @@ from kafkalog.cli.remote import (
     is_url,
     key_ring_option,
     open_remote,
-    refuse_for_local,
+    open_tiered,
     remote_partition_info,
     storage_option,
 )
@@ -54,7 +54,7 @@ from kafkalog.errors import CorruptSnapshotError, KafkaError
 from kafkalog.log.checkpoint import CheckpointError, leader_epoch_checkpoint
 from kafkalog.log.names import TopicPartition
 from kafkalog.log.producer_state import ProducerStateEntry, read_snapshot
-from kafkalog.readonly.log import ReadOnlyLog
+from kafkalog.readonly.log import ReadOnlyDataDir, ReadOnlyLog
 
 __all__ = ["PartitionInfo", "info", "partition_info"]
 
@@ -290,7 +290,6 @@ def info(
                 parts.append(part)
         _print_info(location, parts, {}, None, verbose, json_output, is_data_dir=True)
         return
-    refuse_for_local(storage_options, key_ring)
     path = Path(location)
     if tree:
         if json_output or topic is not None or verbose:
@@ -300,6 +299,9 @@ def info(
         click.get_current_context().exit(EXIT_OK)
     target = resolve_target(path, topic=topic)
     parts = [partition_info(tp, p) for tp, p in target.partitions]
+    tiered = open_tiered(target.data_dir if target.is_data_dir else None, storage_options, key_ring)
+    if tiered is not None:
+        parts = _with_archive(tiered, parts, topic)
     topics: dict[str, Any] = {}
     if target.data_dir is not None:
         try:
@@ -310,6 +312,37 @@ def info(
             topics = {n: m for n, m in doc.topics.items() if topic is None or n == topic}
     sink = read_sink_dir_state(target.data_dir) if target.data_dir is not None else None
     _print_info(str(path), parts, topics, sink, verbose, json_output, is_data_dir=target.is_data_dir)
+
+
+def _with_archive(
+    data_dir: ReadOnlyDataDir, parts: list[PartitionInfo], topic: str | None
+) -> list[PartitionInfo]:
+    """The partitions of a data dir with tiered storage as one history each: the archived segments older than
+    the first local one listed first, and the log start offset over both tiers (a partition only in the
+    archive is added)."""
+    by_tp = {p.topic_partition: p for p in parts}
+    for tp, name in sorted(data_dir.partition_names().items()):
+        if topic is not None and tp.topic != topic:
+            continue
+        part = by_tp.get(tp)
+        if part is None:
+            part = by_tp[tp] = PartitionInfo(tp, name)
+            remote_partition_info(data_dir, tp, name, part)
+            continue
+        try:
+            rl = data_dir.log(tp.topic, tp.partition, check=False)
+            local = {base for base, _, _ in part.segments}
+            first_local = min(local) if local else None
+            archived = [
+                (s.base_offset, s.size_bytes, ["index", "timeindex"])
+                for s in rl.segments
+                if first_local is None or s.base_offset < first_local
+            ]
+            part.segments = archived + part.segments
+            part.log_start_offset = rl.log_start_offset
+        except (KafkaError, OSError) as exc:
+            part.error = f"{part.error}; archive: {exc}" if part.error else f"archive: {exc}"
+    return [by_tp[tp] for tp in sorted(by_tp, key=lambda t: (t.topic, t.partition))]
 
 
 def _print_info(

@@ -28,7 +28,7 @@ from kafkalog.errors import CorruptRecordError, KafkaError, RemoteResourceNotFou
 from kafkalog.log.checkpoint import CheckpointError, leader_epoch_checkpoint
 from kafkalog.log.names import TopicPartition
 from kafkalog.log.producer_state import ProducerStateEntry, parse_snapshot
-from kafkalog.readonly.log import ReadOnlyDataDir, ReadOnlyLog, is_url
+from kafkalog.readonly.log import ReadOnlyDataDir, ReadOnlyLog, is_url, recorded_archive_url
 from kafkalog.readonly.remote import PlannedArchive
 from kafkalog.records import kernels as K
 from kafkalog.tiered import ArchivePartitionSource, KeyRing, load_key_ring_file
@@ -38,6 +38,7 @@ __all__ = [
     "key_ring_option",
     "load_key_ring",
     "open_remote",
+    "open_tiered",
     "parse_storage_options",
     "refuse_for_local",
     "remote_partition_info",
@@ -85,11 +86,16 @@ def load_key_ring(path: str | None) -> KeyRing | None:
 
 
 def refuse_for_local(storage_options: Sequence[str], key_ring: str | None) -> None:
-    """A usage error when ``--storage-option`` or ``--key-ring`` is given with a local path."""
+    """A usage error when ``--storage-option`` or ``--key-ring`` is given with a local path that records no
+    tiered-storage archive."""
     if storage_options:
-        raise click.UsageError("--storage-option is for a URL (s3://, gs://, az://), not a local path")
+        raise click.UsageError(
+            "--storage-option is for a URL (s3://, gs://, az://) or a data dir with tiered storage, not a local path"
+        )
     if key_ring is not None:
-        raise click.UsageError("--key-ring is for a URL of an encrypted archive, not a local path")
+        raise click.UsageError(
+            "--key-ring is for a URL of an encrypted archive or a data dir with tiered storage, not a local path"
+        )
 
 
 def parse_storage_options(items: Sequence[str]) -> dict[str, str]:
@@ -123,6 +129,19 @@ def open_remote(
     if topic is not None and not any(tp.topic == topic for tp in names):
         fail(f"topic {topic!r} has no partition in {url}", EXIT_NOINPUT)
     return data_dir
+
+
+def open_tiered(
+    path: Path | None, items: Sequence[str], key_ring: str | None = None
+) -> ReadOnlyDataDir | None:
+    """The local data dir ``path`` read with the tiered-storage archive it records
+    (``kafkalog-tiered-storage.json``), the ``--storage-option`` items and the ``--key-ring`` file; None when it
+    records none (then either option is a usage error: they are for a URL or a tiered data dir)."""
+    url = None if path is None else recorded_archive_url(path)
+    if url is None or path is None:
+        refuse_for_local(items, key_ring)
+        return None
+    return ReadOnlyDataDir(path, parse_storage_options(items), key_ring=load_key_ring(key_ring))
 
 
 def _selected(data_dir: ReadOnlyDataDir, topic: str | None) -> list[tuple[TopicPartition, str]]:
@@ -187,7 +206,7 @@ def remote_partition_info(data_dir: ReadOnlyDataDir, tp: TopicPartition, name: s
 
 
 def verify_remote(data_dir: ReadOnlyDataDir, topic: str | None) -> VerifyReport:
-    """Check every partition at a URL: every batch's CRC and framing, offsets increasing, no segment missing
+    """Check every partition at a URL (or of a local data dir with its archive, as one history): every batch's CRC and framing, offsets increasing, no segment missing
     or emptied between the log start and end (a hole is a warning: a compacted log has them), a torn last
     segment reported as a warning (the copy was taken while a broker appended; recovery would cut it). An
     archive also reports orphans, overlapping re-uploads and segments outside the leader-epoch lineage

@@ -9,7 +9,12 @@ clean-shutdown marker are written, so the next start scans nothing; exit 0.
 ``--config KEY=VALUE`` sets default topic configs (Kafka's topic names, e.g. ``retention.ms``); ``--set
 KEY=VALUE`` sets broker settings by Kafka's names: the server's (``socket.request.max.bytes``,
 ``auto.create.topics.enable``, ``node.id``, ``advertised.host``, ``num.io.threads``) and the LogManager's
-(``num.partitions``, ``log.retention.check.interval.ms``, ...).
+(``num.partitions``, ``log.retention.check.interval.ms``, ...), tiered storage's included
+(``remote.log.storage.system.enable``, ``remote.log.manager.task.interval.ms``, ``rsm.config.storage.url``,
+``rsm.config.storage.fs.s3a.*``, ``rsm.config.key.prefix``, ...: docs/operations.md §9). ``--properties FILE``
+reads broker settings from a ``server.properties``-style file first (``KEY=VALUE`` or ``KEY: VALUE`` lines,
+``#``/``!`` comments); ``--set`` overrides it. Storage credentials belong in that file (readable by the
+server's user only), not on the command line, where other users see them in the process list.
 """
 
 from __future__ import annotations
@@ -20,7 +25,31 @@ import click
 
 from kafkalog.cli.common import CONTEXT_SETTINGS, EXIT_CODES_HELP, KafkalogCommand, parse_key_values
 
-__all__ = ["serve"]
+__all__ = ["read_properties", "serve"]
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """A ``server.properties``-style file: ``KEY=VALUE`` or ``KEY: VALUE`` per line, ``#`` and ``!`` comment
+    lines, blank lines ignored, keys and values stripped. A line without a separator is a usage error naming
+    its line number only (a value may be a secret)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise click.BadParameter(
+            f"cannot read {path}: {exc.strerror or exc}", param_hint="--properties"
+        ) from None
+    out: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if cut <= 0:
+            raise click.BadParameter(
+                f"{path}, line {number}: expected KEY=VALUE or KEY: VALUE", param_hint="--properties"
+            )
+        out[line[:cut].strip()] = line[cut + 1 :].strip()
+    return out
 
 
 @click.command(
@@ -48,6 +77,14 @@ __all__ = ["serve"]
 )
 @click.option("--config", "configs", multiple=True, metavar="KEY=VALUE", help="Default topic config.")
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help="Broker setting (Kafka names).")
+@click.option(
+    "--properties",
+    "properties_file",
+    default=None,
+    metavar="FILE",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Broker settings from a server.properties-style file (read first; --set overrides).",
+)
 def serve(
     path: Path,
     listen: str,
@@ -55,6 +92,7 @@ def serve(
     auto_create_topics: bool | None,
     configs: tuple[str, ...],
     settings: tuple[str, ...],
+    properties_file: Path | None,
 ) -> None:
     """Serve DIR to Kafka clients until SIGTERM or SIGINT.
 
@@ -70,7 +108,8 @@ def serve(
         host, port = parse_listen(listen)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--listen") from None
-    broker = parse_key_values(settings, "--set")
+    broker = {} if properties_file is None else read_properties(properties_file)
+    broker.update(parse_key_values(settings, "--set"))
     server_names = ServerConfig.known_names()
     server_props = {k: v for k, v in broker.items() if k in server_names}
     manager_props = {k: v for k, v in broker.items() if k not in server_names}

@@ -30,7 +30,7 @@ from kafkalog.cli.remote import (
     is_url,
     key_ring_option,
     open_remote,
-    refuse_for_local,
+    open_tiered,
     storage_option,
     verify_remote,
 )
@@ -176,8 +176,8 @@ def verify(
         else:
             print_report_text(report, warnings=not quiet)
         click.get_current_context().exit(EXIT_FAULT if report.faults else EXIT_OK)
-    refuse_for_local(storage_options, key_ring)
     target = resolve_target(Path(location), topic=topic)
+    tiered = open_tiered(target.data_dir if target.is_data_dir else None, storage_options, key_ring)
     with progress("verifying", log_bytes(target), enabled=not json_output) as bar:
         tick = None
         if bar is not None:
@@ -187,6 +187,10 @@ def verify(
                 bar.advance(task, n)
 
         report = verify_target(target, tick)
+    if tiered is not None:  # each partition again as one history: its archived and local segments together
+        for part in verify_remote(tiered, topic).parts:
+            part.path = f"{part.path} (with its archive)"
+            report.parts.append(part)
     if json_output:
         print_report_json(report)
     else:

@@ -44,6 +44,14 @@ three offset checkpoints, and ``kafka-delete-logs`` (removes ``-delete`` directo
 :class:`~kafkalog.cleaner.service.LogCleaner` compacts the ``cleanup.policy=compact`` logs on threads of its
 own and keeps each dir's ``cleaner-offset-checkpoint``; retention of compacted logs is then its job (Kafka's
 split), and deleting a topic or moving a partition pauses its cleaning first.
+
+Tiered storage (KIP-405, :mod:`kafkalog.manager.remote_tier`): with ``remote.log.storage.system.enable=true``
+(``remote_log_manager_config=``, or Kafka's ``remote.log.*`` and ``rsm.config.*`` names among ``config``'s) the
+manager opens the tiering objects, keeps ``__remote_log_metadata`` as an ordinary topic of the data dir,
+starts every log with ``remote.storage.enable=true`` (at open, at creation, when a config change turns it
+on) so its reads fall through to the remote tier, runs ``kafka-remote-log-copy`` and
+``kafka-remote-log-expiration`` every ``remote.log.manager.task.interval.ms``, records the archive's location
+in each log dir (``kafkalog-tiered-storage.json``) and closes it all with the manager.
 """
 
 from __future__ import annotations
@@ -93,13 +101,23 @@ from kafkalog.log.types import AppendOrigin, FetchIsolation, LogAppendInfo
 from kafkalog.manager.dirs import DirOffsets, LoadFailure, LogDirState
 from kafkalog.manager.limits import check_new_partitions
 from kafkalog.manager.moves import copy_into, open_future_log
+from kafkalog.manager.remote_tier import (
+    DEFAULT_COPIER_THREADS,
+    DEFAULT_EXPIRATION_THREADS,
+    REMOTE_LOG_METADATA_TOPIC_CONFIG,
+    RemoteTier,
+    split_remote_props,
+    thread_pool_sizes,
+)
 from kafkalog.manager.sink_journal import has_pending_journals, replay_pending
 from kafkalog.manager.tasks import schedule_background_tasks
 from kafkalog.manager.topics import TopicRegistry
 from kafkalog.partitioner import NullKeyPartitioner, partition_for_key
 from kafkalog.records import Compression, MemoryRecords, SimpleRecord
+from kafkalog.remote.partitioner import REMOTE_LOG_METADATA_TOPIC_NAME
 from kafkalog.storage.file_records import FileRecords
 from kafkalog.storage.files import log_file, offset_index_file, time_index_file, transaction_index_file
+from kafkalog.tiering import RemoteLogManagerConfig
 from kafkalog.time import SYSTEM_TIME, Time
 
 __all__ = ["LoadFailure", "LogManager", "ManagerConfig"]
@@ -124,8 +142,15 @@ class LogManager:
         time: Time,
         hw_follows_leo: bool,
         cleaner_config: CleanerConfig | None = None,
+        remote_log_manager_config: RemoteLogManagerConfig | None = None,
     ) -> None:
         self._dirs = dirs
+        #: Kafka's ``RemoteLogManagerConfig`` (tiering off unless ``remote.log.storage.system.enable``).
+        self.remote_log_manager_config = remote_log_manager_config or RemoteLogManagerConfig()
+        #: The tiering objects (None without tiering), opened after the logs load.
+        self.remote_tier: RemoteTier | None = None
+        #: Kafka's copier and expiration thread pool sizes.
+        self._remote_threads = (DEFAULT_COPIER_THREADS, DEFAULT_EXPIRATION_THREADS)
         self.cleaner_config = cleaner_config or CleanerConfig()
         self.cleaner: LogCleaner | None = None  # started with the background tasks
         self.default_config = default_config
@@ -135,9 +160,9 @@ class LogManager:
         self.time = time
         self.hw_follows_leo = hw_follows_leo
         self._lock = threading.RLock()
-        #: the broker's ``remote.log.storage.system.enable`` (Kafka's tiered-storage gate; off until the
-        #: manager has a remote tier): topic configs and ``Log.open`` are checked against it
-        self.remote_storage_system_enable = False
+        #: the broker's ``remote.log.storage.system.enable`` (Kafka's tiered-storage gate): topic configs and
+        #: ``Log.open`` are checked against it
+        self.remote_storage_system_enable = self.remote_log_manager_config.remote_log_storage_system_enable
         self._topics = TopicRegistry(default_config, hw_follows_leo, self.remote_storage_system_enable)
         self._future_logs: dict[TopicPartition, Log] = {}
         self._logs_to_delete: list[tuple[Log, int]] = []
@@ -168,13 +193,16 @@ class LogManager:
         background: bool = True,
         cleaner: CleanerConfig | Mapping[str, Any] | None = None,
         load_progress: LoadProgress | None = None,
+        remote_log_manager_config: RemoteLogManagerConfig | Mapping[str, Any] | None = None,
     ) -> LogManager:
         """Lock and load every log dir (created if missing); see the module doc for what is read.
 
         ``load_progress`` is called with the ``.log`` bytes each partition's load is done with
         (:mod:`kafkalog.log.loader`, Progress), from the ``num.recovery.threads.per.data.dir`` loading threads,
         so possibly from several at once.
-        """
+
+        Tiering's settings come as ``remote_log_manager_config`` or, by Kafka's names (``remote.log.*``,
+        ``rsm.config.*``), among ``config``'s; the two are merged (``remote_log_manager_config`` wins)."""
         paths = [Path(log_dirs)] if isinstance(log_dirs, str | Path) else [Path(d) for d in log_dirs]
         if not paths:
             raise InvalidConfigurationError("at least one log dir is required")
@@ -183,8 +211,16 @@ class LogManager:
         base = (
             default_config if isinstance(default_config, LogConfig) else LogConfig.from_props(default_config)
         )
-        # remote.log.storage.system.enable is off until the manager has a remote tier (issue 25)
-        validate_remote_storage(base, False)
+        remote_props: dict[str, Any] = {}
+        if config is not None and not isinstance(config, ManagerConfig):
+            remote_props, config = split_remote_props(config)
+        if isinstance(remote_log_manager_config, RemoteLogManagerConfig):
+            rcfg = remote_log_manager_config
+        else:
+            remote_props.update(remote_log_manager_config or {})
+            rcfg = RemoteLogManagerConfig.from_props(remote_props)
+        remote_threads = thread_pool_sizes(remote_props)
+        validate_remote_storage(base, rcfg.remote_log_storage_system_enable)
         mcfg = config if isinstance(config, ManagerConfig) else ManagerConfig.from_props(config)
         dirs = LogDirState.lock_all(paths)
         owns = scheduler is None
@@ -193,11 +229,13 @@ class LogManager:
         if owns and isinstance(sched, KafkaScheduler):
             sched.startup()
         ccfg = cleaner if isinstance(cleaner, CleanerConfig) else CleanerConfig.from_props(cleaner)
-        manager = cls(dirs, base, mcfg, sched, owns, time, hw_follows_leo, ccfg)
+        manager = cls(dirs, base, mcfg, sched, owns, time, hw_follows_leo, ccfg, rcfg)
         manager._load_progress = load_progress
+        manager._remote_threads = remote_threads
         try:
             manager._load()
             manager._complete_pending_sink_commits()
+            manager._open_remote_tier(scheduler)
         except BaseException:
             manager._release(close_logs=True)
             raise
@@ -259,6 +297,76 @@ class LogManager:
                 )
                 self._topics.set_partitions(name, have)
         return changed
+
+    def _open_remote_tier(self, scheduler: Scheduler | None) -> None:
+        """With ``remote.log.storage.system.enable``: the tiering objects, the metadata topic (created when
+        missing), the archive's location recorded in every log dir, and every tiered log started (a log whose
+        start fails, storage down, is started again by the next task pass)."""
+        rcfg = self.remote_log_manager_config
+        if not rcfg.remote_log_storage_system_enable:
+            return
+        name = REMOTE_LOG_METADATA_TOPIC_NAME
+        with self._lock:
+            if name not in self._topics:
+                self.create_topic(
+                    name, rcfg.remote_log_metadata_topic_num_partitions, REMOTE_LOG_METADATA_TOPIC_CONFIG
+                )
+        copiers, expirers = self._remote_threads
+        self.remote_tier = RemoteTier.open(rcfg, self._metadata_log, self.time, scheduler, copiers, expirers)
+        self.remote_tier.record_location(d.path for d in self._dirs if d.online)
+        for log in self._online_logs():
+            self._start_remote(log)
+
+    def _metadata_log(self, partition: int) -> Log:
+        """A ``__remote_log_metadata`` partition's log, without the manager's lock: the metadata manager asks
+        under its own lock, which a caller holding the manager's lock (creating a tiered topic) may wait for,
+        so taking the manager's lock here would deadlock (a topic deleted on the remote deleter's thread while
+        another is created). Its partitions are created at open and never deleted."""
+        tp = TopicPartition(REMOTE_LOG_METADATA_TOPIC_NAME, partition)
+        found = self._find(tp)
+        if found is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic or partition {tp}")
+        d, log = found
+        if not d.online:
+            raise LogDirNotAvailableError(f"the log dir {d.path} of {tp} is offline")
+        return log
+
+    def _start_remote(self, log: Log) -> None:
+        tier = self.remote_tier
+        if tier is None:
+            return
+        try:
+            tier.maybe_start(log)
+        except (KafkaError, OSError) as exc:
+            _log.warning(
+                "Could not start the remote tier of %s (the copy task retries): %s", log.topic_partition, exc
+            )
+
+    def copy_remote_segments(self) -> int:
+        """One pass of ``kafka-remote-log-copy`` over every online tiered log now; segments copied."""
+        tier = self.remote_tier
+        return 0 if tier is None else tier.copy_all(self._online_logs())
+
+    def expire_remote_segments(self) -> int:
+        """One pass of ``kafka-remote-log-expiration`` over every online tiered log now (total retention over
+        both tiers; remote segments below the log start offset); segments deleted."""
+        tier = self.remote_tier
+        return 0 if tier is None else tier.expire_all(self._online_logs())
+
+    def remote_log_metrics(self, topic: str | None = None, partition: int | None = None) -> dict[str, int]:
+        """Kafka's remote storage metrics (``RemoteCopyBytesPerSec``, ``RemoteFetchBytesPerSec``, ... as counts
+        since open), of one partition or summed over all; zeros without tiering."""
+        from kafkalog.tiering import METRIC_NAMES
+
+        tier = self.remote_tier
+        if tier is None:
+            return dict.fromkeys(METRIC_NAMES, 0)
+        tp = None if topic is None or partition is None else TopicPartition(topic, partition)
+        return tier.metrics(tp)
+
+    def remote_tier_idle(self, timeout: float) -> bool:
+        """Wait until the remote deletions of deleted topics and of tiering turned off are done."""
+        return True if self.remote_tier is None else self.remote_tier.wait_idle(timeout)
 
     def _complete_pending_sink_commits(self) -> None:
         """Roll forward a Spark sink commit that a crash cut after its commit point, before anything else
@@ -335,6 +443,8 @@ class LogManager:
             )
             self.cleaner.startup()
         self._tasks.extend(schedule_background_tasks(self, self.scheduler, self.config))
+        if self.remote_tier is not None:
+            self.remote_tier.schedule(lambda: list(self._online_logs()), lambda: self._closed)
 
     # --- directory failure --------------------------------------------------------------------------------
     def _dir_of(self, log_dir: Path) -> LogDirState | None:
@@ -497,6 +607,13 @@ class LogManager:
             for tp, log in self.all_logs().items():
                 if tp.topic == topic:
                     log.update_config(new_config)
+                    tier = self.remote_tier
+                    if tier is None:
+                        continue
+                    if log.remote_log_enabled:
+                        self._start_remote(log)
+                    elif tier.is_started(tp):  # turned off: Kafka deletes the remote data with it
+                        tier.stop(log, delete=new_config.remote_log_delete_on_disable)
             return new_config
 
     def delete_topic(self, topic: str) -> None:
@@ -509,6 +626,8 @@ class LogManager:
             for d in self._dirs:
                 for tp in [tp for tp in d.logs if tp.topic == topic]:
                     log = d.logs.pop(tp)
+                    if self.remote_tier is not None:  # its remote segments go with it (in the background)
+                        self.remote_tier.stop(log, delete=True)
                     if d.online:
                         log.rename_dir(log_delete_dir_name(tp))
                         self._retire(log)
@@ -650,6 +769,7 @@ class LogManager:
             ) from exc
         log.hw_follows_leo = self.hw_follows_leo
         d.logs[tp] = log
+        self._start_remote(log)
         return log
 
     # --- producing ----------------------------------------------------------------------------------------
@@ -743,6 +863,8 @@ class LogManager:
                 future.update_high_watermark(current.high_watermark)
             del self._future_logs[tp]
             dest.logs[tp] = future
+            if self.remote_tier is not None:  # the remote tier follows the partition to its new Log
+                self.remote_tier.replace(current, future)
             if self.cleaner is not None:
                 self.cleaner.alter_checkpoint_dir(tp, src_dir.path, dest.path)
             for d in (src_dir, dest):
@@ -830,6 +952,8 @@ class LogManager:
             return
         for task in self._tasks:
             task.cancel()
+        if self.remote_tier is not None:
+            self.remote_tier.close()  # a pass under way finishes first: before the logs close
         if self.cleaner is not None:
             self.cleaner.shutdown()  # joins its threads: no swap while the logs close
         with self._lock:
@@ -857,6 +981,8 @@ class LogManager:
         self._release(close_logs=False)
 
     def _release(self, close_logs: bool) -> None:
+        if self.remote_tier is not None:
+            self.remote_tier.close()
         if self.cleaner is not None:
             self.cleaner.shutdown()
         if close_logs:

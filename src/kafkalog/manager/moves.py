@@ -63,6 +63,11 @@ def copy_into(source: Log, target: Log) -> None:
     local_start = source.local_log_start_offset  # the log start offset unless the log has a remote tier
     if target.log_end_offset < local_start or target.log_end_offset > source.log_end_offset:
         target.truncate_fully_and_start_at(local_start, source.log_start_offset)
+        if local_start > source.log_start_offset:
+            # the remote range's leader epochs (Kafka's buildRemoteLogAuxState): the remote reader finds the
+            # segments below the local log start offset by them
+            below = [e for e in source.leader_epoch_cache.epoch_entries if e.start_offset < local_start]
+            target.leader_epoch_cache.assign_entries(below)
     while target.log_end_offset < source.log_end_offset:
         records = source.read(target.log_end_offset, _CHUNK, FetchIsolation.LOG_END).records
         mem = records if isinstance(records, MemoryRecords) else records.to_memory_records()

@@ -64,6 +64,7 @@ Objects here are not thread-safe; use one per thread. They pickle as their const
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from bisect import bisect_right
@@ -77,6 +78,7 @@ import numpy.typing as npt
 from kafkalog.datadir import (
     LOG_START_OFFSET_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
+    read_archive_location,
     read_pending_sink_bounds,
     read_topics,
 )
@@ -127,6 +129,7 @@ __all__ = [
     "SegmentMetadata",
     "is_url",
     "local_path",
+    "recorded_archive_url",
 ]
 
 #: Bytes read at a time by :meth:`ReadOnlyLog.iter_batch_chunks` (grown for a larger batch).
@@ -1097,7 +1100,12 @@ class ReadOnlyDataDir:
     data directory. Its ``repr`` never shows a storage option.
 
     ``tiered_path`` (a URL, or a :class:`RemoteLayout`) is the tiered-storage archive of the local directory
-    ``path``: each partition is read as its archived (older) and local (recent) segments together. ``key_ring``
+    ``path``: each partition is read as its archived (older) and local (recent) segments together. Without
+    one, a local data dir whose manager tiers its logs names its archive itself
+    (``kafkalog-tiered-storage.json``, :func:`kafkalog.datadir.read_archive_location`: URL, layout and key
+    prefix, never a credential) and that archive is read with ``storage_options``, the topics' current ids
+    choosing among a recreated topic's incarnations; ``recorded_archive=False`` reads the local files only.
+    ``key_ring``
     (``{kekId: PEM text or path}``) decrypts an encrypted Aiven archive; ``strict`` makes an archive's orphans,
     overlaps and gaps errors instead of warnings.
     """
@@ -1112,6 +1120,7 @@ class ReadOnlyDataDir:
         key_ring: KeyRing | Mapping[str, Any] | None = None,
         strict: bool = False,
         store: ObjectStore | None = None,
+        recorded_archive: bool = True,
     ) -> None:
         self.url = os.fspath(path)
         self.storage_options = dict(storage_options or {})
@@ -1132,6 +1141,8 @@ class ReadOnlyDataDir:
             else:
                 self._archive = tiered_path
         self.path = local_path(path) if self._layout is None else Path(self.url)
+        if self._layout is None and self._archive is None and recorded_archive:
+            self._archive = _recorded_archive(self.path, self.storage_options, key_ring, strict)
         self._checked = False
 
     def __repr__(self) -> str:
@@ -1262,6 +1273,39 @@ class ReadOnlyDataDir:
             self._check_exists()
             raise UnknownTopicOrPartitionError(f"partition {topic}-{partition} does not exist in {self.path}")
         return ReadOnlyLog.open(directory)
+
+
+def recorded_archive_url(path: Path | str) -> str | None:
+    """The URL of the archive a local data dir records (``kafkalog-tiered-storage.json``), None without one."""
+    if is_url(path):
+        return None
+    location = read_archive_location(local_path(path))
+    return None if location is None else location.url
+
+
+def _recorded_archive(
+    path: Path, storage_options: Mapping[str, str], key_ring: KeyRing | Mapping[str, Any] | None, strict: bool
+) -> RemoteLayout | None:
+    """The archive the data dir at ``path`` records, opened (no I/O yet); None without one."""
+    location = read_archive_location(path)
+    if location is None:
+        return None
+    from kafkalog.readonly.remote import open_layout
+
+    topic_ids: dict[str, str] = {}
+    with contextlib.suppress(KafkaError, OSError):
+        doc = read_topics(path)
+        if doc is not None:
+            topic_ids = {name: meta.topic_id for name, meta in doc.topics.items() if meta.topic_id}
+    return open_layout(
+        location.url,
+        storage_options,
+        layout=location.layout,
+        key_ring=key_ring,
+        strict=strict,
+        prefix=location.key_prefix,
+        topic_ids=topic_ids or None,
+    )
 
 
 def _open_layout(

@@ -51,23 +51,31 @@ def open_layout(
     store: ObjectStore | None = None,
     key_ring: KeyRing | Mapping[str, Any] | None = None,
     strict: bool = False,
+    prefix: str = "",
+    topic_ids: Mapping[str, str] | None = None,
 ) -> RemoteLayout:
     """The layout of the data at ``url`` (``store``: one already open at that root; ``layout`` forces one of
     :data:`LAYOUTS`; ``key_ring`` decrypts an encrypted Aiven archive; ``strict`` makes orphans, overlaps
-    and gaps of an archive errors instead of warnings)."""
+    and gaps of an archive errors instead of warnings; ``prefix``: a free-form Aiven ``key.prefix`` glued to
+    the topic directories' names; ``topic_ids``: which incarnation of a recreated topic to read)."""
     if layout is not None and layout not in LAYOUTS:
         raise InvalidConfigurationError(f"unknown layout {layout!r}: expected one of {', '.join(LAYOUTS)}")
     if store is None:
         store = open_store(url, storage_options)
-    kind = detect_layout(store, "", layout=layout)
+    kind = detect_layout(store, prefix, layout=layout)
     if kind == "logdir":
         return LogDirCopy(store, "", settings=RangedSettings.from_options(storage_options))
     if kind == "aiven":
         archive = AivenArchive(
-            store, "", key_ring=key_ring, strict=strict, ranged=RangedSettings.from_options(storage_options)
+            store,
+            prefix,
+            key_ring=key_ring,
+            strict=strict,
+            topic_ids=topic_ids,
+            ranged=RangedSettings.from_options(storage_options),
         )
         return ArchiveLayout("aiven", archive, store)
-    return ArchiveLayout("local-tiered", LocalTieredArchive(store, "", strict=strict), store)
+    return ArchiveLayout("local-tiered", LocalTieredArchive(store, prefix, strict=strict), store)
 
 
 class ArchiveLayout:

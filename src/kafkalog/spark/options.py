@@ -67,7 +67,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from kafkalog.readonly.log import is_url, local_path
+from kafkalog.readonly.log import is_url, local_path, recorded_archive_url
 from kafkalog.spark.offsets import (
     EARLIEST,
     LATEST,
@@ -213,8 +213,9 @@ class SourceOptions:
     strict: bool = False
 
     def remote_spec(self, path: str) -> RemoteSpec | None:
-        """What executors need to open ``path`` when it is not a plain local directory (None when it is)."""
-        if not is_url(path) and self.tiered_path is None:
+        """What executors need to open ``path`` when it is not a plain local directory (None when it is; a
+        local data dir that records its tiered-storage archive is not plain: its storage options travel)."""
+        if not is_url(path) and self.tiered_path is None and recorded_archive_url(path) is None:
             return None
         return RemoteSpec(
             path,

@@ -24,6 +24,14 @@ fetches; a request naming a session id is FETCH_SESSION_ID_NOT_FOUND, as a broke
 answers. Reads above ``inline_io_max_bytes`` (the sum of the partition limits) run on the I/O threads while
 other connections have requests waiting for the event loop (:meth:`~kafkalog.server.broker.Broker.offload`),
 and so do reads of more than :data:`INLINE_MAX_PARTITIONS` partitions.
+
+Tiered storage (KIP-405): an offset below the local log start offset but at or above the log start offset is
+read from the remote tier (the Log falls through to its remote reader); such a fetch always runs on the I/O
+threads (:func:`reads_remote`; Kafka's remote fetches leave the request thread too), since it waits on object
+storage. ``log_start_offset`` in the answer is the log's, over both tiers; only an offset below it (or past
+the log end) is OFFSET_OUT_OF_RANGE. A remote read that fails is that partition's error
+(``RemoteStorageError``: UNKNOWN_SERVER_ERROR, as Kafka answers a ``RemoteStorageException``), never the
+whole fetch's.
 """
 
 from __future__ import annotations
@@ -46,7 +54,14 @@ from kafkalog.server.dispatch import api
 from kafkalog.server.errors import ErrorCode, error_code_for
 from kafkalog.server.protocol import Message
 
-__all__ = ["INLINE_MAX_PARTITIONS", "FetchTarget", "handle_fetch", "leader_epoch_error", "read_partitions"]
+__all__ = [
+    "INLINE_MAX_PARTITIONS",
+    "FetchTarget",
+    "handle_fetch",
+    "leader_epoch_error",
+    "read_partitions",
+    "reads_remote",
+]
 
 _TopicResponse = FetchResponse.FetchableTopicResponse
 _PartitionData = FetchResponse.FetchableTopicResponse.PartitionData
@@ -141,6 +156,20 @@ def read_partitions(
     return out, total, failed
 
 
+def reads_remote(broker: Broker, targets: list[FetchTarget]) -> bool:
+    """Whether a target's fetch offset is in the remote tier only (below its log's local log start offset)."""
+    for t in targets:
+        if t.topic is None:
+            continue
+        try:
+            log = broker.get_log(t.topic, t.partition)
+        except KafkaError:
+            continue
+        if log.remote_log_enabled and t.fetch_offset < log.local_log_start_offset:
+            return True
+    return False
+
+
 def _targets(ctx: RequestContext, request: Message) -> list[FetchTarget]:
     """The request's partitions, each once: a partition named again replaces the earlier entry's parameters
     and keeps its position (Kafka's ``FetchRequest.fetchData``, a ``LinkedHashMap``), so repeating one
@@ -205,12 +234,13 @@ async def handle_fetch(ctx: RequestContext, request: Message) -> Message:
     deadline = time.monotonic() + wait_s
     limits = sum(t.max_bytes for t in targets)
     many = len(targets) > INLINE_MAX_PARTITIONS
+    remote = not many and reads_remote(broker, targets)  # waits on object storage: never on the loop
     # Kafka's shape: read first; only a fetch that must wait registers on its partitions (DelayedFetch), and
     # reads again once registered, so no append between the two reads is missed.
     tps: list[TopicPartition] = []
     while True:
         with broker.waiters.watch(tps) as changed:
-            if many or broker.offload(limits):
+            if many or remote or broker.offload(limits):
                 parts, total, failed = await broker.run_blocking(
                     read_partitions, broker, targets, isolation, max_bytes
                 )

@@ -4,11 +4,17 @@ Versions 1-11. Kafka's rules (``Partition.fetchOffsetForTimestamp``), with the b
 level (high watermark for ``read_uncommitted``, last stable offset for ``read_committed``):
 
 * ``-1`` LATEST: the bound itself (timestamp -1);
-* ``-2`` EARLIEST and ``-4`` EARLIEST_LOCAL: the log start offset (everything is local here);
-* ``-5`` LATEST_TIERED: -1 (no tiered storage);
-* ``-3`` MAX_TIMESTAMP and a timestamp ``>= 0``: the log's lookup (first offset whose timestamp is at or after
-  the target; the record with the largest timestamp), kept only if it is below the bound, else
-  offset -1 / timestamp -1 (Kafka's "not found").
+* ``-2`` EARLIEST: the log start offset, over both tiers (KIP-405); ``-4`` EARLIEST_LOCAL: the local log
+  start offset (the same without tiered storage); neither is bounded;
+* ``-5`` LATEST_TIERED: the highest offset copied to the remote tier (-1 when none, or without tiering);
+  ``-6`` EARLIEST_PENDING_UPLOAD: the first offset not yet copied (-1 without tiering);
+* ``-3`` MAX_TIMESTAMP and a timestamp ``>= 0``: the log's lookup over both tiers (first offset whose
+  timestamp is at or after the target; the record with the largest timestamp), kept only if it is below the
+  bound, else offset -1 / timestamp -1 (Kafka's "not found").
+
+The special timestamps are the Log's (``Log.fetch_offset_by_timestamp``, Kafka's ``UnifiedLog``); this handler
+adds the bound. A lookup that may read the remote tier (a timestamp of a log with remote segments) runs on the
+I/O threads, as Kafka's remote ListOffsets leave the request thread.
 
 The answer carries the leader epoch of the found batch (-1 when unknown). Unknown partitions are
 UNKNOWN_TOPIC_OR_PARTITION; a ``current_leader_epoch`` that does not match is fenced as in Fetch. A partition
@@ -37,6 +43,7 @@ from kafkalog.server.protocol import Message
 __all__ = [
     "EARLIEST",
     "EARLIEST_LOCAL",
+    "EARLIEST_PENDING_UPLOAD",
     "LATEST",
     "LATEST_TIERED",
     "MAX_TIMESTAMP",
@@ -49,6 +56,7 @@ EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
+EARLIEST_PENDING_UPLOAD = -6
 
 _TopicResponse = ListOffsetsResponse.ListOffsetsTopicResponse
 _PartitionResponse = ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
@@ -62,24 +70,36 @@ def lookup(log: Log, timestamp: int, read_committed: bool) -> tuple[int, int, in
     if timestamp == LATEST:
         epoch = log.latest_epoch
         return -1, bound, -1 if epoch is None else epoch
-    if timestamp == LATEST_TIERED:
-        return -1, -1, -1
-    if timestamp == EARLIEST_LOCAL:
-        timestamp = EARLIEST
     found = log.fetch_offset_by_timestamp(timestamp)
     if found is None:
         return -1, -1, -1
     epoch = -1 if found.leader_epoch is None else found.leader_epoch
-    if timestamp != EARLIEST and found.offset >= bound:
+    if timestamp not in (EARLIEST, EARLIEST_LOCAL) and found.offset >= bound:
         return -1, -1, -1
     return found.timestamp, found.offset, epoch
+
+
+def _may_read_remote(broker: Broker, request: Message) -> bool:
+    """Whether a partition's lookup may read the remote tier (a timestamp search of a log with remote data)."""
+    for topic in request.topics:
+        for p in topic.partitions:
+            if int(p.timestamp) < 0 and int(p.timestamp) != MAX_TIMESTAMP:
+                continue
+            try:
+                log = broker.get_log(topic.name, int(p.partition_index))
+            except KafkaError:
+                continue
+            if log.remote_log_enabled and log.highest_offset_in_remote_storage >= 0:
+                return True
+    return False
 
 
 @api(ApiKey.ListOffsets)
 async def handle_list_offsets(ctx: RequestContext, request: Message) -> Message:
     """The offset of each requested partition for its timestamp."""
     committed = ctx.api_version >= 2 and int(request.isolation_level) == 1
-    if sum(len(t.partitions) for t in request.topics) > MANY_PARTITIONS:
+    many = sum(len(t.partitions) for t in request.topics) > MANY_PARTITIONS
+    if many or _may_read_remote(ctx.broker, request):
         topics = await ctx.broker.run_blocking(_answer, ctx.broker, request, committed)
     else:
         topics = _answer(ctx.broker, request, committed)
