@@ -1,0 +1,59 @@
+"""Review of tiering (issue #25): the ``__remote_log_metadata`` topic is the only record of what the remote tier
+holds, yet the manager treats it as an ordinary topic: a config change a client may send (AlterConfigs with a
+``retention.ms``) lets retention delete its records, and after a restart the remote segments are forgotten: the
+records only they held are unreadable and their objects are orphans."""
+
+from __future__ import annotations
+
+import contextlib
+import time as wall
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kafkalog.errors import KafkaError
+from kafkalog.log.types import FetchIsolation
+from kafkalog.manager import LogManager
+from kafkalog.objstore.open import forget_memory_store
+from kafkalog.remote import REMOTE_LOG_METADATA_TOPIC_NAME
+from kafkalog.time import MockTime
+
+from .tier_helpers import TIERED_TOPIC, local_bases, produce, read_all
+
+
+@pytest.fixture
+def props(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    name = f"review-meta-{tmp_path.name}"
+    yield {
+        "remote.log.storage.system.enable": "true",
+        "remote.log.manager.task.interval.ms": 3_600_000,
+        "remote.log.metadata.topic.num.partitions": 1,
+        "rsm.config.storage.url": f"memory://{name}",
+        "rsm.config.chunk.size": 4096,
+    }
+    forget_memory_store(name)
+
+
+def test_a_retention_set_on_the_metadata_topic_never_forgets_remote_segments(
+    tmp_path: Path, props: dict[str, Any]
+) -> None:
+    data = tmp_path / "data"
+    time = MockTime(int(wall.time() * 1000))  # the metadata records carry the wall clock's timestamps
+    with LogManager.open(data, config=dict(props), time=time) as mgr:
+        (log,) = mgr.create_topic("t", 1, {**TIERED_TOPIC, "local.retention.bytes": 1})
+        produce(log, 200)
+        assert mgr.copy_remote_segments() > 0
+        mgr.delete_old_segments()  # local retention: the copied segments now live only in the remote tier
+        assert local_bases(log)[0] > 0
+        expected = read_all(log, 0)
+        assert len(expected) == 200
+        # what a client's AlterConfigs may ask (the server passes it to the manager): refused or harmless
+        with contextlib.suppress(KafkaError):
+            mgr.alter_topic_config(REMOTE_LOG_METADATA_TOPIC_NAME, {"retention.ms": 1000})
+        time.sleep(60_000)
+        mgr.delete_old_segments()
+    with LogManager.open(data, config=dict(props), time=time) as mgr:
+        log = mgr.get_log("t", 0)
+        assert read_all(log, 0, FetchIsolation.HIGH_WATERMARK) == expected
