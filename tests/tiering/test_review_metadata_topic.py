@@ -57,3 +57,42 @@ def test_a_retention_set_on_the_metadata_topic_never_forgets_remote_segments(
     with LogManager.open(data, config=dict(props), time=time) as mgr:
         log = mgr.get_log("t", 0)
         assert read_all(log, 0, FetchIsolation.HIGH_WATERMARK) == expected
+
+
+def test_records_a_client_produces_to_the_metadata_topic_never_delete_local_data(
+    tmp_path: Path, props: dict[str, Any]
+) -> None:
+    """The server refuses Produce only to ``__consumer_offsets`` / ``__transaction_state``: a client (no ACLs in
+    kafkalog) may append to ``__remote_log_metadata`` what the manager's own publishes look like. A forged
+    COPY_SEGMENT_FINISHED then raises the highest offset in remote storage after a restart, and local retention
+    deletes segments that were never copied."""
+    from kafkalog.records import MemoryRecords, SimpleRecord
+    from kafkalog.remote import (
+        RemoteLogSegmentId,
+        RemoteLogSegmentMetadata,
+        RemoteLogSegmentMetadataUpdate,
+        RemoteLogSegmentState,
+        Uuid,
+    )
+    from kafkalog.remote.serde import serialize
+    from kafkalog.tiering import topic_id_partition
+
+    data = tmp_path / "data"
+    time = MockTime(int(wall.time() * 1000))
+    with LogManager.open(data, config=dict(props), time=time) as mgr:
+        (log,) = mgr.create_topic("t", 1, {**TIERED_TOPIC, "local.retention.bytes": 1})
+        produce(log, 200)  # never copied (the copy task has not run)
+        expected = read_all(log, 0)
+        sid = RemoteLogSegmentId(topic_id_partition(log), Uuid.random_uuid())
+        forged = RemoteLogSegmentMetadata(sid, 0, 10**9, 0, 0, 0, 1, ((0, 0),))
+        finished = RemoteLogSegmentMetadataUpdate(sid, 0, None, RemoteLogSegmentState.COPY_SEGMENT_FINISHED, 0)
+        with contextlib.suppress(KafkaError):  # what the server's Produce does: refused or harmless
+            mgr.append(
+                REMOTE_LOG_METADATA_TOPIC_NAME,
+                0,
+                MemoryRecords.build([SimpleRecord(serialize(forged)), SimpleRecord(serialize(finished))]),
+            )
+    with LogManager.open(data, config=dict(props), time=time) as mgr:
+        log = mgr.get_log("t", 0)
+        mgr.delete_old_segments()  # local retention
+        assert read_all(log, 0) == expected
