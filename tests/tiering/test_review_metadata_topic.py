@@ -66,6 +66,9 @@ def test_records_a_client_produces_to_the_metadata_topic_never_delete_local_data
     kafkalog) may append to ``__remote_log_metadata`` what the manager's own publishes look like. A forged
     COPY_SEGMENT_FINISHED then raises the highest offset in remote storage after a restart, and local retention
     deletes segments that were never copied."""
+    from tests.server.helpers import RawClient
+    from tests.server.test_produce_fetch import produce as server_produce
+
     from kafkalog.records import MemoryRecords, SimpleRecord
     from kafkalog.remote import (
         RemoteLogSegmentId,
@@ -75,6 +78,7 @@ def test_records_a_client_produces_to_the_metadata_topic_never_delete_local_data
         Uuid,
     )
     from kafkalog.remote.serde import serialize
+    from kafkalog.server import ErrorCode, KafkaServer
     from kafkalog.tiering import topic_id_partition
 
     data = tmp_path / "data"
@@ -85,13 +89,17 @@ def test_records_a_client_produces_to_the_metadata_topic_never_delete_local_data
         expected = read_all(log, 0)
         sid = RemoteLogSegmentId(topic_id_partition(log), Uuid.random_uuid())
         forged = RemoteLogSegmentMetadata(sid, 0, 10**9, 0, 0, 0, 1, ((0, 0),))
-        finished = RemoteLogSegmentMetadataUpdate(sid, 0, None, RemoteLogSegmentState.COPY_SEGMENT_FINISHED, 0)
-        with contextlib.suppress(KafkaError):  # what the server's Produce does: refused or harmless
-            mgr.append(
-                REMOTE_LOG_METADATA_TOPIC_NAME,
-                0,
-                MemoryRecords.build([SimpleRecord(serialize(forged)), SimpleRecord(serialize(finished))]),
-            )
+        finished = RemoteLogSegmentMetadataUpdate(
+            sid, 0, None, RemoteLogSegmentState.COPY_SEGMENT_FINISHED, 0
+        )
+        forged_batch = MemoryRecords.build(
+            [SimpleRecord(serialize(forged)), SimpleRecord(serialize(finished))]
+        )
+        meta_end = mgr.get_log(REMOTE_LOG_METADATA_TOPIC_NAME, 0).log_end_offset
+        with KafkaServer(manager=mgr, port=0) as server, RawClient(server.port) as client:
+            response = server_produce(client, REMOTE_LOG_METADATA_TOPIC_NAME, bytes(forged_batch.buffer))
+            assert response.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION  # type: ignore[attr-defined]
+        assert mgr.get_log(REMOTE_LOG_METADATA_TOPIC_NAME, 0).log_end_offset == meta_end
     with LogManager.open(data, config=dict(props), time=time) as mgr:
         log = mgr.get_log("t", 0)
         mgr.delete_old_segments()  # local retention
