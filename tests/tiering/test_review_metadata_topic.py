@@ -104,3 +104,22 @@ def test_records_a_client_produces_to_the_metadata_topic_never_delete_local_data
         log = mgr.get_log("t", 0)
         mgr.delete_old_segments()  # local retention
         assert read_all(log, 0) == expected
+
+
+def test_deleting_the_metadata_topic_never_forgets_remote_segments(
+    tmp_path: Path, props: dict[str, Any]
+) -> None:
+    """DeleteTopics refuses only ``__consumer_offsets`` / ``__transaction_state``; the manager deleted
+    ``__remote_log_metadata`` like any topic, and the next start forgot every remote segment."""
+    data = tmp_path / "data"
+    time = MockTime(int(wall.time() * 1000))
+    with LogManager.open(data, config=dict(props), time=time) as mgr:
+        (log,) = mgr.create_topic("t", 1, {**TIERED_TOPIC, "local.retention.bytes": 1})
+        produce(log, 200)
+        assert mgr.copy_remote_segments() > 0
+        mgr.delete_old_segments()
+        expected = read_all(log, 0)
+        with contextlib.suppress(KafkaError):
+            mgr.delete_topic(REMOTE_LOG_METADATA_TOPIC_NAME)
+    with LogManager.open(data, config=dict(props), time=time) as mgr:
+        assert read_all(mgr.get_log("t", 0), 0) == expected

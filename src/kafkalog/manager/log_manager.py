@@ -81,6 +81,7 @@ from kafkalog.errors import (
     KafkaError,
     KafkaStorageError,
     LogDirNotAvailableError,
+    PolicyViolationError,
     ResourceExhaustedError,
     UnknownTopicOrPartitionError,
     is_resource_exhaustion,
@@ -576,8 +577,13 @@ class LogManager:
         return logs
 
     def alter_topic_config(self, topic: str, changes: Mapping[str, Any]) -> LogConfig:
-        """Set (or with a None value remove) config overrides; live logs switch to the new config at once."""
+        """Set (or with a None value remove) config overrides; live logs switch to the new config at once.
+
+        ``__remote_log_metadata`` keeps :data:`REMOTE_LOG_METADATA_TOPIC_CONFIG`'s retention and cleanup policy
+        (:class:`PolicyViolationError` otherwise): its records are the only record of the remote tier."""
         self._check_open()
+        if topic == REMOTE_LOG_METADATA_TOPIC_NAME:
+            _check_remote_log_metadata_change(changes)
         with self._lock:
             new_config = self._topics.alter(topic, changes)
             self._write_topics()
@@ -595,8 +601,14 @@ class LogManager:
 
     def delete_topic(self, topic: str) -> None:
         """Delete a topic: its partition dirs are renamed to ``<tp>.<uuid>-delete`` now and removed
-        ``log.delete.delay.ms`` later by the ``kafka-delete-logs`` task (or on the next open)."""
+        ``log.delete.delay.ms`` later by the ``kafka-delete-logs`` task (or on the next open). With a remote tier,
+        ``__remote_log_metadata`` is not deleted (:class:`PolicyViolationError`)."""
         self._check_open()
+        if topic == REMOTE_LOG_METADATA_TOPIC_NAME and self.remote_tier is not None:
+            raise PolicyViolationError(
+                f"Topic {topic} is the remote log manager's record of the remote tier and is not allowed to be "
+                "deleted while remote.log.storage.system.enable=true"
+            )
         partitions = [tp for tp in self._cleanable_logs() if tp.topic == topic]
         with self._cleaning_paused(partitions), self._lock:
             self._topics.get(topic)
@@ -1019,3 +1031,19 @@ def _remove_new_partition_dir(path: Path) -> None:
         os.rmdir(path)
     except OSError as exc:
         _log.warning("could not remove the partially created partition directory %s: %s", path, exc)
+
+
+def _check_remote_log_metadata_change(changes: Mapping[str, Any]) -> None:
+    """Refuse a change of ``__remote_log_metadata``'s retention or cleanup policy: retention deleting its records
+    (or compaction, its keys being null) makes a restart forget remote segments (their records lost, their
+    objects orphaned); Kafka sets these from ``remote.log.metadata.topic.retention.ms``, not per topic."""
+    for key in ("retention.ms", "retention.bytes", "cleanup.policy"):
+        if key not in changes:
+            continue
+        value, fixed = changes[key], REMOTE_LOG_METADATA_TOPIC_CONFIG[key]
+        given = value if isinstance(value, str) or value is None else str(value)
+        if given is None or given.replace(" ", "") != str(fixed):
+            raise PolicyViolationError(
+                f"{key} of {REMOTE_LOG_METADATA_TOPIC_NAME} is fixed at {fixed}: its records are the only record "
+                "of what the remote tier holds"
+            )
