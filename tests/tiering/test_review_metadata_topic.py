@@ -17,7 +17,12 @@ from kafkalog.errors import KafkaError
 from kafkalog.log.types import FetchIsolation
 from kafkalog.manager import LogManager
 from kafkalog.objstore.open import forget_memory_store
-from kafkalog.remote import REMOTE_LOG_METADATA_TOPIC_NAME
+from kafkalog.remote import (
+    REMOTE_LOG_METADATA_TOPIC_NAME,
+    RemoteLogMetadataTopicPartitioner,
+    TopicIdPartition,
+)
+from kafkalog.tiering import topic_id_partition
 from kafkalog.time import MockTime
 
 from .tier_helpers import TIERED_TOPIC, local_bases, produce, read_all
@@ -123,3 +128,42 @@ def test_deleting_the_metadata_topic_never_forgets_remote_segments(
             mgr.delete_topic(REMOTE_LOG_METADATA_TOPIC_NAME)
     with LogManager.open(data, config=dict(props), time=time) as mgr:
         assert read_all(mgr.get_log("t", 0), 0) == expected
+
+
+def test_a_changed_metadata_partition_count_never_forgets_remote_segments(
+    tmp_path: Path, props: dict[str, Any]
+) -> None:
+    """``remote.log.metadata.topic.num.partitions`` changed between starts: the existing topic keeps its count
+    but the partitioner used the new one, so a partition's events were looked for in the wrong metadata
+    partition; the start then raised the log start offset to the local one (nothing remote "held" below it),
+    and the remote range was gone for good. Kafka refuses to start when the counts differ
+    (``TopicBasedRemoteLogMetadataManager``: "Existing topic partition count ... and configured partition count
+    ... do not match")."""
+    data = tmp_path / "data"
+    time = MockTime(int(wall.time() * 1000))
+    props = {**props, "remote.log.metadata.topic.num.partitions": 2}
+    with LogManager.open(data, config=dict(props), time=time) as mgr:
+        logs = mgr.create_topic("t", 4, {**TIERED_TOPIC, "local.retention.bytes": 1})
+        for log in logs:
+            produce(log, 200)
+        assert mgr.copy_remote_segments() > 0
+        mgr.delete_old_segments()
+        expected = [read_all(log, 0) for log in logs]
+        assert all(len(e) == 200 for e in expected)
+        tips = [topic_id_partition(log) for log in logs]
+
+    def moved(n: int, tip: TopicIdPartition) -> int:
+        new = RemoteLogMetadataTopicPartitioner(n).metadata_partition(tip)
+        return -1 if new == RemoteLogMetadataTopicPartitioner(2).metadata_partition(tip) else new
+
+    # a count under which some partition's events are looked for in the other existing metadata partition
+    changed = next(n for n in range(3, 64) if any(0 <= moved(n, tip) < 2 for tip in tips))
+    with (
+        contextlib.suppress(KafkaError),
+        LogManager.open(
+            data, config={**props, "remote.log.metadata.topic.num.partitions": changed}, time=time
+        ) as mgr,
+    ):
+        mgr.checkpoint()
+    with LogManager.open(data, config=dict(props), time=time) as mgr:
+        assert [read_all(mgr.get_log("t", p), 0) for p in range(4)] == expected
