@@ -302,6 +302,14 @@ class LogManager:
                 self.create_topic(
                     name, rcfg.remote_log_metadata_topic_num_partitions, REMOTE_LOG_METADATA_TOPIC_CONFIG
                 )
+            elif (have := self.num_partitions(name)) != rcfg.remote_log_metadata_topic_num_partitions:
+                # Kafka's TopicBasedRemoteLogMetadataManager refuses too: the partitioner would look for a
+                # partition's events in the wrong metadata partition, and its remote segments be forgotten
+                raise InvalidConfigurationError(
+                    f"Existing topic partition count [{have}] of {name} and configured partition count "
+                    f"[{rcfg.remote_log_metadata_topic_num_partitions}] of remote.log.metadata.topic.num.partitions "
+                    "do not match"
+                )
         copiers, expirers = self._remote_threads
         self.remote_tier = RemoteTier.open(
             rcfg, lambda partition: self.get_log(name, partition), self.time, scheduler, copiers, expirers
