@@ -417,6 +417,9 @@ class Log:
                 # remote.storage.enable turned off (with remote.log.delete.on.disable): the remote range is gone
                 # for this log, which keeps its invariant (the two start offsets are one without a remote tier)
                 local_start = self.local_log_start_offset
+                # nothing of this log is in the remote tier any more: local retention must not treat offsets at
+                # or below the old highest remote offset as copied if tiering is turned on again
+                self._highest_offset_in_remote_storage = -1
                 if local_start > self.log_start_offset:
                     self._update_log_start_offset(local_start, local_start)
                     self.leader_epoch_cache.truncate_from_start(local_start)

@@ -153,6 +153,9 @@ class RemoteTier:
         self._tasks: list[ScheduledTask] = []
         self._locks: dict[TopicPartition, threading.Lock] = {}
         self._started: set[TopicPartition] = set()
+        #: partitions whose remote data a background deletion has yet to delete: not started again until it ran
+        #: (a start before it would be undone by it, and the segments it deletes counted as copied)
+        self._deleting: set[TopicPartition] = set()
         self._lock = threading.Lock()
         self._closed = False
         #: Remote deletions of stopped partitions (topic deleted, tiering turned off) run here, not under the
@@ -220,8 +223,9 @@ class RemoteTier:
         if not log.remote_log_enabled or log.topic_id is None:
             return False
         with self._partition_lock(tp):
-            if tp in self._started:
-                return False
+            with self._lock:
+                if tp in self._started or tp in self._deleting:
+                    return False
             tip = self.rlm.start_partition(log, log.topic_id)
             log.set_remote_log_reader(self.rlm.reader_for(log))
             self._restore_log_start(log, tip)
@@ -290,8 +294,13 @@ class RemoteTier:
                     self.rlm.stop_partition(tp, delete)
                 except Exception:
                     _log.exception("Could not %s the remote tier of %s", "delete" if delete else "stop", tp)
+                finally:
+                    with self._lock:
+                        self._deleting.discard(tp)
 
         if delete:
+            with self._lock:
+                self._deleting.add(tp)
             self._deleter.submit(run)
         else:
             run()
