@@ -77,3 +77,29 @@ def test_tiering_turned_off_and_on_again_never_deletes_what_was_not_copied_again
         log.update_config({"local.retention.bytes": 1})
         mgr.delete_old_segments()  # before any copy pass ran again
         assert read_all(log, expected[0][0]) == expected
+
+
+def test_a_topic_recreated_under_its_name_keeps_its_remote_data(
+    tmp_path: Path, props: dict[str, Any]
+) -> None:
+    """A topic deleted and created again under the same name before the old one's remote deletion ran: the
+    deletion stopped the partition by its name, so it took the new topic's state and deleted its segments."""
+    time = MockTime(int(wall.time() * 1000))
+    with LogManager.open(tmp_path / "data", config=dict(props), time=time) as mgr:
+        (log,) = mgr.create_topic("t", 1, TIERED_TOPIC)
+        produce(log, 100)
+        assert mgr.copy_remote_segments() > 0
+        tier = mgr.remote_tier
+        assert tier is not None
+        gate = threading.Event()
+        tier._deleter.submit(gate.wait, 30)  # the deleter is busy
+        mgr.delete_topic("t")
+        (log,) = mgr.create_topic("t", 1, {**TIERED_TOPIC, "local.retention.bytes": 1})
+        produce(log, 100)
+        mgr.copy_remote_segments()
+        gate.set()
+        assert mgr.remote_tier_idle(30)
+        mgr.copy_remote_segments()
+        mgr.delete_old_segments()
+        assert log.local_log_start_offset > 0
+        assert read_all(log, 0) == [(i, b"v%d" % i) for i in range(100)]
