@@ -167,3 +167,33 @@ def test_a_changed_metadata_partition_count_never_forgets_remote_segments(
         mgr.checkpoint()
     with LogManager.open(data, config=dict(props), time=time) as mgr:
         assert [read_all(mgr.get_log("t", p), 0) for p in range(4)] == expected
+
+
+def test_delete_records_on_the_metadata_topic_never_forgets_remote_segments(
+    tmp_path: Path, props: dict[str, Any]
+) -> None:
+    """A client's DeleteRecords on ``__remote_log_metadata`` (delete policy, so not refused as a compacted
+    topic's) moved its log start offset past the events: the next start replayed none of them."""
+    from kafka.protocol.admin import DeleteRecordsRequest
+    from tests.server.helpers import RawClient
+
+    from kafkalog.server import KafkaServer
+
+    data = tmp_path / "data"
+    time = MockTime(int(wall.time() * 1000))
+    with LogManager.open(data, config=dict(props), time=time) as mgr:
+        (log,) = mgr.create_topic("t", 1, {**TIERED_TOPIC, "local.retention.bytes": 1})
+        produce(log, 200)
+        assert mgr.copy_remote_segments() > 0
+        mgr.delete_old_segments()
+        expected = read_all(log, 0)
+        dt = DeleteRecordsRequest.DeleteRecordsTopic
+        part = dt.DeleteRecordsPartition(partition_index=0, offset=-1)
+        request = DeleteRecordsRequest[2](
+            topics=[dt(name=REMOTE_LOG_METADATA_TOPIC_NAME, partitions=[part])], timeout_ms=1000
+        )
+        with KafkaServer(manager=mgr, port=0) as server, RawClient(server.port) as client:
+            client.call(request, 2)
+        mgr.checkpoint()
+    with LogManager.open(data, config=dict(props), time=time) as mgr:
+        assert read_all(mgr.get_log("t", 0), 0) == expected
