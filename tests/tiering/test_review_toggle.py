@@ -103,3 +103,43 @@ def test_a_topic_recreated_under_its_name_keeps_its_remote_data(
         mgr.delete_old_segments()
         assert log.local_log_start_offset > 0
         assert read_all(log, 0) == [(i, b"v%d" % i) for i in range(100)]
+
+
+def test_tiering_turned_on_again_after_a_failed_deletion_never_deletes_what_is_not_remote(
+    tmp_path: Path, props: dict[str, Any]
+) -> None:
+    """The deletion of the remote data (tiering turned off) failed part way: a segment stays
+    DELETE_SEGMENT_STARTED (its manifest already deleted), the rest FINISHED. Turned on again, the highest remote
+    offset is restored from the epoch states (which count the half-deleted segment), the start's cleanup deletes
+    that segment, and local retention deletes the local copy of its range: those offsets exist nowhere."""
+    from kafkalog.errors import RemoteStorageError
+
+    time = MockTime(int(wall.time() * 1000))
+    with LogManager.open(tmp_path / "data", config=dict(props), time=time) as mgr:
+        (log,) = mgr.create_topic("t", 1, TIERED_TOPIC)
+        produce(log, 100)
+        assert mgr.copy_remote_segments() > 0
+        tier = mgr.remote_tier
+        assert tier is not None
+        rsm: Any = tier.rlm.rsm
+        real_delete = rsm.delete_log_segment_data
+        calls = 0
+
+        def failing_second(md: Any) -> None:
+            nonlocal calls
+            calls += 1
+            if calls == 2:
+                raise RemoteStorageError("connection refused")
+            real_delete(md)
+
+        rsm.delete_log_segment_data = failing_second
+        mgr.alter_topic_config(
+            "t", {"remote.storage.enable": "false", "remote.log.delete.on.disable": "true"}
+        )
+        assert mgr.remote_tier_idle(30)
+        rsm.delete_log_segment_data = real_delete
+        mgr.alter_topic_config("t", {"remote.storage.enable": "true", "remote.log.delete.on.disable": None})
+        expected = read_all(log, log.log_start_offset)
+        log.update_config({"local.retention.bytes": 1})
+        mgr.delete_old_segments()
+        assert read_all(log, expected[0][0]) == expected
