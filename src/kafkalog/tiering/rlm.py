@@ -12,6 +12,9 @@ Invariants owned here:
   DELETE_SEGMENT_STARTED without FINISHED are finished as deletes by :meth:`RemoteLogManager.cleanup_incomplete`
   (run when a partition starts and at the start of every copy pass): DELETE_SEGMENT_STARTED → the RSM's delete
   (manifest first) → DELETE_SEGMENT_FINISHED. The copy is then retried with a new segment id.
+  A deletion of a partition's remote data cut short (DELETE_PARTITION_MARKED / STARTED without FINISHED:
+  tiering turned off, then a failure) is finished when the partition starts again, before its highest
+  remote offset is restored.
 * **Total retention** (``retention.ms``, ``retention.bytes`` over the local-only and remote bytes, the log start
   offset, segments whose epochs all precede the leader-epoch lineage) moves the log start offset first
   (``maybe_increment_log_start_offset(end + 1, "segment deletion")``, so no reader is sent to a segment being
@@ -265,9 +268,14 @@ class RemoteLogManager:
         """Load the partition's metadata, restore the log's highest offset in remote storage, and clean up what
         a crash left half done."""
         tip = topic_id_partition(log, topic_id)
+        state = _PartitionState(tip)
         with self._lock:
-            self._partitions[log.topic_partition] = _PartitionState(tip)
+            self._partitions[log.topic_partition] = state
         self.rlmm.on_partition_leadership_changes({tip})
+        if self.rlmm.remote_partition_delete_metadata(tip) is not None:
+            # a deletion of its remote data (tiering turned off) was cut short: finish it first, or the highest
+            # offset restored below would count the segments it still deletes as copied
+            self._delete_partition(state)
         highest = self.find_highest_remote_offset(log)
         if highest > log.highest_offset_in_remote_storage:
             log.update_highest_offset_in_remote_storage(highest)
@@ -282,31 +290,35 @@ class RemoteLogManager:
         if state is None:
             return
         if delete:
-            tip = state.tip
-            now = self.time.milliseconds()
-            broker = self.config.broker_id
             self.rlmm.put_remote_partition_delete_metadata(
                 RemotePartitionDeleteMetadata(
-                    tip, RemotePartitionDeleteState.DELETE_PARTITION_MARKED, now, broker
-                )
-            )
-            self.rlmm.put_remote_partition_delete_metadata(
-                RemotePartitionDeleteMetadata(
-                    tip, RemotePartitionDeleteState.DELETE_PARTITION_STARTED, now, broker
-                )
-            )
-            for md in list(self.rlmm.list_remote_log_segments(tip)):
-                self._delete_segment(state, md)
-            self.rlmm.put_remote_partition_delete_metadata(
-                RemotePartitionDeleteMetadata(
-                    tip,
-                    RemotePartitionDeleteState.DELETE_PARTITION_FINISHED,
+                    state.tip,
+                    RemotePartitionDeleteState.DELETE_PARTITION_MARKED,
                     self.time.milliseconds(),
-                    broker,
+                    self.config.broker_id,
                 )
             )
+            self._delete_partition(state)
         else:
             self.rlmm.on_stop_partitions({state.tip})
+
+    def _delete_partition(self, state: _PartitionState) -> None:
+        """DELETE_PARTITION_STARTED → every segment deleted → DELETE_PARTITION_FINISHED (a storage failure
+        raises before FINISHED: the next start of the partition finishes it)."""
+        tip = state.tip
+        broker = self.config.broker_id
+        self.rlmm.put_remote_partition_delete_metadata(
+            RemotePartitionDeleteMetadata(
+                tip, RemotePartitionDeleteState.DELETE_PARTITION_STARTED, self.time.milliseconds(), broker
+            )
+        )
+        for md in list(self.rlmm.list_remote_log_segments(tip)):
+            self._delete_segment(state, md)
+        self.rlmm.put_remote_partition_delete_metadata(
+            RemotePartitionDeleteMetadata(
+                tip, RemotePartitionDeleteState.DELETE_PARTITION_FINISHED, self.time.milliseconds(), broker
+            )
+        )
 
     def close(self) -> None:
         """Forget every partition, the cached indexes, and close the RSM and the RLMM (not their Logs)."""

@@ -217,6 +217,15 @@ class TopicBasedRemoteLogMetadataManager:
             self._publish(tip, metadata)
 
     # --- queries ------------------------------------------------------------------------------------------
+    def remote_partition_delete_metadata(
+        self, topic_id_partition: TopicIdPartition
+    ) -> RemotePartitionDeleteMetadata | None:
+        """The partition's newest DELETE_PARTITION_MARKED / STARTED event (a deletion of its remote data not
+        finished), else None."""
+        with self._lock:
+            self._ensure_loaded(topic_id_partition)
+            return self.store.remote_partition_delete_metadata(topic_id_partition)
+
     def list_remote_log_segments(
         self, topic_id_partition: TopicIdPartition, leader_epoch: int | None = None
     ) -> Iterator[RemoteLogSegmentMetadata]:
