@@ -3,7 +3,9 @@
 ``Log.truncate_to`` keeps ``highest_offset_in_remote_storage`` (as Kafka's ``UnifiedLog`` does); in kafkalog, which
 has no replication and so no new leader epoch to separate the lineages, local retention then treats the offsets
 re-appended after the truncation as already copied: it deletes local segments the remote tier never received, and
-reads of their offsets fall through to the remote copy of the truncated records."""
+reads of their offsets fall through to the remote copy of the truncated records. A truncation of a tiered log
+is therefore refused at or below that offset (``OffsetOutOfRangeError``, nothing changes, after a restart too)
+and allowed above it."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from kafkalog.errors import OffsetOutOfRangeError
 from kafkalog.log import FetchIsolation, Log
 from kafkalog.objstore.store import MemoryStore
 from kafkalog.records import MemoryRecords, SimpleRecord
@@ -69,6 +72,10 @@ def _values(log: Log) -> dict[int, bytes | None]:
     return out
 
 
+def _files(log: Log) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(log.dir.iterdir()) if p.is_file()}
+
+
 def test_local_retention_never_deletes_what_was_appended_after_a_truncation_below_the_remote_tier(
     tiered: tuple[Log, RemoteLogManager],
 ) -> None:
@@ -78,8 +85,20 @@ def test_local_retention_never_deletes_what_was_appended_after_a_truncation_belo
     highest = log.highest_offset_in_remote_storage
     target = highest // 2
     assert target > log.segments[0].base_offset  # a truncation inside the local segments: no full truncation
+    before = _files(log)
 
-    log.truncate_to(target)
+    with pytest.raises(OffsetOutOfRangeError, match=f"offsets up to {highest} are in remote storage"):
+        log.truncate_to(target)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.truncate_to(highest)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.truncate_fully_and_start_at(target, 0)
+    assert _files(log) == before  # nothing changed on disk
+    assert (log.log_end_offset, log.highest_offset_in_remote_storage) == (120, highest)
+
+    target = highest + 1  # above the remote tier: allowed
+    assert target < log.log_end_offset
+    assert log.truncate_to(target)
     _append(log, b"new", target, 120)
     rlm.copy_once(log)  # the copy task runs as it would in the background
     log.update_config({"local.retention.bytes": 1})
@@ -92,3 +111,45 @@ def test_local_retention_never_deletes_what_was_appended_after_a_truncation_belo
     }
     wrong = sorted(o for o, v in expected.items() if values.get(o) != v)
     assert wrong == [], f"{len(wrong)} offsets read wrong or lost, first {wrong[:3]}"
+
+
+def test_a_truncation_into_the_remote_tier_is_refused_after_a_restart(tmp_path: Path) -> None:
+    """The highest offset in remote storage comes back from ``__remote_log_metadata`` when the partition
+    starts again, and with it the refusal (lowering it in memory would not survive a restart)."""
+    data = tmp_path / "data"
+    store = MemoryStore(url="memory://review-truncation-restart")
+    config = {**SMALL, "remote.storage.enable": "true", "retention.ms": -1}
+
+    def open_tiered(meta: MetadataLogs) -> tuple[Log, RemoteLogManager]:
+        log = Log.open(
+            data / "orders-0", config, time=MockTime(), topic_id=TOPIC_ID, remote_storage_system_enable=True
+        )
+        log.hw_follows_leo = True
+        rsm = AivenRemoteStorageManager(store, RsmConfig(chunk_size=512))
+        rlm = RemoteLogManager(
+            rsm, TopicBasedRemoteLogMetadataManager(meta, 3), RemoteLogManagerConfig(), MockTime()
+        )
+        rlm.start_partition(log)
+        log.set_remote_log_reader(rlm.reader_for(log))
+        return log, rlm
+
+    meta = MetadataLogs(data)
+    log, rlm = open_tiered(meta)
+    _append(log, b"old", 0, 120)
+    assert rlm.copy_once(log) > 0
+    highest = log.highest_offset_in_remote_storage
+    log.close()
+    meta.close()
+
+    meta = MetadataLogs(data)
+    log, rlm = open_tiered(meta)
+    try:
+        assert log.highest_offset_in_remote_storage == highest
+        before = _files(log)
+        with pytest.raises(OffsetOutOfRangeError):
+            log.truncate_to(highest // 2)
+        assert _files(log) == before
+        assert _values(log) == {i: b"old-%04d" % i for i in range(120)}
+    finally:
+        log.close()
+        meta.close()
