@@ -114,6 +114,7 @@ from kafkalog.manager.tasks import schedule_background_tasks
 from kafkalog.manager.topics import TopicRegistry
 from kafkalog.partitioner import NullKeyPartitioner, partition_for_key
 from kafkalog.records import Compression, MemoryRecords, SimpleRecord
+from kafkalog.remote import TopicIdPartition
 from kafkalog.remote.partitioner import REMOTE_LOG_METADATA_TOPIC_NAME
 from kafkalog.storage.file_records import FileRecords
 from kafkalog.storage.files import log_file, offset_index_file, time_index_file, transaction_index_file
@@ -149,6 +150,7 @@ class LogManager:
         self.remote_log_manager_config = remote_log_manager_config or RemoteLogManagerConfig()
         #: The tiering objects (None without tiering), opened after the logs load.
         self.remote_tier: RemoteTier | None = None
+        self._recorded_topic_ids: dict[str, uuid.UUID | None] = {}
         #: Kafka's copier and expiration thread pool sizes.
         self._remote_threads = (DEFAULT_COPIER_THREADS, DEFAULT_EXPIRATION_THREADS)
         self.cleaner_config = cleaner_config or CleanerConfig()
@@ -242,6 +244,9 @@ class LogManager:
 
     def _load(self) -> None:
         had_metadata = self._topics.load(doc for doc in (read_topics(d.path) for d in self._dirs) if doc)
+        # the topics as the log dirs record them, before a topic none of whose partitions was found (a log dir
+        # left out) is forgotten: the remote data of a topic still recorded is never deleted at open
+        self._recorded_topic_ids = {name: self._topics.topic_uuid(name) for name in self._topics.names()}
         for d in self._dirs:
             loaded = d.load(
                 self.config.num_recovery_threads_per_data_dir, self._load_one, self.config.max_partitions
@@ -317,6 +322,25 @@ class LogManager:
         self.remote_tier.record_location(d.path for d in self._dirs if d.online)
         for log in self._online_logs():
             self._start_remote(log)
+        try:
+            self.remote_tier.resume_partition_deletions(self._topic_deleted)
+        except (KafkaError, OSError) as exc:
+            _log.warning("Could not look for remote deletions cut short (the next open retries): %s", exc)
+
+    def _topic_deleted(self, tip: TopicIdPartition) -> bool:
+        """Whether ``tip``'s topic was deleted: neither the log dirs' record at open nor the registry now has a
+        topic of its name with its id (a topic of its name with another id is a new one). False while a log dir
+        is offline, or for a name whose id is unknown: its remote data is never deleted on a guess."""
+        if self.offline_dirs:
+            return False
+        ids: list[uuid.UUID | None] = []
+        if tip.topic in self._recorded_topic_ids:
+            ids.append(self._recorded_topic_ids[tip.topic])
+        if tip.topic in self._topics:
+            ids.append(self._topics.topic_uuid(tip.topic))
+        if None in ids:
+            return False
+        return uuid.UUID(bytes=tip.topic_id.to_bytes()) not in ids
 
     def _start_remote(self, log: Log) -> None:
         tier = self.remote_tier

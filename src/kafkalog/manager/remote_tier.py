@@ -17,7 +17,10 @@ Invariants owned here:
   offset restored, and a COPY/DELETE_SEGMENT_STARTED left by a crash cleaned up: ``cleanup_incomplete``) and
   gets the remote reader its reads fall through to: at open, when it is created, and when a config change
   turns tiering on. Turning it off (``remote.log.delete.on.disable=true``) or deleting the topic stops the
-  partition and deletes its remote data in the background.
+  partition and deletes its remote data in the background, marked first (DELETE_PARTITION_MARKED, durable
+  before the call returns, Kafka's ``stopPartitions``): a deletion a crash or a storage failure cut short is
+  finished by the next open (:meth:`RemoteTier.resume_partition_deletions`) for a topic the log dirs no longer
+  record, never while a log dir is offline.
 * **Kafka's tasks** ``kafka-remote-log-copy`` (``RLMCopyTask``) and ``kafka-remote-log-expiration``
   (``RLMExpirationTask``) run every ``remote.log.manager.task.interval.ms`` on a scheduler of their own (an
   upload never delays the log's own retention, flush and checkpoint tasks); a pass runs its partitions on
@@ -54,6 +57,7 @@ from kafkalog.tiering import (
     RemoteLogManager,
     RemoteLogManagerConfig,
     TopicBasedRemoteLogMetadataManager,
+    topic_id_partition,
 )
 from kafkalog.time import Time
 
@@ -279,31 +283,64 @@ class RemoteTier:
 
     def stop(self, log: Log, delete: bool) -> None:
         """Stop managing ``log`` (its reader detached); with ``delete`` its remote segments and metadata are
-        deleted in the background (a failure is logged; the objects stay for an operator)."""
+        deleted in the background. The deletion is marked first (DELETE_PARTITION_MARKED, durable before this
+        returns), so one that a failure or a crash cuts short is finished by the next open
+        (:meth:`resume_partition_deletions`). A deleted log whose tiering never started here (its start
+        failed, storage down) is marked and deleted too."""
         tp = log.topic_partition
         with self._lock:
-            if tp not in self._started:
-                return
+            was = tp in self._started
             self._started.discard(tp)
+        if not was and not (delete and log.remote_log_enabled and log.topic_id is not None):
+            return
         with contextlib.suppress(KafkaError, OSError):
             log.set_remote_log_reader(None)
+        if not delete:
+            with self._partition_lock(tp):
+                try:
+                    self.rlm.stop_partition(tp, False)
+                except Exception:
+                    _log.exception("Could not stop the remote tier of %s", tp)
+            return
+        tip = topic_id_partition(log)
+        try:
+            self.rlm.mark_partition_deleted(tip)
+        except (KafkaError, OSError) as exc:
+            _log.warning("Could not mark the remote data of %s for deletion: %s", tp, exc)
+        self._submit_deletion(tp, tip)
+
+    def _submit_deletion(self, tp: TopicPartition, tip: TopicIdPartition) -> None:
+        """Delete ``tip``'s remote data on the deleter thread (the RLM stops it first if it manages it)."""
 
         def run() -> None:
             with self._partition_lock(tp):
                 try:
-                    self.rlm.stop_partition(tp, delete)
+                    self.rlm.delete_partition(tip)
                 except Exception:
-                    _log.exception("Could not %s the remote tier of %s", "delete" if delete else "stop", tp)
+                    _log.exception("Could not delete the remote data of %s (finished at the next open)", tip)
                 finally:
                     with self._lock:
                         self._deleting.discard(tp)
 
-        if delete:
-            with self._lock:
-                self._deleting.add(tp)
+        with self._lock:
+            self._deleting.add(tp)
+        try:
             self._deleter.submit(run)
-        else:
-            run()
+        except RuntimeError:  # closing: the next open finishes it (it is marked)
+            with self._lock:
+                self._deleting.discard(tp)
+
+    def resume_partition_deletions(self, deleted: Callable[[TopicIdPartition], bool]) -> int:
+        """Finish in the background every deletion of a partition's remote data that a crash or a storage
+        failure cut short (DELETE_PARTITION_MARKED / STARTED without FINISHED in ``__remote_log_metadata``,
+        every metadata partition replayed), for the partitions ``deleted`` says belong to a deleted topic
+        (Kafka's ``deleteRemoteLogPartition``); the others (tiering turned off) are finished when they start
+        again. Returns how many were submitted."""
+        pending = [tip for tip in self.rlm.rlmm.partitions_pending_deletion() if deleted(tip)]
+        for tip in pending:
+            _log.info("Resuming the deletion of the remote data of %s", tip)
+            self._submit_deletion(TopicPartition(tip.topic, tip.partition), tip)
+        return len(pending)
 
     # --- tasks ----------------------------------------------------------------------------------------------
     def schedule(self, logs: Callable[[], list[Log]], closed: Callable[[], bool]) -> None:

@@ -14,7 +14,8 @@ Invariants owned here:
   (manifest first) → DELETE_SEGMENT_FINISHED. The copy is then retried with a new segment id.
   A deletion of a partition's remote data cut short (DELETE_PARTITION_MARKED / STARTED without FINISHED:
   tiering turned off, then a failure) is finished when the partition starts again, before its highest
-  remote offset is restored.
+  remote offset is restored; a deleted topic's is finished by :meth:`RemoteLogManager.delete_partition`
+  (the manager asks at open, :meth:`TopicBasedRemoteLogMetadataManager.partitions_pending_deletion`).
 * **Total retention** (``retention.ms``, ``retention.bytes`` over the local-only and remote bytes, the log start
   offset, segments whose epochs all precede the leader-epoch lineage) moves the log start offset first
   (``maybe_increment_log_start_offset(end + 1, "segment deletion")``, so no reader is sent to a segment being
@@ -290,17 +291,40 @@ class RemoteLogManager:
         if state is None:
             return
         if delete:
-            self.rlmm.put_remote_partition_delete_metadata(
-                RemotePartitionDeleteMetadata(
-                    state.tip,
-                    RemotePartitionDeleteState.DELETE_PARTITION_MARKED,
-                    self.time.milliseconds(),
-                    self.config.broker_id,
-                )
-            )
+            if self.rlmm.remote_partition_delete_metadata(state.tip) is None:  # not marked by the caller yet
+                self.mark_partition_deleted(state.tip)
             self._delete_partition(state)
         else:
             self.rlmm.on_stop_partitions({state.tip})
+
+    def mark_partition_deleted(self, tip: TopicIdPartition) -> None:
+        """Publish DELETE_PARTITION_MARKED for ``tip`` (durable on return; Kafka's ``stopPartitions`` marks
+        before the deletion runs): a deletion cut short after this is found again at the next start
+        (:meth:`TopicBasedRemoteLogMetadataManager.partitions_pending_deletion`) and finished."""
+        self.rlmm.put_remote_partition_delete_metadata(
+            RemotePartitionDeleteMetadata(
+                tip,
+                RemotePartitionDeleteState.DELETE_PARTITION_MARKED,
+                self.time.milliseconds(),
+                self.config.broker_id,
+            )
+        )
+
+    def delete_partition(self, tip: TopicIdPartition) -> None:
+        """Delete ``tip``'s remote segments and metadata (Kafka's ``deleteRemoteLogPartition``), stopping it
+        first if it is managed; also for a partition never started here (a deleted topic's, whose deletion a
+        crash or a storage failure cut short). Raises as the deletion does, leaving it pending (marked) for
+        the next start."""
+        tp = TopicPartition(tip.topic, tip.partition)
+        with self._lock:
+            state = self._partitions.get(tp)
+            if state is not None and state.tip == tip:
+                del self._partitions[tp]
+            else:
+                state = _PartitionState(tip)
+        if self.rlmm.remote_partition_delete_metadata(tip) is None:
+            self.mark_partition_deleted(tip)
+        self._delete_partition(state)
 
     def _delete_partition(self, state: _PartitionState) -> None:
         """DELETE_PARTITION_STARTED → every segment deleted → DELETE_PARTITION_FINISHED (a storage failure

@@ -121,12 +121,12 @@ class TopicBasedRemoteLogMetadataManager:
                     self._replay(partition, tip)
                     self._replayed.add(partition)
 
-    def _replay(self, partition: int, tip: TopicIdPartition) -> None:
+    def _replay(self, partition: int, tip: TopicIdPartition | None) -> None:
         """Apply every record of metadata partition ``partition`` for the user partitions not loaded yet (so
         ``tip`` and the others sharing the partition); each is then initialized."""
         log = self._log_for_partition(partition)
         live = {t for t in self._loaded if self.store.is_initialized(t)}
-        touched: set[TopicIdPartition] = {tip}
+        touched: set[TopicIdPartition] = set() if tip is None else {tip}
         offset = log.log_start_offset
         end = log.log_end_offset
         count = 0
@@ -225,6 +225,17 @@ class TopicBasedRemoteLogMetadataManager:
         with self._lock:
             self._ensure_loaded(topic_id_partition)
             return self.store.remote_partition_delete_metadata(topic_id_partition)
+
+    def partitions_pending_deletion(self) -> list[TopicIdPartition]:
+        """Every user partition whose deletion of its remote data was DELETE_PARTITION_MARKED or STARTED and
+        never FINISHED (a crash or a storage failure cut it short), after replaying every metadata partition
+        not yet replayed since start (Kafka's ``RemotePartitionDeleteMetadata`` handling)."""
+        with self._lock:
+            for partition in range(self.partitioner.num_metadata_topic_partitions):
+                if partition not in self._replayed:
+                    self._replay(partition, None)
+                    self._replayed.add(partition)
+            return [md.topic_id_partition for md in self.store.partitions_pending_deletion()]
 
     def list_remote_log_segments(
         self, topic_id_partition: TopicIdPartition, leader_epoch: int | None = None
