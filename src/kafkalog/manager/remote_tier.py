@@ -51,6 +51,7 @@ from kafkalog.log.log import Log
 from kafkalog.log.names import TopicPartition
 from kafkalog.log.scheduler import KafkaScheduler, ScheduledTask, Scheduler
 from kafkalog.objstore import open_store
+from kafkalog.objstore.options import public_url
 from kafkalog.remote import RemoteLogSegmentState, TopicIdPartition
 from kafkalog.tiering import (
     AivenRemoteStorageManager,
@@ -170,7 +171,7 @@ class RemoteTier:
         self._expirers = ThreadPoolExecutor(expiration_threads, thread_name_prefix="kafka-rlm-expiration-")
 
     def __repr__(self) -> str:
-        return f"RemoteTier({self.config.rsm.storage_url!r}, {len(self._started)} partitions)"
+        return f"RemoteTier({public_url(self.config.rsm.storage_url)!r}, {len(self._started)} partitions)"
 
     @classmethod
     def open(
