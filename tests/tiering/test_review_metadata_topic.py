@@ -197,3 +197,46 @@ def test_delete_records_on_the_metadata_topic_never_forgets_remote_segments(
         mgr.checkpoint()
     with LogManager.open(data, config=dict(props), time=time) as mgr:
         assert read_all(mgr.get_log("t", 0), 0) == expected
+
+
+def test_validate_only_answers_the_refusal_of_the_change(tmp_path: Path, props: dict[str, Any]) -> None:
+    """IncrementalAlterConfigs with ``validate_only`` answers what the change would: a retention set on
+    ``__remote_log_metadata`` is POLICY_VIOLATION, and tiering turned off without
+    ``remote.log.delete.on.disable`` INVALID_CONFIG; nothing changes (before, both answered NONE)."""
+    from kafka.protocol.admin import IncrementalAlterConfigsRequest
+    from tests.server.helpers import RawClient
+
+    from kafkalog.server import ErrorCode, KafkaServer
+
+    resource = IncrementalAlterConfigsRequest.AlterConfigsResource
+    alterable = resource.AlterableConfig
+
+    def alter(client: RawClient, topic: str, key: str, value: str, validate_only: bool) -> Any:
+        request = IncrementalAlterConfigsRequest[1](
+            resources=[
+                resource(
+                    resource_type=2,
+                    resource_name=topic,
+                    configs=[alterable(name=key, config_operation=0, value=value)],
+                )
+            ],
+            validate_only=validate_only,
+        )
+        return client.call(request, 1).responses[0]
+
+    with LogManager.open(tmp_path / "data", config=dict(props), time=MockTime()) as mgr:
+        mgr.create_topic("t", 1, TIERED_TOPIC)
+        cases = [
+            (REMOTE_LOG_METADATA_TOPIC_NAME, "retention.ms", "1000", ErrorCode.POLICY_VIOLATION),
+            ("t", "remote.storage.enable", "false", ErrorCode.INVALID_CONFIG),
+        ]
+        with KafkaServer(manager=mgr, port=0) as server, RawClient(server.port) as client:
+            for topic, key, value, code in cases:
+                before = mgr.topic_config(topic)
+                dry = alter(client, topic, key, value, True)
+                real = alter(client, topic, key, value, False)
+                assert (dry.error_code, real.error_code) == (code, code), (topic, key)
+                assert mgr.topic_config(topic) == before
+            ok = alter(client, "t", "retention.ms", "123456789", True)
+            assert ok.error_code == ErrorCode.NONE
+            assert mgr.topic_config("t").retention_ms == -1  # validate_only changes nothing

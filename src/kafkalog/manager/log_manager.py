@@ -608,6 +608,15 @@ class LogManager:
             raise
         return logs
 
+    def validate_topic_config_change(self, topic: str, changes: Mapping[str, Any]) -> LogConfig:
+        """What :meth:`alter_topic_config` would check, without changing anything (IncrementalAlterConfigs'
+        ``validate_only`` answers the refusal the change would get); returns the config it would give."""
+        self._check_open()
+        if topic == REMOTE_LOG_METADATA_TOPIC_NAME:
+            _check_remote_log_metadata_change(changes)
+        with self._lock:
+            return self._topics.altered(topic, changes)[1]
+
     def alter_topic_config(self, topic: str, changes: Mapping[str, Any]) -> LogConfig:
         """Set (or with a None value remove) config overrides; live logs switch to the new config at once.
 
