@@ -32,3 +32,25 @@ def test_a_file_store_put_is_durable_on_return(tmp_path: Path, monkeypatch: pyte
     dir_syncs = [i for i, p in enumerate(synced) if p == str(target.parent)]
     assert file_syncs, synced
     assert dir_syncs and dir_syncs[-1] > file_syncs[0], synced
+
+
+def test_a_file_store_delete_is_durable_on_return(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """DELETE_SEGMENT_FINISHED is published when the RSM's delete returns: the unlink's directory entry must be
+    durable by then, or a power loss brings the objects back as orphans no metadata names."""
+    root = tmp_path / "archive"
+    store = LocalFileStore(str(root))
+    store.put("t-abc/0/00000000000000000000-x.log", b"data")
+    target = root / "t-abc" / "0" / "00000000000000000000-x.log"
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    store.delete("t-abc/0/00000000000000000000-x.log")
+    assert not target.exists()
+    assert synced == [str(target.parent)]
+    store.delete("t-abc/0/00000000000000000000-x.log")  # already gone: nothing to make durable
+    assert synced == [str(target.parent)]

@@ -6,7 +6,9 @@ touched), so reading or writing through this store never touches a file outside 
 files are objects: a symbolic link is neither listed nor opened. ``put`` writes a temporary file beside the target and
 renames it into place (a reader sees the old object or the new one); the file is fsynced before the
 rename and its directory (and any directory it created) after, so an object is durable when ``put``
-returns (the remote tier publishes COPY_SEGMENT_FINISHED then). It needs no extra package: plain
+returns (the remote tier publishes COPY_SEGMENT_FINISHED then); ``delete`` fsyncs the directory after the
+unlink, so a deletion is durable when it returns (DELETE_SEGMENT_FINISHED then: no object comes back as
+an orphan after a power loss). It needs no extra package: plain
 paths keep kafkalog's native readers, and this store exists so that code written against the seam also
 runs on ``file://`` URLs and paths.
 """
@@ -181,7 +183,9 @@ class LocalFileStore:
             raise
 
     def delete(self, key: str) -> None:
+        path = self._path(key)
         try:
-            os.unlink(self._path(key))
+            os.unlink(path)
         except FileNotFoundError:
             return
+        fsync_dir(os.path.dirname(path))  # durable on return: the RSM's delete is then FINISHED
