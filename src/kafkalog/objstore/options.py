@@ -293,14 +293,14 @@ def safe_url(url: str) -> str:
 
 
 def public_url(url: str) -> str:
-    """``url`` without a password in its authority, a query or a fragment (where credentials hide: an Azure
-    SAS token is a query string); for reprs and logs. An Azure ``container@account`` authority is kept (the
-    container is no secret); a path (no scheme) is returned as is."""
+    """``url`` without user-info, a query or a fragment (where credentials hide: an Azure SAS token is a
+    query string); for reprs, logs and the data dir's record of its archive. An Azure ``container@account``
+    authority is kept (the container is no secret, and names the archive); a path is returned as is."""
     parts = urlsplit(url)
     if not parts.scheme or (len(parts.scheme) == 1 and url[1:2] == ":"):
         return url
     netloc = parts.netloc
-    if "@" in netloc and ":" in netloc.rsplit("@", 1)[0]:
+    if "@" in netloc and (SCHEMES.get(parts.scheme.lower()) != "az" or ":" in netloc.rsplit("@", 1)[0]):
         netloc = netloc.rsplit("@", 1)[1]
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
