@@ -9,6 +9,7 @@ and allowed above it."""
 
 from __future__ import annotations
 
+import time as wall
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -153,3 +154,50 @@ def test_a_truncation_into_the_remote_tier_is_refused_after_a_restart(tmp_path: 
     finally:
         log.close()
         meta.close()
+
+
+def test_a_tail_recovery_truncated_below_the_remote_tier_is_never_appended_again(tmp_path: Path) -> None:
+    """Recovery truncated a tail the remote tier already holds (a power loss before the copied segment was
+    flushed, ``recover --truncate-after-damage``; here a truncation with tiering off): the manager's start
+    begins the local log again just above the highest remote offset, so new records never reuse copied
+    offsets (before, they did, and local retention deleted them as copied)."""
+    from kafkalog.manager import LogManager
+    from kafkalog.objstore.open import forget_memory_store
+
+    from .tier_helpers import TIERED_TOPIC, produce, read_all
+
+    name = f"review-trunc-{tmp_path.name}"
+    props = {
+        "remote.log.storage.system.enable": "true",
+        "remote.log.manager.task.interval.ms": 3_600_000,
+        "remote.log.metadata.topic.num.partitions": 1,
+        "rsm.config.storage.url": f"memory://{name}",
+        "rsm.config.chunk.size": 4096,
+    }
+    data = tmp_path / "data"
+    time = MockTime(int(wall.time() * 1000))
+    try:
+        with LogManager.open(data, config=dict(props), time=time) as mgr:
+            (log,) = mgr.create_topic("t", 1, TIERED_TOPIC)
+            produce(log, 200)
+            assert mgr.copy_remote_segments() > 0
+            highest = log.highest_offset_in_remote_storage
+            old = dict(read_all(log, 0))
+            log_dir = log.dir
+        untiered = {k: v for k, v in TIERED_TOPIC.items() if k != "remote.storage.enable"}
+        with Log.open(log_dir, untiered, time=time) as plain:  # tiering off: the tail is lost locally
+            plain.truncate_to(highest // 2)
+        with LogManager.open(data, config=dict(props), time=time) as mgr:
+            log = mgr.get_log("t", 0)
+            assert log.log_end_offset == highest + 1
+            assert dict(read_all(log, 0)) == {o: v for o, v in old.items() if o <= highest}
+            for i in range(50):
+                log.append_as_leader(MemoryRecords.build([SimpleRecord(b"new%d" % i, b"k")]), 0)
+            mgr.copy_remote_segments()
+            mgr.alter_topic_config("t", {"local.retention.bytes": 1})
+            mgr.delete_old_segments()
+            expected = {o: v for o, v in old.items() if o <= highest}
+            expected |= {highest + 1 + i: b"new%d" % i for i in range(50)}
+            assert dict(read_all(log, 0)) == expected
+    finally:
+        forget_memory_store(name)

@@ -232,11 +232,43 @@ class RemoteTier:
                 if tp in self._started or tp in self._deleting:
                     return False
             tip = self.rlm.start_partition(log, log.topic_id)
+            self._restart_above_remote(log, tip)
             log.set_remote_log_reader(self.rlm.reader_for(log))
             self._restore_log_start(log, tip)
             with self._lock:
                 self._started.add(tp)
         return True
+
+    def _restart_above_remote(self, log: Log, tip: TopicIdPartition) -> None:
+        """A log whose end is at or below its highest offset in remote storage (recovery truncated a tail the
+        remote tier already holds: a power loss before the copied segment was flushed, ``recover
+        --truncate-after-damage``) starts its local log again just above that offset, the remote tier serving
+        the range below: appending there would reuse copied offsets, which the remote tier then holds twice
+        in one leader epoch (Kafka's ``findHighestRemoteOffset`` caps the restored offset at the log end,
+        relying on a new epoch to tell the lineages apart; kafkalog has none: the truncation rule of
+        :meth:`Log.truncate_to`)."""
+        highest = max(
+            (
+                md.end_offset
+                for md in self.rlm.rlmm.list_remote_log_segments(tip)
+                if md.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+            ),
+            default=-1,
+        )
+        if highest < log.log_end_offset:
+            return
+        _log.warning(
+            "Log end offset %d of %s is at or below its highest offset in remote storage %d (a tail lost "
+            "locally); the local log starts again at %d, the remote tier serves the offsets below",
+            log.log_end_offset,
+            log.topic_partition,
+            highest,
+            highest + 1,
+        )
+        epochs = [e for e in log.leader_epoch_cache.epoch_entries if e.start_offset <= highest]
+        log.truncate_fully_and_start_at(highest + 1, min(log.log_start_offset, highest + 1))
+        log.leader_epoch_cache.assign_entries(epochs)
+        log.update_highest_offset_in_remote_storage(highest)
 
     def _restore_log_start(self, log: Log, tip: TopicIdPartition) -> None:
         """The log start offset over both tiers after a restart: the log-start-offset checkpoint is written
