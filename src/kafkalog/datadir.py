@@ -29,7 +29,8 @@ Files and the invariants owned here:
 
       {"version": 1, "url": "s3://bucket/prefix", "layout": "aiven", "key_prefix": "tiered/"}
 
-  ``url`` is ``rsm.config.storage.url`` with any user-info, query and fragment removed, ``key_prefix`` the
+  ``url`` is ``rsm.config.storage.url`` with any user-info (an Azure ``container@account`` stays: it names
+  the container), query and fragment removed, ``key_prefix`` the
   Aiven plugin's ``rsm.config.key.prefix``. **Never a secret**: no storage option is recorded (credentials
   come from the reader's own options, as for any URL). Written atomically by the manager when it opens with
   ``remote.log.storage.system.enable=true`` and the record differs (:func:`write_archive_location`); a
@@ -60,10 +61,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 from kafkalog._durable import atomic_write
 from kafkalog.errors import KafkaError, LogDirLockedError
+from kafkalog.objstore.options import public_url
 from kafkalog.storage.files import open_regular, read_regular
 
 __all__ = [
@@ -249,23 +250,12 @@ class ArchiveLocation:
     key_prefix: str = ""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "url", _public_url(self.url))
+        object.__setattr__(self, "url", public_url(self.url))
 
     def to_bytes(self) -> bytes:
         """The file's bytes."""
         doc = {"version": _VERSION, "url": self.url, "layout": self.layout, "key_prefix": self.key_prefix}
         return (json.dumps(doc, indent=2) + "\n").encode("utf-8")
-
-
-def _public_url(url: str) -> str:
-    """``url`` without user-info, query or fragment (where credentials could hide)."""
-    parts = urlsplit(url)
-    if not parts.scheme:
-        return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 def read_archive_location(directory: Path) -> ArchiveLocation | None:

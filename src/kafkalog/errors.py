@@ -178,7 +178,8 @@ class UnsupportedCompressionTypeError(KafkaError, ValueError):
 
 
 class OffsetOutOfRangeError(KafkaError):
-    """An offset outside ``[log_start_offset, log_end_offset]`` was requested."""
+    """An offset outside ``[log_start_offset, log_end_offset]`` was requested (or a truncation of a tiered
+    log at or below its highest offset in remote storage)."""
 
 
 class InvalidOffsetError(KafkaError):

@@ -604,23 +604,32 @@ def test_local_retention_needs_the_copy_and_moves_only_the_local_start(make_log:
 
 
 # --- truncation -------------------------------------------------------------------------------------------
-def test_truncate_below_local_log_start_offset(make_log: LogFactory) -> None:
-    """Kafka's truncateTo below the first local segment truncates fully and starts at the target: the log
-    start offset becomes the target too, the highest offset in remote storage is kept (Kafka's)."""
+def test_truncate_into_the_remote_tier_is_refused(make_log: LogFactory) -> None:
+    """Kafka's truncateTo below the first local segment truncates fully and keeps the highest offset in remote
+    storage (a new leader epoch separates the lineages). kafkalog has no replication and no epoch bump, so
+    local retention would take the offsets appended again for copied ones: a truncation at or below that
+    offset is refused (OffsetOutOfRangeError) and changes nothing; just above it is allowed."""
     log, _ = _tiered_with_local_start(make_log)
     highest = log.highest_offset_in_remote_storage
-    target = log.local_log_start_offset - 3
-    assert log.truncate_to(target)
-    assert (log.log_start_offset, log.local_log_start_offset, log.log_end_offset) == (target, target, target)
+    state = (log.log_start_offset, log.local_log_start_offset, log.log_end_offset, segment_bases(log))
+    for target in (log.local_log_start_offset - 3, highest):
+        with pytest.raises(OffsetOutOfRangeError, match=f"offsets up to {highest} are in remote storage"):
+            log.truncate_to(target)
+        with pytest.raises(OffsetOutOfRangeError, match=f"offsets up to {highest} are in remote storage"):
+            log.truncate_fully_and_start_at(target, 0)
+    assert (log.log_start_offset, log.local_log_start_offset, log.log_end_offset, segment_bases(log)) == state
     assert log.highest_offset_in_remote_storage == highest
+    assert log.truncate_to(highest + 1)
+    assert (log.log_start_offset, log.log_end_offset) == (0, highest + 1)
     check_log_invariants(log)
 
 
 def test_truncate_to_keeps_local_log_start_at_or_below_log_end(make_log: LogFactory) -> None:
     """A local log start offset moved inside the first local segment (DeleteRecords) follows a truncation
     below it, as the log start offset does, so log start <= local log start <= LEO holds."""
-    log, _ = _tiered_with_local_start(make_log)
+    log, _ = _tiered_with_local_start(make_log, copied_upto=12)
     first = segment_bases(log)[0]
+    assert log.highest_offset_in_remote_storage < first + 2  # the truncation stays above the remote tier
     log.maybe_increment_log_start_offset(first + 5, "client delete records")
     assert log.local_log_start_offset == first + 5
     log.truncate_to(first + 2)

@@ -63,3 +63,39 @@ def test_future_log_of_a_tiered_log_copies_only_the_local_segments(tmp_path: Pat
                 target.read(local_start, 1 << 20).records.to_bytes()
                 == source.read(local_start, 1 << 20).records.to_bytes()
             )
+
+
+def test_future_log_of_a_tiered_log_starts_over_past_the_remote_tier(tmp_path: Path) -> None:
+    """A ``-future`` log that has learned the highest offset in remote storage and must start over (the current
+    log was truncated below its end) starts past that offset: a truncation into the remote range is refused
+    (the old copy truncated it fully to the local log start offset: OffsetOutOfRangeError)."""
+    config = LogConfig.from_props({"remote.storage.enable": True, "segment.bytes": 200, "retention.ms": -1})
+    with Log.open(tmp_path / "a" / "t-0", config, remote_storage_system_enable=True) as source:
+        for i in range(10):
+            source.append([SimpleRecord(b"v%d" % i)])
+        source.update_high_watermark(source.log_end_offset)
+        highest = source.log_end_offset - 4
+        source.update_highest_offset_in_remote_storage(highest)
+        assert source.local_log_start_offset == 0  # the copied segments are still local
+        target = open_future_log(
+            source, source.topic_partition, tmp_path / "b", None, source.time, lambda *_: None
+        )  # type: ignore[arg-type]
+        with target:
+            target.update_high_watermark(0)
+            copy_into(source, target)
+            assert target.highest_offset_in_remote_storage == highest
+            source.truncate_to(source.log_end_offset - 2)  # above the remote tier: allowed
+            source.append([SimpleRecord(b"w")])
+            copy_into(source, target)  # the future log is past the current log's end: it starts over
+            assert (target.log_start_offset, target.local_log_start_offset, target.log_end_offset) == (
+                0,
+                highest + 1,
+                source.log_end_offset,
+            )
+
+            def value(log: Log, offset: int) -> bytes | None:
+                batch = next(iter(log.read(offset, 1 << 20).records.batches()))
+                return next(r.value for r in batch if r.offset == offset)
+
+            offsets = range(highest + 1, source.log_end_offset)
+            assert [value(target, o) for o in offsets] == [value(source, o) for o in offsets] == [b"v7", b"w"]

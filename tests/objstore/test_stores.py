@@ -329,8 +329,10 @@ def test_local_put_is_durable_when_it_returns(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setattr(os, "fsync", recording_fsync)
     s = LocalFileStore(str(tmp_path))
     s.put("tier/t-0/seg.log", b"a" * 10 + b"b" * 10)
-    # the data (its temporary name, before the rename) and then the directory holding the new name
-    assert len(synced) == 2
-    assert os.path.dirname(synced[0]) == str(tmp_path / "tier" / "t-0") and synced[0].endswith(".tmp")
-    assert synced[1] == str(tmp_path / "tier" / "t-0")
+    # the directories put created (their entries in their parents), the data (its temporary name, before the
+    # rename) and then the directory holding the new name
+    data = [i for i, p in enumerate(synced) if p.endswith(".tmp")]
+    assert len(data) == 1 and os.path.dirname(synced[data[0]]) == str(tmp_path / "tier" / "t-0")
+    assert synced[-1] == str(tmp_path / "tier" / "t-0") and data[0] == len(synced) - 2
+    assert set(synced[: data[0]]) == {str(tmp_path), str(tmp_path / "tier")}
     assert s.get("tier/t-0/seg.log") == b"a" * 10 + b"b" * 10

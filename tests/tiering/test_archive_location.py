@@ -145,3 +145,14 @@ def test_the_spark_source_ships_the_storage_options_of_a_tiered_data_dir(
     plain = tmp_path / "plain"
     plain.mkdir()
     assert opts.remote_spec(str(plain)) is None
+
+
+def test_the_record_of_an_azure_archive_keeps_its_container(tmp_path: Path) -> None:
+    """``abfss://container@account.dfs.core.windows.net/path``: the part before ``@`` is the container, not a
+    credential. The record dropped it (the read-only side then looked in a container named after the account);
+    the SAS token in the query string still goes."""
+    url = "abfss://tiered@account.dfs.core.windows.net/prefix?sv=2022&sig=SAS-SECRET"
+    write_archive_location(tmp_path, ArchiveLocation(url, "aiven", ""))
+    raw = (tmp_path / TIERED_STORAGE_FILE).read_text()
+    assert "SAS-SECRET" not in raw
+    assert recorded_archive_url(tmp_path) == "abfss://tiered@account.dfs.core.windows.net/prefix"

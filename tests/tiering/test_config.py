@@ -94,3 +94,27 @@ def test_rsm_from_config_needs_a_storage_url(tmp_path: Path) -> None:
         AivenRemoteStorageManager.from_config(RsmConfig())
     rsm = AivenRemoteStorageManager.from_config(RsmConfig(storage_url=str(tmp_path / "tier")))
     assert repr(rsm).startswith("AivenRemoteStorageManager(")
+
+
+def test_reprs_never_print_the_storage_urls_query_string(tmp_path: Path) -> None:
+    """An Azure SAS token rides in the storage URL's query string: ``RsmConfig`` and ``RemoteTier`` print the
+    URL without it (and without user-info or fragment), as ``kafkalog-tiered-storage.json`` records it."""
+    from kafkalog.manager.remote_tier import RemoteTier
+    from kafkalog.objstore.options import public_url
+
+    url = "abfss://container@account.dfs.core.windows.net/tier?sv=2022-11-02&sig=SAS-SECRET-SIGNATURE#frag"
+    cfg = RemoteLogManagerConfig.from_props(
+        {"remote.log.storage.system.enable": "true", "rsm.config.storage.url": url}
+    )
+    assert cfg.rsm.storage_url == url  # the store still gets the whole URL
+    assert "SAS-SECRET-SIGNATURE" not in repr(cfg) and "SAS-SECRET-SIGNATURE" not in repr(cfg.rsm)
+    assert "abfss://container@account.dfs.core.windows.net/tier" in repr(cfg.rsm)
+    tier = RemoteTier(cfg, None, None, False)  # type: ignore[arg-type]
+    try:
+        assert repr(tier) == "RemoteTier('abfss://container@account.dfs.core.windows.net/tier', 0 partitions)"
+    finally:
+        tier._deleter.shutdown()
+        tier._copiers.shutdown()
+        tier._expirers.shutdown()
+    assert public_url("s3://key:secret@bucket/p?x=1") == "s3://bucket/p"
+    assert public_url("/data/archive?x") == "/data/archive?x"  # a path has no query string

@@ -19,7 +19,11 @@ Invariants (checked by the tests and assumed everywhere):
   asked once per append (:meth:`Log.maybe_roll`).
 * Truncation removes whole batches at and above the target, never below it; the producer state, the leader
   epoch cache and the producer snapshots follow the log; the high watermark never stays above the log end
-  offset, the log start offset never above the target.
+  offset, the log start offset never above the target. On a tiered log a truncation never reaches the remote
+  tier: a target at or below :attr:`Log.highest_offset_in_remote_storage` is refused
+  (:class:`OffsetOutOfRangeError`, nothing changes). Kafka keeps that offset across a truncation because a new
+  leader epoch separates the old and the new lineage; kafkalog has no replication, so no epoch bump, and local
+  retention would take the re-appended, never-copied offsets for copied ones.
 * One writer at a time (``self.lock``); readers take no lock: they work from immutable offset metadata and
   segment snapshots, and a segment deleted under a reader yields :class:`OffsetOutOfRangeError`, never a
   crash (with a remote tier, local retention deleting it sends the read to the remote tier instead). ``read`` returns records in memory, never a lazy slice of a segment that could be deleted later.
@@ -422,6 +426,9 @@ class Log:
                 # remote.storage.enable turned off (with remote.log.delete.on.disable): the remote range is gone
                 # for this log, which keeps its invariant (the two start offsets are one without a remote tier)
                 local_start = self.local_log_start_offset
+                # nothing of this log is in the remote tier any more: local retention must not treat offsets at
+                # or below the old highest remote offset as copied if tiering is turned on again
+                self._highest_offset_in_remote_storage = -1
                 if local_start > self.log_start_offset:
                     self._update_log_start_offset(local_start, local_start)
                     self.leader_epoch_cache.truncate_from_start(local_start)
@@ -891,12 +898,18 @@ class Log:
         Nothing below the target goes. The producer state, the leader epoch cache and the producer snapshots
         follow the log (snapshots of deleted segments are deleted, the state is rebuilt up to the new log end
         offset); the high watermark never stays above the log end offset, the log start offset never above
-        the target; a target below the first segment truncates fully (:meth:`truncate_fully_and_start_at`)."""
+        the target; a target below the first segment truncates fully (:meth:`truncate_fully_and_start_at`).
+
+        A target at or below :attr:`highest_offset_in_remote_storage` (a tiered log) is refused with
+        :class:`OffsetOutOfRangeError` and changes nothing: the remote tier holds those offsets, and without a
+        new leader epoch to tell them apart the offsets appended again would count as copied (see the module
+        doc)."""
         if target_offset < 0:
             raise ValueError(
                 f"cannot truncate partition {self.topic_partition} to a negative offset ({target_offset})"
             )
         with self.lock:
+            self._check_truncation_above_remote(target_offset, "truncate")
             if target_offset >= self.log_end_offset:
                 self.logger.info(
                     "Truncating to %d has no effect as the largest offset in the log is %d",
@@ -928,8 +941,12 @@ class Log:
     def truncate_fully_and_start_at(self, new_offset: int, log_start_offset: int | None = None) -> None:
         """Delete everything and start an empty log at ``new_offset`` (one empty segment; the log start offset
         is ``log_start_offset``, default ``new_offset``); the recovery point moves to ``new_offset`` when it
-        falls outside the log."""
+        falls outside the log.
+
+        A ``new_offset`` at or below :attr:`highest_offset_in_remote_storage` (a tiered log) is refused with
+        :class:`OffsetOutOfRangeError` and changes nothing, as in :meth:`truncate_to`."""
         with self.lock:
+            self._check_truncation_above_remote(new_offset, "truncate fully and start")
             self.logger.debug(
                 "Truncate and start at offset %d, logStartOffset: %s", new_offset, log_start_offset
             )
@@ -947,6 +964,15 @@ class Log:
             self._update_high_watermark_metadata(self.log_end_offset_metadata)
             if local.recovery_point > new_offset or local.recovery_point < self.log_start_offset:
                 local.update_recovery_point(new_offset)
+
+    def _check_truncation_above_remote(self, offset: int, what: str) -> None:
+        """Refuse a truncation to ``offset`` at or below the highest offset in remote storage."""
+        highest = self._highest_offset_in_remote_storage
+        if highest >= 0 and offset <= highest:
+            raise OffsetOutOfRangeError(
+                f"cannot {what} partition {self.topic_partition} at offset {offset}: offsets up to {highest} "
+                f"are in remote storage (a truncation of a tiered log must stay above them)"
+            )
 
     def _rebuild_producer_state(self, last_offset: int) -> None:
         rebuild_producer_state(

@@ -81,6 +81,7 @@ from kafkalog.errors import (
     KafkaError,
     KafkaStorageError,
     LogDirNotAvailableError,
+    PolicyViolationError,
     ResourceExhaustedError,
     UnknownTopicOrPartitionError,
     is_resource_exhaustion,
@@ -114,6 +115,7 @@ from kafkalog.manager.tasks import schedule_background_tasks
 from kafkalog.manager.topics import TopicRegistry
 from kafkalog.partitioner import NullKeyPartitioner, partition_for_key
 from kafkalog.records import Compression, MemoryRecords, SimpleRecord
+from kafkalog.remote import TopicIdPartition
 from kafkalog.remote.partitioner import REMOTE_LOG_METADATA_TOPIC_NAME
 from kafkalog.storage.file_records import FileRecords
 from kafkalog.storage.files import log_file, offset_index_file, time_index_file, transaction_index_file
@@ -149,6 +151,7 @@ class LogManager:
         self.remote_log_manager_config = remote_log_manager_config or RemoteLogManagerConfig()
         #: The tiering objects (None without tiering), opened after the logs load.
         self.remote_tier: RemoteTier | None = None
+        self._recorded_topic_ids: dict[str, uuid.UUID | None] = {}
         #: Kafka's copier and expiration thread pool sizes.
         self._remote_threads = (DEFAULT_COPIER_THREADS, DEFAULT_EXPIRATION_THREADS)
         self.cleaner_config = cleaner_config or CleanerConfig()
@@ -251,6 +254,9 @@ class LogManager:
 
     def _load(self) -> None:
         had_metadata = self._topics.load(doc for doc in (read_topics(d.path) for d in self._dirs) if doc)
+        # the topics as the log dirs record them, before a topic none of whose partitions was found (a log dir
+        # left out) is forgotten: the remote data of a topic still recorded is never deleted at open
+        self._recorded_topic_ids = {name: self._topics.topic_uuid(name) for name in self._topics.names()}
         for d in self._dirs:
             loaded = d.load(
                 self.config.num_recovery_threads_per_data_dir, self._load_one, self.config.max_partitions
@@ -311,11 +317,38 @@ class LogManager:
                 self.create_topic(
                     name, rcfg.remote_log_metadata_topic_num_partitions, REMOTE_LOG_METADATA_TOPIC_CONFIG
                 )
+            elif (have := self.num_partitions(name)) != rcfg.remote_log_metadata_topic_num_partitions:
+                # Kafka's TopicBasedRemoteLogMetadataManager refuses too: the partitioner would look for a
+                # partition's events in the wrong metadata partition, and its remote segments be forgotten
+                raise InvalidConfigurationError(
+                    f"Existing topic partition count [{have}] of {name} and configured partition count "
+                    f"[{rcfg.remote_log_metadata_topic_num_partitions}] of remote.log.metadata.topic.num.partitions "
+                    "do not match"
+                )
         copiers, expirers = self._remote_threads
         self.remote_tier = RemoteTier.open(rcfg, self._metadata_log, self.time, scheduler, copiers, expirers)
         self.remote_tier.record_location(d.path for d in self._dirs if d.online)
         for log in self._online_logs():
             self._start_remote(log)
+        try:
+            self.remote_tier.resume_partition_deletions(self._topic_deleted)
+        except (KafkaError, OSError) as exc:
+            _log.warning("Could not look for remote deletions cut short (the next open retries): %s", exc)
+
+    def _topic_deleted(self, tip: TopicIdPartition) -> bool:
+        """Whether ``tip``'s topic was deleted: neither the log dirs' record at open nor the registry now has a
+        topic of its name with its id (a topic of its name with another id is a new one). False while a log dir
+        is offline, or for a name whose id is unknown: its remote data is never deleted on a guess."""
+        if self.offline_dirs:
+            return False
+        ids: list[uuid.UUID | None] = []
+        if tip.topic in self._recorded_topic_ids:
+            ids.append(self._recorded_topic_ids[tip.topic])
+        if tip.topic in self._topics:
+            ids.append(self._topics.topic_uuid(tip.topic))
+        if None in ids:
+            return False
+        return uuid.UUID(bytes=tip.topic_id.to_bytes()) not in ids
 
     def _metadata_log(self, partition: int) -> Log:
         """A ``__remote_log_metadata`` partition's log, without the manager's lock: the metadata manager asks
@@ -598,9 +631,23 @@ class LogManager:
             raise
         return logs
 
-    def alter_topic_config(self, topic: str, changes: Mapping[str, Any]) -> LogConfig:
-        """Set (or with a None value remove) config overrides; live logs switch to the new config at once."""
+    def validate_topic_config_change(self, topic: str, changes: Mapping[str, Any]) -> LogConfig:
+        """What :meth:`alter_topic_config` would check, without changing anything (IncrementalAlterConfigs'
+        ``validate_only`` answers the refusal the change would get); returns the config it would give."""
         self._check_open()
+        if topic == REMOTE_LOG_METADATA_TOPIC_NAME:
+            _check_remote_log_metadata_change(changes)
+        with self._lock:
+            return self._topics.altered(topic, changes)[1]
+
+    def alter_topic_config(self, topic: str, changes: Mapping[str, Any]) -> LogConfig:
+        """Set (or with a None value remove) config overrides; live logs switch to the new config at once.
+
+        ``__remote_log_metadata`` keeps :data:`REMOTE_LOG_METADATA_TOPIC_CONFIG`'s retention and cleanup policy
+        (:class:`PolicyViolationError` otherwise): its records are the only record of the remote tier."""
+        self._check_open()
+        if topic == REMOTE_LOG_METADATA_TOPIC_NAME:
+            _check_remote_log_metadata_change(changes)
         with self._lock:
             new_config = self._topics.alter(topic, changes)
             self._write_topics()
@@ -618,8 +665,14 @@ class LogManager:
 
     def delete_topic(self, topic: str) -> None:
         """Delete a topic: its partition dirs are renamed to ``<tp>.<uuid>-delete`` now and removed
-        ``log.delete.delay.ms`` later by the ``kafka-delete-logs`` task (or on the next open)."""
+        ``log.delete.delay.ms`` later by the ``kafka-delete-logs`` task (or on the next open). With a remote tier,
+        ``__remote_log_metadata`` is not deleted (:class:`PolicyViolationError`)."""
         self._check_open()
+        if topic == REMOTE_LOG_METADATA_TOPIC_NAME and self.remote_tier is not None:
+            raise PolicyViolationError(
+                f"Topic {topic} is the remote log manager's record of the remote tier and is not allowed to be "
+                "deleted while remote.log.storage.system.enable=true"
+            )
         partitions = [tp for tp in self._cleanable_logs() if tp.topic == topic]
         with self._cleaning_paused(partitions), self._lock:
             self._topics.get(topic)
@@ -1042,3 +1095,19 @@ def _remove_new_partition_dir(path: Path) -> None:
         os.rmdir(path)
     except OSError as exc:
         _log.warning("could not remove the partially created partition directory %s: %s", path, exc)
+
+
+def _check_remote_log_metadata_change(changes: Mapping[str, Any]) -> None:
+    """Refuse a change of ``__remote_log_metadata``'s retention or cleanup policy: retention deleting its records
+    (or compaction, its keys being null) makes a restart forget remote segments (their records lost, their
+    objects orphaned); Kafka sets these from ``remote.log.metadata.topic.retention.ms``, not per topic."""
+    for key in ("retention.ms", "retention.bytes", "cleanup.policy"):
+        if key not in changes:
+            continue
+        value, fixed = changes[key], REMOTE_LOG_METADATA_TOPIC_CONFIG[key]
+        given = value if isinstance(value, str) or value is None else str(value)
+        if given is None or given.replace(" ", "") != str(fixed):
+            raise PolicyViolationError(
+                f"{key} of {REMOTE_LOG_METADATA_TOPIC_NAME} is fixed at {fixed}: its records are the only record "
+                "of what the remote tier holds"
+            )

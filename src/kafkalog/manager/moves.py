@@ -14,7 +14,8 @@ Invariants owned here:
 * **A tiered log's remote tier is shared, not copied.** Only the local segments are: the future log starts at
   the current local log start offset with the current log start offset below it, and learns the highest
   offset in remote storage (Kafka's future replica of a tiered partition); the owner attaches the remote
-  reader to the log it swaps in.
+  reader to the log it swaps in. A future log that starts over after it learned that offset starts past it
+  (a tiered log is never truncated into its remote range: :meth:`~kafkalog.log.Log.truncate_to`).
 * **Resumable.** A ``-future`` log already in the destination dir (found on open, or left by a move that
   failed) is resumed from its end, not copied again.
 """
@@ -60,7 +61,9 @@ def open_future_log(
 
 def copy_into(source: Log, target: Log) -> None:
     """Append to ``target`` every batch of ``source`` past its end (see the module doc)."""
-    local_start = source.local_log_start_offset  # the log start offset unless the log has a remote tier
+    # the log start offset unless the log has a remote tier; never at or below what the target already knows
+    # to be remote (a truncation there is refused: the range is read from the remote tier)
+    local_start = max(source.local_log_start_offset, target.highest_offset_in_remote_storage + 1)
     if target.log_end_offset < local_start or target.log_end_offset > source.log_end_offset:
         target.truncate_fully_and_start_at(local_start, source.log_start_offset)
         if local_start > source.log_start_offset:

@@ -17,7 +17,10 @@ Invariants owned here:
   offset restored, and a COPY/DELETE_SEGMENT_STARTED left by a crash cleaned up: ``cleanup_incomplete``) and
   gets the remote reader its reads fall through to: at open, when it is created, and when a config change
   turns tiering on. Turning it off (``remote.log.delete.on.disable=true``) or deleting the topic stops the
-  partition and deletes its remote data in the background.
+  partition and deletes its remote data in the background, marked first (DELETE_PARTITION_MARKED, durable
+  before the call returns, Kafka's ``stopPartitions``): a deletion a crash or a storage failure cut short is
+  finished by the next open (:meth:`RemoteTier.resume_partition_deletions`) for a topic the log dirs no longer
+  record, never while a log dir is offline.
 * **Kafka's tasks** ``kafka-remote-log-copy`` (``RLMCopyTask``) and ``kafka-remote-log-expiration``
   (``RLMExpirationTask``) run every ``remote.log.manager.task.interval.ms`` on a scheduler of their own (an
   upload never delays the log's own retention, flush and checkpoint tasks); a pass runs its partitions on
@@ -48,6 +51,7 @@ from kafkalog.log.log import Log
 from kafkalog.log.names import TopicPartition
 from kafkalog.log.scheduler import KafkaScheduler, ScheduledTask, Scheduler
 from kafkalog.objstore import open_store
+from kafkalog.objstore.options import public_url
 from kafkalog.remote import RemoteLogSegmentState, TopicIdPartition
 from kafkalog.tiered.aiven import aiven_segment_key
 from kafkalog.tiering import (
@@ -55,6 +59,7 @@ from kafkalog.tiering import (
     RemoteLogManager,
     RemoteLogManagerConfig,
     TopicBasedRemoteLogMetadataManager,
+    topic_id_partition,
 )
 from kafkalog.time import Time
 
@@ -154,6 +159,9 @@ class RemoteTier:
         self._tasks: list[ScheduledTask] = []
         self._locks: dict[TopicPartition, threading.Lock] = {}
         self._started: set[TopicPartition] = set()
+        #: partitions whose remote data a background deletion has yet to delete: not started again until it ran
+        #: (a start before it would be undone by it, and the segments it deletes counted as copied)
+        self._deleting: set[TopicPartition] = set()
         self._lock = threading.Lock()
         self._closed = False
         #: Remote deletions of stopped partitions (topic deleted, tiering turned off) run here, not under the
@@ -164,7 +172,7 @@ class RemoteTier:
         self._expirers = ThreadPoolExecutor(expiration_threads, thread_name_prefix="kafka-rlm-expiration-")
 
     def __repr__(self) -> str:
-        return f"RemoteTier({self.config.rsm.storage_url!r}, {len(self._started)} partitions)"
+        return f"RemoteTier({public_url(self.config.rsm.storage_url)!r}, {len(self._started)} partitions)"
 
     @classmethod
     def open(
@@ -221,9 +229,11 @@ class RemoteTier:
         if not log.remote_log_enabled or log.topic_id is None:
             return False
         with self._partition_lock(tp):
-            if tp in self._started:
-                return False
+            with self._lock:
+                if tp in self._started or tp in self._deleting:
+                    return False
             tip = self.rlm.start_partition(log, log.topic_id)
+            self._restart_above_remote(log, tip)
             log.set_remote_log_reader(self.rlm.reader_for(log))
             self._restore_log_start(log, tip)
             self._sweep_orphans(tip)
@@ -256,6 +266,37 @@ class RemoteTier:
                     store.delete(obj.key)
         except (KafkaError, OSError) as exc:
             _log.warning("Could not sweep the orphan remote objects of %s: %s", tip, exc)
+
+    def _restart_above_remote(self, log: Log, tip: TopicIdPartition) -> None:
+        """A log whose end is at or below its highest offset in remote storage (recovery truncated a tail the
+        remote tier already holds: a power loss before the copied segment was flushed, ``recover
+        --truncate-after-damage``) starts its local log again just above that offset, the remote tier serving
+        the range below: appending there would reuse copied offsets, which the remote tier then holds twice
+        in one leader epoch (Kafka's ``findHighestRemoteOffset`` caps the restored offset at the log end,
+        relying on a new epoch to tell the lineages apart; kafkalog has none: the truncation rule of
+        :meth:`Log.truncate_to`)."""
+        highest = max(
+            (
+                md.end_offset
+                for md in self.rlm.rlmm.list_remote_log_segments(tip)
+                if md.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+            ),
+            default=-1,
+        )
+        if highest < log.log_end_offset:
+            return
+        _log.warning(
+            "Log end offset %d of %s is at or below its highest offset in remote storage %d (a tail lost "
+            "locally); the local log starts again at %d, the remote tier serves the offsets below",
+            log.log_end_offset,
+            log.topic_partition,
+            highest,
+            highest + 1,
+        )
+        epochs = [e for e in log.leader_epoch_cache.epoch_entries if e.start_offset <= highest]
+        log.truncate_fully_and_start_at(highest + 1, min(log.log_start_offset, highest + 1))
+        log.leader_epoch_cache.assign_entries(epochs)
+        log.update_highest_offset_in_remote_storage(highest)
 
     def _restore_log_start(self, log: Log, tip: TopicIdPartition) -> None:
         """The log start offset over both tiers after a restart: the log-start-offset checkpoint is written
@@ -303,26 +344,64 @@ class RemoteTier:
 
     def stop(self, log: Log, delete: bool) -> None:
         """Stop managing ``log`` (its reader detached); with ``delete`` its remote segments and metadata are
-        deleted in the background (a failure is logged; the objects stay for an operator)."""
+        deleted in the background. The deletion is marked first (DELETE_PARTITION_MARKED, durable before this
+        returns), so one that a failure or a crash cuts short is finished by the next open
+        (:meth:`resume_partition_deletions`). A deleted log whose tiering never started here (its start
+        failed, storage down) is marked and deleted too."""
         tp = log.topic_partition
         with self._lock:
-            if tp not in self._started:
-                return
+            was = tp in self._started
             self._started.discard(tp)
+        if not was and not (delete and log.remote_log_enabled and log.topic_id is not None):
+            return
         with contextlib.suppress(KafkaError, OSError):
             log.set_remote_log_reader(None)
+        if not delete:
+            with self._partition_lock(tp):
+                try:
+                    self.rlm.stop_partition(tp, False)
+                except Exception:
+                    _log.exception("Could not stop the remote tier of %s", tp)
+            return
+        tip = topic_id_partition(log)
+        try:
+            self.rlm.mark_partition_deleted(tip)
+        except (KafkaError, OSError) as exc:
+            _log.warning("Could not mark the remote data of %s for deletion: %s", tp, exc)
+        self._submit_deletion(tp, tip)
+
+    def _submit_deletion(self, tp: TopicPartition, tip: TopicIdPartition) -> None:
+        """Delete ``tip``'s remote data on the deleter thread (the RLM stops it first if it manages it)."""
 
         def run() -> None:
             with self._partition_lock(tp):
                 try:
-                    self.rlm.stop_partition(tp, delete)
+                    self.rlm.delete_partition(tip)
                 except Exception:
-                    _log.exception("Could not %s the remote tier of %s", "delete" if delete else "stop", tp)
+                    _log.exception("Could not delete the remote data of %s (finished at the next open)", tip)
+                finally:
+                    with self._lock:
+                        self._deleting.discard(tp)
 
-        if delete:
+        with self._lock:
+            self._deleting.add(tp)
+        try:
             self._deleter.submit(run)
-        else:
-            run()
+        except RuntimeError:  # closing: the next open finishes it (it is marked)
+            with self._lock:
+                self._deleting.discard(tp)
+
+    def resume_partition_deletions(self, deleted: Callable[[TopicIdPartition], bool]) -> int:
+        """Finish in the background every deletion of a partition's remote data that a crash or a storage
+        failure cut short (DELETE_PARTITION_MARKED / STARTED without FINISHED in ``__remote_log_metadata``,
+        every metadata partition replayed), for the partitions ``deleted`` says belong to a deleted topic
+        (Kafka's ``deleteRemoteLogPartition``); the others (tiering turned off) are finished when they start
+        again. Returns how many were submitted."""
+        pending = [tip for tip in self.rlm.rlmm.partitions_pending_deletion() if deleted(tip)]
+        for tip in pending:
+            _log.info("Resuming the deletion of the remote data of %s", tip)
+            self._submit_deletion(TopicPartition(tip.topic, tip.partition), tip)
+        return len(pending)
 
     # --- tasks ----------------------------------------------------------------------------------------------
     def schedule(self, logs: Callable[[], list[Log]], closed: Callable[[], bool]) -> None:

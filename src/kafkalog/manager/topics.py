@@ -161,8 +161,9 @@ class TopicRegistry:
         """Put back a count (a creation that failed half way, or the partitions found on disk)."""
         self.get(topic).partitions = count
 
-    def alter(self, topic: str, changes: Mapping[str, Any]) -> LogConfig:
-        """Set overrides (a None value removes one); returns the new effective config."""
+    def altered(self, topic: str, changes: Mapping[str, Any]) -> tuple[dict[str, Any], LogConfig]:
+        """The overrides and the effective config ``changes`` would give ``topic`` (a None value removes an
+        override), validated as :meth:`alter` does; nothing changes."""
         meta = self.get(topic)
         overrides = dict(meta.config)
         for key, value in changes.items():
@@ -173,7 +174,12 @@ class TopicRegistry:
         new_config = LogConfig.from_props(overrides, base=self.default_config)
         validate_remote_storage(new_config, self.remote_storage_system_enable)
         validate_remote_storage_change(self.config_for(topic), new_config)
-        meta.config = overrides
+        return overrides, new_config
+
+    def alter(self, topic: str, changes: Mapping[str, Any]) -> LogConfig:
+        """Set overrides (a None value removes one); returns the new effective config."""
+        overrides, new_config = self.altered(topic, changes)
+        self.get(topic).config = overrides
         return new_config
 
     def remove(self, topic: str) -> None:

@@ -4,9 +4,11 @@ Invariant owned here: a key is a ``/``-separated path below the store's root and
 absolute, ``.`` or ``..`` segment, or a symbolic link leading out of the root, is refused before any file is
 touched), so reading or writing through this store never touches a file outside its root. Only regular
 files are objects: a symbolic link is neither listed nor opened. ``put`` writes a temporary file beside the target and
-renames it into place (a reader sees the old object or the new one) and is durable when it returns (the
-file and its directory fsynced, as an object store's PUT is: tiering deletes a local segment once its copy
-is written). It needs no extra package: plain
+renames it into place (a reader sees the old object or the new one); the file is fsynced before the
+rename and its directory (and any directory it created) after, so an object is durable when ``put``
+returns (the remote tier publishes COPY_SEGMENT_FINISHED then); ``delete`` fsyncs the directory after the
+unlink, so a deletion is durable when it returns (DELETE_SEGMENT_FINISHED then: no object comes back as
+an orphan after a power loss). It needs no extra package: plain
 paths keep kafkalog's native readers, and this store exists so that code written against the seam also
 runs on ``file://`` URLs and paths.
 """
@@ -161,7 +163,13 @@ class LocalFileStore:
 
     def put_stream(self, key: str, chunks: Iterable[bytes]) -> None:
         path = self._path(key)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
+        parent = os.path.dirname(path)
+        if not os.path.isdir(parent):
+            os.makedirs(parent, exist_ok=True)
+            created = parent  # the new directories' own entries, up to the root
+            while created != self._root and os.path.dirname(created) != created:
+                created = os.path.dirname(created)
+                fsync_dir(created)
         fd, tmp = tempfile.mkstemp(
             prefix=os.path.basename(path) + ".", suffix=".tmp", dir=os.path.dirname(path)
         )
@@ -172,14 +180,16 @@ class LocalFileStore:
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
-            fsync_dir(os.path.dirname(path))
+            fsync_dir(os.path.dirname(path))  # durable on return: the RSM's copy is then FINISHED
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
 
     def delete(self, key: str) -> None:
+        path = self._path(key)
         try:
-            os.unlink(self._path(key))
+            os.unlink(path)
         except FileNotFoundError:
             return
+        fsync_dir(os.path.dirname(path))  # durable on return: the RSM's delete is then FINISHED

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from kafkalog.errors import InvalidConfigurationError
 
@@ -290,6 +290,19 @@ def safe_url(url: str) -> str:
     if parts.scheme and "@" in parts.netloc and ":" in parts.netloc.split("@", 1)[0]:
         return url.replace(parts.netloc, parts.netloc.rsplit("@", 1)[1], 1)
     return url
+
+
+def public_url(url: str) -> str:
+    """``url`` without user-info, a query or a fragment (where credentials hide: an Azure SAS token is a
+    query string); for reprs, logs and the data dir's record of its archive. An Azure ``container@account``
+    authority is kept (the container is no secret, and names the archive); a path is returned as is."""
+    parts = urlsplit(url)
+    if not parts.scheme or (len(parts.scheme) == 1 and url[1:2] == ":"):
+        return url
+    netloc = parts.netloc
+    if "@" in netloc and (SCHEMES.get(parts.scheme.lower()) != "az" or ":" in netloc.rsplit("@", 1)[0]):
+        netloc = netloc.rsplit("@", 1)[1]
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 # --- resolution --------------------------------------------------------------------------------------------

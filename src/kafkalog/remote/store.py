@@ -89,6 +89,11 @@ class RemotePartitionMetadataStore:
         """The partition's newest delete record, until DELETE_PARTITION_FINISHED."""
         return self._deletes.get(topic_id_partition)
 
+    def partitions_pending_deletion(self) -> list[RemotePartitionDeleteMetadata]:
+        """The newest delete record of every partition whose deletion is DELETE_PARTITION_MARKED or STARTED
+        (not FINISHED), loaded or not."""
+        return list(self._deletes.values())
+
     def list_remote_log_segments(
         self, topic_id_partition: TopicIdPartition, leader_epoch: int | None = None
     ) -> Iterator[RemoteLogSegmentMetadata]:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from kafkalog.errors import InvalidConfigurationError
-from kafkalog.objstore.options import redact
+from kafkalog.objstore.options import public_url, redact
 
 __all__ = [
     "DEFAULT_REMOTE_LOG_INDEX_FILE_CACHE_TOTAL_SIZE_BYTES",
@@ -109,7 +109,7 @@ class RsmConfig:
 
     def __repr__(self) -> str:
         return (
-            f"RsmConfig(storage_url={self.storage_url!r}, storage_options={redact(self.storage_options)!r}, "
+            f"RsmConfig(storage_url={public_url(self.storage_url)!r}, storage_options={redact(self.storage_options)!r}, "
             f"key_prefix={self.key_prefix!r}, chunk_size={self.chunk_size}, "
             f"compression_enabled={self.compression_enabled}, encryption_enabled={self.encryption_enabled}, "
             f"encryption_key_pair_id={self.encryption_key_pair_id!r}, "

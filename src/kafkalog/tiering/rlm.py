@@ -12,6 +12,10 @@ Invariants owned here:
   DELETE_SEGMENT_STARTED without FINISHED are finished as deletes by :meth:`RemoteLogManager.cleanup_incomplete`
   (run when a partition starts and at the start of every copy pass): DELETE_SEGMENT_STARTED → the RSM's delete
   (manifest first) → DELETE_SEGMENT_FINISHED. The copy is then retried with a new segment id.
+  A deletion of a partition's remote data cut short (DELETE_PARTITION_MARKED / STARTED without FINISHED:
+  tiering turned off, then a failure) is finished when the partition starts again, before its highest
+  remote offset is restored; a deleted topic's is finished by :meth:`RemoteLogManager.delete_partition`
+  (the manager asks at open, :meth:`TopicBasedRemoteLogMetadataManager.partitions_pending_deletion`).
 * **Total retention** (``retention.ms``, ``retention.bytes`` over the local-only and remote bytes, the log start
   offset, segments whose epochs all precede the leader-epoch lineage) moves the log start offset first
   (``maybe_increment_log_start_offset(end + 1, "segment deletion")``, so no reader is sent to a segment being
@@ -306,9 +310,14 @@ class RemoteLogManager:
         """Load the partition's metadata, restore the log's highest offset in remote storage, and clean up what
         a crash left half done."""
         tip = topic_id_partition(log, topic_id)
+        state = self._new_state(tip)
         with self._lock:
-            self._partitions[log.topic_partition] = self._new_state(tip)
+            self._partitions[log.topic_partition] = state
         self.rlmm.on_partition_leadership_changes({tip})
+        if self.rlmm.remote_partition_delete_metadata(tip) is not None:
+            # a deletion of its remote data (tiering turned off) was cut short: finish it first, or the highest
+            # offset restored below would count the segments it still deletes as copied
+            self._delete_remote_partition(state)
         highest = self.find_highest_remote_offset(log)
         if highest > log.highest_offset_in_remote_storage:
             log.update_highest_offset_in_remote_storage(highest)
@@ -330,6 +339,8 @@ class RemoteLogManager:
             return
         if delete:
             with state.pass_lock:  # a running pass of the partition ends first (it sees it is stopped)
+                if self.rlmm.remote_partition_delete_metadata(state.tip) is None:  # not marked by the caller
+                    self.mark_partition_deleted(state.tip)  # durable: a crash from here on is resumed at open
                 try:
                     self._delete_remote_partition(state)
                 except Exception as exc:
@@ -352,14 +363,20 @@ class RemoteLogManager:
         tip = state.tip
         broker = self.config.broker_id
         marked = self.rlmm.remote_partition_delete_metadata(tip)
-        if marked is None or marked.state is not RemotePartitionDeleteState.DELETE_PARTITION_STARTED:
-            for step in (
+        steps = {
+            None: (
                 RemotePartitionDeleteState.DELETE_PARTITION_MARKED,
                 RemotePartitionDeleteState.DELETE_PARTITION_STARTED,
-            ):
-                self.rlmm.put_remote_partition_delete_metadata(
-                    RemotePartitionDeleteMetadata(tip, step, self.time.milliseconds(), broker)
-                )
+            ),
+            RemotePartitionDeleteState.DELETE_PARTITION_MARKED: (
+                RemotePartitionDeleteState.DELETE_PARTITION_STARTED,
+            ),
+            RemotePartitionDeleteState.DELETE_PARTITION_STARTED: (),
+        }[None if marked is None else marked.state]
+        for step in steps:
+            self.rlmm.put_remote_partition_delete_metadata(
+                RemotePartitionDeleteMetadata(tip, step, self.time.milliseconds(), broker)
+            )
         segments = list(self.rlmm.list_remote_log_segments(tip))
         for md in segments:
             if md.state is not RemoteLogSegmentState.DELETE_SEGMENT_STARTED:
@@ -420,6 +437,35 @@ class RemoteLogManager:
             _log.info("Deleted the remote log of stopped partition %s", tp)
             done += 1
         return done
+
+    def mark_partition_deleted(self, tip: TopicIdPartition) -> None:
+        """Publish DELETE_PARTITION_MARKED for ``tip`` (durable on return; Kafka's ``stopPartitions`` marks
+        before the deletion runs): a deletion cut short after this is found again at the next start
+        (:meth:`TopicBasedRemoteLogMetadataManager.partitions_pending_deletion`) and finished."""
+        self.rlmm.put_remote_partition_delete_metadata(
+            RemotePartitionDeleteMetadata(
+                tip,
+                RemotePartitionDeleteState.DELETE_PARTITION_MARKED,
+                self.time.milliseconds(),
+                self.config.broker_id,
+            )
+        )
+
+    def delete_partition(self, tip: TopicIdPartition) -> None:
+        """Delete ``tip``'s remote segments and metadata (Kafka's ``deleteRemoteLogPartition``), stopping it
+        first if it is managed; also for a partition never started here (a deleted topic's, whose deletion a
+        crash or a storage failure cut short). Raises as the deletion does, leaving it pending (marked) for
+        the next start."""
+        tp = TopicPartition(tip.topic, tip.partition)
+        with self._lock:
+            state = self._partitions.get(tp)
+            if state is not None and state.tip == tip:
+                del self._partitions[tp]
+            else:
+                state = self._new_state(tip)
+        if self.rlmm.remote_partition_delete_metadata(tip) is None:
+            self.mark_partition_deleted(tip)
+        self._delete_remote_partition(state)
 
     def close(self) -> None:
         """Forget every partition, the cached indexes, and close the RSM and the RLMM (not their Logs); a copy

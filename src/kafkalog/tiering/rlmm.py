@@ -13,7 +13,9 @@ Invariants owned here:
 * a user partition's events are replayed from its metadata partition, log start to end, before it is first
   queried or published to (:meth:`TopicBasedRemoteLogMetadataManager.on_partition_leadership_changes` or the
   first use; again after :meth:`~TopicBasedRemoteLogMetadataManager.on_stop_partitions`), so after a
-  restart its state is exactly what the durable records say;
+  restart its state is exactly what the durable records say; a metadata partition is read whole once per
+  start (a replay loads every user partition with events there; one started later without any is loaded
+  empty), and again only after one of its user partitions was stopped;
 * an event is checked against the current state before it is written (Kafka's ``IllegalArgumentException``
   cases: an add in a state other than COPY_SEGMENT_STARTED, an update to COPY_SEGMENT_STARTED, a transition
   :meth:`~kafkalog.remote.RemoteLogSegmentState.is_valid_transition` refuses): a refused event is an
@@ -71,6 +73,9 @@ class TopicBasedRemoteLogMetadataManager:
         self.store = RemotePartitionMetadataStore()
         #: user partitions loaded (replayed) since start
         self._loaded: set[TopicIdPartition] = set()
+        #: metadata partitions replayed whole since start: every user partition with events there was loaded
+        #: by it, so one not loaded has none (it is loaded empty, without reading the partition again)
+        self._replayed: set[int] = set()
         self._lock = threading.RLock()
         self._closed = False
 
@@ -99,6 +104,7 @@ class TopicBasedRemoteLogMetadataManager:
             for tip in partitions:
                 self.store.clear_topic_partition(tip)
                 self._loaded.discard(tip)
+                self._replayed.discard(self.metadata_partition(tip))  # its events are read again when started
 
     def is_ready(self, topic_id_partition: TopicIdPartition) -> bool:
         """Whether the partition's metadata is loaded and replayed."""
@@ -108,14 +114,21 @@ class TopicBasedRemoteLogMetadataManager:
     def _ensure_loaded(self, tip: TopicIdPartition) -> None:
         with self._lock:
             if not self.store.is_initialized(tip):
-                self._replay(self.metadata_partition(tip), tip)
+                partition = self.metadata_partition(tip)
+                if partition in self._replayed:  # no events there: nothing to read
+                    self.store.maybe_load_partition(tip)
+                    self.store.mark_initialized(tip)
+                    self._loaded.add(tip)
+                else:
+                    self._replay(partition, tip)
+                    self._replayed.add(partition)
 
-    def _replay(self, partition: int, tip: TopicIdPartition) -> None:
+    def _replay(self, partition: int, tip: TopicIdPartition | None) -> None:
         """Apply every record of metadata partition ``partition`` for the user partitions not loaded yet (so
         ``tip`` and the others sharing the partition); each is then initialized."""
         log = self._log_for_partition(partition)
         live = {t for t in self._loaded if self.store.is_initialized(t)}
-        touched: set[TopicIdPartition] = {tip}
+        touched: set[TopicIdPartition] = set() if tip is None else {tip}
         offset = log.log_start_offset
         end = log.log_end_offset
         count = 0
@@ -207,10 +220,22 @@ class TopicBasedRemoteLogMetadataManager:
     def remote_partition_delete_metadata(
         self, topic_id_partition: TopicIdPartition
     ) -> RemotePartitionDeleteMetadata | None:
-        """The partition's newest delete event until DELETE_PARTITION_FINISHED, else None."""
+        """The partition's newest DELETE_PARTITION_MARKED / STARTED event (a deletion of its remote data not
+        finished), else None."""
         with self._lock:
             self._ensure_loaded(topic_id_partition)
             return self.store.remote_partition_delete_metadata(topic_id_partition)
+
+    def partitions_pending_deletion(self) -> list[TopicIdPartition]:
+        """Every user partition whose deletion of its remote data was DELETE_PARTITION_MARKED or STARTED and
+        never FINISHED (a crash or a storage failure cut it short), after replaying every metadata partition
+        not yet replayed since start (Kafka's ``RemotePartitionDeleteMetadata`` handling)."""
+        with self._lock:
+            for partition in range(self.partitioner.num_metadata_topic_partitions):
+                if partition not in self._replayed:
+                    self._replay(partition, None)
+                    self._replayed.add(partition)
+            return [md.topic_id_partition for md in self.store.partitions_pending_deletion()]
 
     def list_remote_log_segments(
         self, topic_id_partition: TopicIdPartition, leader_epoch: int | None = None
@@ -248,4 +273,5 @@ class TopicBasedRemoteLogMetadataManager:
         with self._lock:
             self._closed = True
             self._loaded.clear()
+            self._replayed.clear()
             self.store = RemotePartitionMetadataStore()

@@ -271,7 +271,9 @@ async def handle_incremental_alter_configs(ctx: RequestContext, request: Message
             after = _config_after(manager, config, changes)
             check_client_overrides([k for k, v in changes.items() if v is not None], after)
             check_internal_topic_config(name, after)
-            if not request.validate_only:
+            if request.validate_only:  # the refusal the change itself would get, nothing changed
+                manager.validate_topic_config_change(name, changes)
+            else:
                 await ctx.broker.run_blocking(manager.alter_topic_config, name, changes)
             responses.append(
                 _AlterResult(

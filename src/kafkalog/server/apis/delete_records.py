@@ -2,7 +2,8 @@
 
 Versions 0-2. Per partition: the target offset -1 means the high watermark; a negative offset or one past the
 high watermark is OFFSET_OUT_OF_RANGE; a topic whose ``cleanup.policy`` lacks ``delete`` is POLICY_VIOLATION,
-as in Kafka. The new log start offset is visible at once (``low_watermark`` in the answer, ListOffsets
+as in Kafka; ``__remote_log_metadata`` is INVALID_TOPIC_EXCEPTION (its events are the only record of what the remote
+tier holds: a start replays them from its log start offset). The new log start offset is visible at once (``low_watermark`` in the answer, ListOffsets
 EARLIEST, Fetch); segments wholly below it are removed by the next retention run, as in Kafka. A partition
 named more than once is handled once, with the last offset named, and answered once (Kafka keys the request
 by partition), so repeating an entry costs the server nothing more. A request of more than
@@ -14,8 +15,9 @@ from __future__ import annotations
 from kafka.protocol.admin import DeleteRecordsResponse
 from kafka.protocol.api_key import ApiKey
 
-from kafkalog.errors import KafkaError, OffsetOutOfRangeError
+from kafkalog.errors import InvalidTopicError, KafkaError, OffsetOutOfRangeError
 from kafkalog.log.names import TopicPartition
+from kafkalog.remote import REMOTE_LOG_METADATA_TOPIC_NAME
 from kafkalog.server.apis.list_offsets import MANY_PARTITIONS
 from kafkalog.server.broker import Broker
 from kafkalog.server.context import RequestContext
@@ -58,6 +60,10 @@ def _delete(broker: Broker, request: Message) -> tuple[list[Message], list[Topic
         partitions = []
         for index, offset in offsets.items():
             try:
+                if (
+                    name == REMOTE_LOG_METADATA_TOPIC_NAME
+                ):  # its events are the only record of the remote tier
+                    raise InvalidTopicError(f"Cannot delete records of internal topic {name}")
                 log = broker.get_log(name, index)
                 if not log.config.delete:
                     partitions.append(

@@ -45,6 +45,7 @@ from kafkalog.errors import (
 )
 from kafkalog.log.names import TopicPartition
 from kafkalog.records import Compression, DefaultRecordBatch, MemoryRecords
+from kafkalog.remote import REMOTE_LOG_METADATA_TOPIC_NAME
 from kafkalog.server.context import RequestContext
 from kafkalog.server.dispatch import api
 from kafkalog.server.errors import ErrorCode, error_code_for, error_message_for
@@ -120,6 +121,8 @@ async def _append(
     try:
         if topic in INTERNAL_TOPICS:  # written by the coordinators only, as in Kafka
             raise InvalidTopicError(f"cannot append to internal topic {topic}")
+        if topic == REMOTE_LOG_METADATA_TOPIC_NAME:  # the remote log manager's record of the remote tier
+            raise InvalidTopicError(f"cannot append to {topic}: only the remote log manager writes it")
         log = broker.get_log(topic, index)
         if not data:
             raise InvalidRecordError("produce request without records")
