@@ -380,29 +380,13 @@ class RemoteLogManager:
         segments = list(self.rlmm.list_remote_log_segments(tip))
         for md in segments:
             if md.state is not RemoteLogSegmentState.DELETE_SEGMENT_STARTED:
-                self.rlmm.update_remote_log_segment_metadata(
-                    RemoteLogSegmentMetadataUpdate(
-                        md.remote_log_segment_id,
-                        self.time.milliseconds(),
-                        md.custom_metadata,
-                        RemoteLogSegmentState.DELETE_SEGMENT_STARTED,
-                        broker,
-                    )
-                )
+                self._publish_segment_state(md, RemoteLogSegmentState.DELETE_SEGMENT_STARTED)
         for md in segments:
             self._count(state, "RemoteDeleteRequestsPerSec")
             self.index_cache.remove(md.remote_log_segment_id.id)
             self.rsm.delete_log_segment_data(md)
         for md in segments:
-            self.rlmm.update_remote_log_segment_metadata(
-                RemoteLogSegmentMetadataUpdate(
-                    md.remote_log_segment_id,
-                    self.time.milliseconds(),
-                    md.custom_metadata,
-                    RemoteLogSegmentState.DELETE_SEGMENT_FINISHED,
-                    broker,
-                )
-            )
+            self._publish_segment_state(md, RemoteLogSegmentState.DELETE_SEGMENT_FINISHED)
         self.rlmm.put_remote_partition_delete_metadata(
             RemotePartitionDeleteMetadata(
                 tip, RemotePartitionDeleteState.DELETE_PARTITION_FINISHED, self.time.milliseconds(), broker
@@ -586,31 +570,26 @@ class RemoteLogManager:
                 done += 1
         return done
 
-    def _delete_segment(self, state: _PartitionState, md: RemoteLogSegmentMetadata) -> None:
-        """DELETE_SEGMENT_STARTED → the RSM's delete → DELETE_SEGMENT_FINISHED (Kafka's ``deleteRemoteLogSegment``)."""
-        broker = self.config.broker_id
-        if md.state is not RemoteLogSegmentState.DELETE_SEGMENT_STARTED:
-            self.rlmm.update_remote_log_segment_metadata(
-                RemoteLogSegmentMetadataUpdate(
-                    md.remote_log_segment_id,
-                    self.time.milliseconds(),
-                    md.custom_metadata,
-                    RemoteLogSegmentState.DELETE_SEGMENT_STARTED,
-                    broker,
-                )
-            )
-        self._count(state, "RemoteDeleteRequestsPerSec")
-        self.index_cache.remove(md.remote_log_segment_id.id)
-        self.rsm.delete_log_segment_data(md)
+    def _publish_segment_state(self, md: RemoteLogSegmentMetadata, target: RemoteLogSegmentState) -> None:
+        """Publish ``md``'s move to ``target`` (durable on return), its custom metadata kept."""
         self.rlmm.update_remote_log_segment_metadata(
             RemoteLogSegmentMetadataUpdate(
                 md.remote_log_segment_id,
                 self.time.milliseconds(),
                 md.custom_metadata,
-                RemoteLogSegmentState.DELETE_SEGMENT_FINISHED,
-                broker,
+                target,
+                self.config.broker_id,
             )
         )
+
+    def _delete_segment(self, state: _PartitionState, md: RemoteLogSegmentMetadata) -> None:
+        """DELETE_SEGMENT_STARTED → the RSM's delete → DELETE_SEGMENT_FINISHED (Kafka's ``deleteRemoteLogSegment``)."""
+        if md.state is not RemoteLogSegmentState.DELETE_SEGMENT_STARTED:
+            self._publish_segment_state(md, RemoteLogSegmentState.DELETE_SEGMENT_STARTED)
+        self._count(state, "RemoteDeleteRequestsPerSec")
+        self.index_cache.remove(md.remote_log_segment_id.id)
+        self.rsm.delete_log_segment_data(md)
+        self._publish_segment_state(md, RemoteLogSegmentState.DELETE_SEGMENT_FINISHED)
 
     def _failed(self, state: _PartitionState, metric: str, what: str, log: Log, exc: BaseException) -> None:
         self._count(state, metric)
