@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,6 +41,23 @@ class MetadataLogs:
         for log in self.logs.values():
             log.close()
         self.logs.clear()
+
+
+@pytest.fixture
+def props(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """A manager's tiering settings over a private ``memory://`` store (one metadata partition, 4 KiB chunks,
+    tasks run by hand); the store is forgotten after the test."""
+    from kafkalog.objstore.open import forget_memory_store
+
+    name = f"tier-{tmp_path.name}"
+    yield {
+        "remote.log.storage.system.enable": "true",
+        "remote.log.manager.task.interval.ms": 3_600_000,
+        "remote.log.metadata.topic.num.partitions": 1,
+        "rsm.config.storage.url": f"memory://{name}",
+        "rsm.config.chunk.size": 4096,
+    }
+    forget_memory_store(name)
 
 
 @pytest.fixture

@@ -7,16 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import time as wall
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from kafkalog.errors import KafkaError
 from kafkalog.log.types import FetchIsolation
 from kafkalog.manager import LogManager
-from kafkalog.objstore.open import forget_memory_store
 from kafkalog.remote import (
     REMOTE_LOG_METADATA_TOPIC_NAME,
     RemoteLogMetadataTopicPartitioner,
@@ -26,19 +22,6 @@ from kafkalog.tiering import topic_id_partition
 from kafkalog.time import MockTime
 
 from .tier_helpers import TIERED_TOPIC, local_bases, produce, read_all
-
-
-@pytest.fixture
-def props(tmp_path: Path) -> Iterator[dict[str, Any]]:
-    name = f"review-meta-{tmp_path.name}"
-    yield {
-        "remote.log.storage.system.enable": "true",
-        "remote.log.manager.task.interval.ms": 3_600_000,
-        "remote.log.metadata.topic.num.partitions": 1,
-        "rsm.config.storage.url": f"memory://{name}",
-        "rsm.config.chunk.size": 4096,
-    }
-    forget_memory_store(name)
 
 
 def test_a_retention_set_on_the_metadata_topic_never_forgets_remote_segments(

@@ -5,14 +5,12 @@ also holds (segments still local, the objects of a copy a crash cut before COPY_
 from __future__ import annotations
 
 import time as wall
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kafkalog.manager import LogManager
-from kafkalog.objstore.open import forget_memory_store
 from kafkalog.readonly.log import ReadOnlyDataDir
 from kafkalog.remote import RemoteLogSegmentId, RemoteLogSegmentMetadata, Uuid
 from kafkalog.tiering import topic_id_partition
@@ -20,19 +18,6 @@ from kafkalog.time import MockTime
 
 from .conftest import reader_rows, segment_data
 from .tier_helpers import TIERED_TOPIC, produce
-
-
-@pytest.fixture
-def props(tmp_path: Path) -> Iterator[dict[str, Any]]:
-    name = f"review-ro-{tmp_path.name}"
-    yield {
-        "remote.log.storage.system.enable": "true",
-        "remote.log.manager.task.interval.ms": 3_600_000,
-        "remote.log.metadata.topic.num.partitions": 1,
-        "rsm.config.storage.url": f"memory://{name}",
-        "rsm.config.chunk.size": 4096,
-    }
-    forget_memory_store(name)
 
 
 @pytest.mark.parametrize("local_retention", [False, True])

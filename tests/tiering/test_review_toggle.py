@@ -7,30 +7,13 @@ from __future__ import annotations
 
 import threading
 import time as wall
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from kafkalog.manager import LogManager
-from kafkalog.objstore.open import forget_memory_store
 from kafkalog.time import MockTime
 
 from .tier_helpers import TIERED_TOPIC, produce, read_all
-
-
-@pytest.fixture
-def props(tmp_path: Path) -> Iterator[dict[str, Any]]:
-    name = f"review-toggle-{tmp_path.name}"
-    yield {
-        "remote.log.storage.system.enable": "true",
-        "remote.log.manager.task.interval.ms": 3_600_000,
-        "remote.log.metadata.topic.num.partitions": 1,
-        "rsm.config.storage.url": f"memory://{name}",
-        "rsm.config.chunk.size": 4096,
-    }
-    forget_memory_store(name)
 
 
 def test_tiering_turned_off_and_on_again_keeps_copying(tmp_path: Path, props: dict[str, Any]) -> None:

@@ -7,33 +7,16 @@ DELETE_PARTITION_STARTED without DELETE_PARTITION_FINISHED), so the objects are 
 from __future__ import annotations
 
 import time as wall
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from kafkalog.errors import RemoteStorageError
 from kafkalog.manager import LogManager
 from kafkalog.objstore import open_store
-from kafkalog.objstore.open import forget_memory_store
 from kafkalog.tiering import topic_id_partition
 from kafkalog.time import MockTime
 
 from .tier_helpers import TIERED_TOPIC, produce
-
-
-@pytest.fixture
-def props(tmp_path: Path) -> Iterator[dict[str, Any]]:
-    name = f"review-del-{tmp_path.name}"
-    yield {
-        "remote.log.storage.system.enable": "true",
-        "remote.log.manager.task.interval.ms": 3_600_000,
-        "remote.log.metadata.topic.num.partitions": 1,
-        "rsm.config.storage.url": f"memory://{name}",
-        "rsm.config.chunk.size": 4096,
-    }
-    forget_memory_store(name)
 
 
 def test_a_topic_deletion_cut_short_is_finished_after_a_restart(
