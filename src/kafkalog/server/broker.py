@@ -38,6 +38,7 @@ from kafkalog.server.producer_ids import ProducerIdManager
 if TYPE_CHECKING:
     from kafkalog.server.groups.coordinator import GroupCoordinator
     from kafkalog.server.txn.coordinator import TransactionCoordinator
+    from kafkalog.tiering import RemoteLogManager
 
 __all__ = ["IDLE_INLINE_MAX_BYTES", "ZERO_UUID", "Broker"]
 
@@ -121,6 +122,12 @@ class Broker:
         if nbytes <= self.config.inline_io_max_bytes:
             return False
         return self.ready_connections > 0 or nbytes > IDLE_INLINE_MAX_BYTES
+
+    @property
+    def remote_log_manager(self) -> RemoteLogManager | None:
+        """The manager's ``RemoteLogManager`` (its remote fetch quota and reader pool), None without tiering."""
+        tier = self.manager.remote_tier
+        return None if tier is None else tier.rlm
 
     def get_log(self, topic: str, partition: int) -> Log:
         """The partition's log (``UnknownTopicOrPartitionError``, ``KafkaStorageError`` as the manager raises)."""

@@ -1,0 +1,238 @@
+"""Remote reads for ``kafkalog serve``'s fetches (issue #25's open items, Kafka's ``RemoteLogManager`` and
+``ReplicaManager``): the remote fetch quota (``remote.log.manager.fetch.max.bytes.per.second``: over it a
+partition gets no remote data in that fetch, KIP-956, and ``remote-fetch-throttle-time`` records it), the
+bounded remote reader pool (``remote.log.reader.threads`` / ``remote.log.reader.max.pending.tasks``: a full
+queue is the partition's UNKNOWN_SERVER_ERROR at once, never a blocked I/O thread or a new thread), and
+``remote.fetch.max.wait.ms`` (a remote read not done by then answers the partition empty).
+
+Every store is ``memory://`` (no S3 server); clocks are injected and blocked reads are released by events."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka.protocol.consumer import FetchRequest
+
+from kafkalog.errors import RejectedExecutionError
+from kafkalog.manager import LogManager
+from kafkalog.records import MemoryRecords
+from kafkalog.server import ErrorCode, KafkaServer
+from kafkalog.tiering import RemoteLogManager, RemoteStorageThreadPool
+from kafkalog.tiering.reader_pool import READER_THREAD_PREFIX
+from kafkalog.time import MockTime
+from server.helpers import RawClient
+
+from .tier_helpers import TIERED_TOPIC, open_tiered, produce
+
+FT = FetchRequest.FetchTopic
+N = 300
+
+
+def _until(condition: Callable[[], bool], what: str, seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.005)
+
+
+@contextmanager
+def _tiered(tmp_path: Path, props: dict[str, Any], **extra: Any) -> Iterator[LogManager]:
+    """A manager whose topic ``t`` (one partition, ``N`` records) is in the remote tier but for its active
+    segment."""
+    with open_tiered(tmp_path / "data", {**props, **extra}) as mgr:
+        (log,) = mgr.create_topic("t", 1, {**TIERED_TOPIC, "local.retention.bytes": 0})
+        produce(log, N)
+        for _ in range(2):  # local retention rolls the active segment too; the next pass copies it
+            mgr.copy_remote_segments()
+            mgr.delete_old_segments()
+        assert log.local_log_start_offset > N // 2
+        yield mgr
+
+
+def _rlm(mgr: LogManager) -> RemoteLogManager:
+    assert mgr.remote_tier is not None
+    return mgr.remote_tier.rlm
+
+
+def _fetch(client: RawClient, offset: int, max_bytes: int = 4096) -> Any:
+    part = FT.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=max_bytes)
+    request = FetchRequest[12](
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=1,
+        max_bytes=50 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[FT(topic="t", partitions=[part])],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
+    return client.call(request, 12).responses[0].partitions[0]
+
+
+def _offsets(records: bytes) -> list[int]:
+    return [r.offset for b in MemoryRecords(records).batches() for r in b]
+
+
+def _block_remote_reads(rlm: RemoteLogManager) -> tuple[threading.Event, threading.Event]:
+    """Make every ranged read of a remote ``.log`` wait for the returned ``release`` event (``entered`` is set
+    when one waits)."""
+    entered, release = threading.Event(), threading.Event()
+    original = rlm.rsm.fetch_log_segment
+
+    def blocked(*args: Any, **kwargs: Any) -> bytes:
+        entered.set()
+        assert release.wait(60), "the test never released the remote read"
+        return original(*args, **kwargs)
+
+    rlm.rsm.fetch_log_segment = blocked  # type: ignore[method-assign]
+    return entered, release
+
+
+def _reader_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith(READER_THREAD_PREFIX)]
+
+
+def test_over_the_fetch_quota_a_partition_gets_no_remote_data_until_the_window_passes(
+    tmp_path: Path, props: dict[str, Any]
+) -> None:
+    quota = {
+        "remote.log.manager.fetch.max.bytes.per.second": 500,
+        "remote.log.manager.fetch.quota.window.num": 2,
+        "remote.log.manager.fetch.quota.window.size.seconds": 1,
+    }
+    with _tiered(tmp_path, props, **quota) as mgr:
+        rlm = _rlm(mgr)
+        clock = MockTime()
+        rlm.fetch_quota.time = clock  # the configured quota, on a clock the test moves
+        rlm.fetch_throttle_time_sensor.time = clock
+        with KafkaServer(manager=mgr, port=0) as server, RawClient(server.port) as client:
+            first = _fetch(client, 0)
+            assert first.error_code == ErrorCode.NONE
+            assert _offsets(first.records)[0] == 0
+            assert len(first.records) > 500  # over 500 B/s in the 1 s the rate spans
+            assert rlm.get_fetch_throttle_time_ms() > 0
+            assert rlm.read_metrics()["remote-fetch-throttle-count"] == 0
+            reads = rlm.meters()["RemoteFetchRequestsPerSec"].count
+
+            throttled = _fetch(client, 0)  # KIP-956: no remote read, no data, no error
+            assert throttled.error_code == ErrorCode.NONE
+            assert bytes(throttled.records or b"") == b""
+            assert throttled.log_start_offset == 0 and throttled.high_watermark == N
+            assert rlm.meters()["RemoteFetchRequestsPerSec"].count == reads  # nothing was read
+            metrics = rlm.read_metrics()
+            assert metrics["remote-fetch-throttle-count"] == 1
+            assert metrics["remote-fetch-throttle-time-max"] == rlm.get_fetch_throttle_time_ms() > 0
+
+            clock.sleep(2_000)  # the two 1 s windows holding the read pass
+            assert rlm.get_fetch_throttle_time_ms() == 0
+            again = _fetch(client, 0)
+            assert again.error_code == ErrorCode.NONE
+            assert bytes(again.records) == bytes(first.records)
+
+
+def test_a_full_reader_queue_is_the_partitions_error_at_once_and_starts_no_thread(
+    tmp_path: Path, props: dict[str, Any]
+) -> None:
+    pool = {
+        "remote.log.reader.threads": 1,
+        "remote.log.reader.max.pending.tasks": 1,
+        "remote.fetch.max.wait.ms": 60_000,
+    }
+    with _tiered(tmp_path, props, **pool) as mgr:
+        rlm = _rlm(mgr)
+        produce(mgr.get_log("t", 0), 10, start=N)  # local records after the remote ones
+        entered, release = _block_remote_reads(rlm)
+        with KafkaServer(manager=mgr, port=0) as server:
+            results: dict[str, Any] = {}
+
+            def fetch_in_background(name: str) -> threading.Thread:
+                def run() -> None:
+                    with RawClient(server.port, timeout=60) as client:
+                        results[name] = _fetch(client, 0)
+
+                thread = threading.Thread(target=run, name=f"test-fetch-{name}")
+                thread.start()
+                return thread
+
+            running = fetch_in_background("running")  # takes the only reader thread, blocked in storage
+            assert entered.wait(30)
+            queued = fetch_in_background("queued")  # waits in the only queue slot
+            _until(lambda: rlm.read_metrics()["RemoteLogReaderTaskQueueSize"] == 1, "the queued read")
+            try:
+                with RawClient(server.port) as client:  # answered at once, with both reads still blocked
+                    rejected = _fetch(client, 0)
+                    assert rejected.error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+                    assert not release.is_set()
+                    # the I/O threads are free: a local read is served meanwhile
+                    local = _fetch(client, N)
+                    assert local.error_code == ErrorCode.NONE and _offsets(local.records)[0] == N
+                assert _reader_threads() == [f"{READER_THREAD_PREFIX}0"]
+                assert rlm.reader_pool.thread_count == 1
+            finally:
+                release.set()
+                running.join(60)
+                queued.join(60)
+        for name in ("running", "queued"):  # the blocked reads complete once released
+            assert results[name].error_code == ErrorCode.NONE, name
+            assert _offsets(results[name].records)[0] == 0, name
+    assert _reader_threads() == []  # closing the manager stopped the pool
+
+
+def test_a_remote_read_longer_than_remote_fetch_max_wait_answers_the_partition_empty(
+    tmp_path: Path, props: dict[str, Any]
+) -> None:
+    with _tiered(tmp_path, props, **{"remote.fetch.max.wait.ms": 50}) as mgr:
+        rlm = _rlm(mgr)
+        entered, release = _block_remote_reads(rlm)
+        with KafkaServer(manager=mgr, port=0) as server, RawClient(server.port) as client:
+            try:
+                expired = _fetch(client, 0)  # answered while its read is still blocked in storage
+                assert entered.is_set() and not release.is_set()
+                assert expired.error_code == ErrorCode.NONE
+                assert bytes(expired.records or b"") == b""
+                assert expired.high_watermark == N
+            finally:
+                release.set()
+            _until(lambda: rlm.reader_pool.task_queue_size == 0, "the reader to finish")
+            # the next fetch of the consumer gets the data (the read is not blocked any more)
+            answered = _fetch(client, 0)
+            assert answered.error_code == ErrorCode.NONE and _offsets(answered.records)[0] == 0
+
+
+def test_the_reader_pool_never_grows_past_its_threads_and_refuses_past_its_queue() -> None:
+    pool = RemoteStorageThreadPool(2, 3, name_prefix="test-reader-")
+    release = threading.Event()
+    started = threading.Semaphore(0)
+
+    def work(i: int) -> int:
+        started.release()
+        assert release.wait(30)
+        return i
+
+    try:
+        futures = [pool.submit(work, i) for i in range(5)]  # 2 running, 3 waiting
+        for _ in range(2):
+            assert started.acquire(timeout=30)
+        assert pool.thread_count == 2 and pool.task_queue_size == 3
+        with pytest.raises(RejectedExecutionError, match=re.escape("remote.log.reader.max.pending.tasks")):
+            pool.submit(work, 5)
+        assert futures[4].cancel()  # a waiting read can be cancelled (an expired remote fetch)
+        release.set()
+        assert [f.result(30) for f in futures[:4]] == [0, 1, 2, 3]
+        assert futures[4].cancelled()
+        assert len([t for t in threading.enumerate() if t.name.startswith("test-reader-")]) == 2
+    finally:
+        release.set()
+        pool.shutdown(30)
+    assert [t for t in threading.enumerate() if t.name.startswith("test-reader-")] == []
+    with pytest.raises(RejectedExecutionError, match="shut down"):
+        pool.submit(work, 6)
