@@ -236,3 +236,44 @@ def test_the_reader_pool_never_grows_past_its_threads_and_refuses_past_its_queue
     assert [t for t in threading.enumerate() if t.name.startswith("test-reader-")] == []
     with pytest.raises(RejectedExecutionError, match="shut down"):
         pool.submit(work, 6)
+
+
+def test_a_real_client_consumes_everything_from_offset_zero_under_a_small_fetch_quota(
+    tmp_path: Path, props: dict[str, Any]
+) -> None:
+    """librdkafka through ``serve`` with a quota of about a quarter of the remote bytes per second: throttled
+    fetches come back empty and it asks again, slowly but to the end, in order."""
+    confluent_kafka = pytest.importorskip("confluent_kafka", reason="confluent-kafka is in the test extra")
+    quota = {
+        "remote.log.manager.fetch.max.bytes.per.second": 2000,
+        "remote.log.manager.fetch.quota.window.num": 2,
+        "remote.log.manager.fetch.quota.window.size.seconds": 1,
+    }
+    with _tiered(tmp_path, props, **quota) as mgr:
+        rlm = _rlm(mgr)
+        remote_bytes = rlm.gauges()["RemoteLogSizeBytes"]
+        assert remote_bytes > 3 * 2000
+        with KafkaServer(manager=mgr, port=0) as server:
+            consumer = confluent_kafka.Consumer(
+                {"bootstrap.servers": server.bootstrap, "group.id": "quota", "enable.auto.commit": False}
+            )
+            got: list[int] = []
+            started = time.monotonic()
+            try:
+                consumer.assign([confluent_kafka.TopicPartition("t", 0, confluent_kafka.OFFSET_BEGINNING)])
+                deadline = started + 120
+                while len(got) < N and time.monotonic() < deadline:
+                    msg = consumer.poll(1.0)
+                    if msg is None:
+                        continue
+                    assert msg.error() is None, msg.error()
+                    got.append(msg.offset())
+            finally:
+                consumer.close()
+            elapsed = time.monotonic() - started
+    assert got == list(range(N))
+    metrics = rlm.read_metrics()
+    assert metrics["remote-fetch-throttle-count"] >= 1
+    # the quota held: beyond the first read and what the two 1 s windows forgive, 2000 B/s
+    assert elapsed >= (remote_bytes - 1024) / 2000 - 2
+    assert rlm.meters()["RemoteFetchBytesPerSec"].count >= remote_bytes
