@@ -132,6 +132,20 @@ def test_over_the_fetch_quota_a_partition_gets_no_remote_data_until_the_window_p
             assert metrics["remote-fetch-throttle-count"] == 1
             assert metrics["remote-fetch-throttle-time-max"] == rlm.get_fetch_throttle_time_ms() > 0
 
+            prometheus_client = pytest.importorskip("prometheus_client")
+            from kafkalog.metrics import register_prometheus, register_remote_prometheus
+
+            for register, target in ((register_remote_prometheus, rlm), (register_prometheus, mgr)):
+                registry = prometheus_client.CollectorRegistry()
+                register(target, registry)  # type: ignore[operator]
+                text = prometheus_client.generate_latest(registry).decode()
+                assert "kafka_server_remotelogmanager_remote_fetch_throttle_count 1.0" in text
+            assert (
+                f"kafka_server_remotelogmanager_remote_fetch_throttle_time_max {metrics['remote-fetch-throttle-time-max']}"
+                in text
+            )
+            assert "kafka_log_remote_remotestoragethreadpool_remotelogreadertaskqueuesize 0.0" in text
+
             clock.sleep(2_000)  # the two 1 s windows holding the read pass
             assert rlm.get_fetch_throttle_time_ms() == 0
             again = _fetch(client, 0)
@@ -151,7 +165,7 @@ def test_a_full_reader_queue_is_the_partitions_error_at_once_and_starts_no_threa
         rlm = _rlm(mgr)
         produce(mgr.get_log("t", 0), 10, start=N)  # local records after the remote ones
         entered, release = _block_remote_reads(rlm)
-        with KafkaServer(manager=mgr, port=0) as server:
+        with KafkaServer(manager=mgr, port=0, config={"num.io.threads": 1}) as server:
             results: dict[str, Any] = {}
 
             def fetch_in_background(name: str) -> threading.Thread:
@@ -172,8 +186,8 @@ def test_a_full_reader_queue_is_the_partitions_error_at_once_and_starts_no_threa
                     rejected = _fetch(client, 0)
                     assert rejected.error_code == ErrorCode.UNKNOWN_SERVER_ERROR
                     assert not release.is_set()
-                    # the I/O threads are free: a local read is served meanwhile
-                    local = _fetch(client, N)
+                    # the only I/O thread is free: a local read run on it (8 MiB of limits) is served meanwhile
+                    local = _fetch(client, N, max_bytes=8 << 20)
                     assert local.error_code == ErrorCode.NONE and _offsets(local.records)[0] == N
                 assert _reader_threads() == [f"{READER_THREAD_PREFIX}0"]
                 assert rlm.reader_pool.thread_count == 1
