@@ -134,6 +134,7 @@ REMOTE_READ_DEFAULTS = {
     "remote.log.reader.threads": ("remote_log_reader_threads", 10),
     "remote.log.reader.max.pending.tasks": ("remote_log_reader_max_pending_tasks", 100),
     "remote.fetch.max.wait.ms": ("remote_fetch_max_wait_ms", 500),
+    "remote.list.offsets.request.timeout.ms": ("remote_list_offsets_request_timeout_ms", 30_000),
 }
 
 

@@ -291,3 +291,98 @@ def test_a_real_client_consumes_everything_from_offset_zero_under_a_small_fetch_
     # the quota held: beyond the first read and what the two 1 s windows forgive, 2000 B/s
     assert elapsed >= (remote_bytes - 1024) / 2000 - 2
     assert rlm.meters()["RemoteFetchBytesPerSec"].count >= remote_bytes
+
+
+def test_a_fetch_of_remote_and_local_partitions_answers_each_in_request_order(
+    tmp_path: Path, props: dict[str, Any]
+) -> None:
+    """The local partitions are read first, the remote one on the reader pool; the answers keep the request's
+    order, and the remote partition's limit is reserved from the response's ``max_bytes``."""
+    with open_tiered(tmp_path / "data", props) as mgr:
+        remote_log, local_log = mgr.create_topic("t", 2, {**TIERED_TOPIC, "local.retention.bytes": 0})
+        produce(remote_log, N)
+        for _ in range(2):
+            mgr.copy_remote_segments()
+            mgr.delete_old_segments()
+        produce(local_log, 20)
+        assert remote_log.local_log_start_offset > 0 and local_log.local_log_start_offset == 0
+        parts = [FT.FetchPartition(partition=p, fetch_offset=0, partition_max_bytes=4096) for p in (1, 0, 1)]
+        request = FetchRequest[
+            12
+        ](
+            replica_id=-1,
+            max_wait_ms=0,
+            min_bytes=1,
+            max_bytes=5000,  # room for the local partition after the remote one's 4096 reserved: 904 bytes
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[FT(topic="t", partitions=parts[:2])],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
+        with KafkaServer(manager=mgr, port=0) as server, RawClient(server.port) as client:
+            first, second = client.call(request, 12).responses[0].partitions
+            assert (first.partition_index, second.partition_index) == (1, 0)
+            assert first.error_code == second.error_code == ErrorCode.NONE
+            assert _offsets(first.records)[0] == 0 and _offsets(second.records)[0] == 0
+            assert len(first.records) + len(second.records) <= 5000
+            request.topics = [
+                FT(topic="t", partitions=parts[1:])
+            ]  # remote first: the local one gets the rest
+            remote_first, local_after = client.call(request, 12).responses[0].partitions
+            assert (remote_first.partition_index, local_after.partition_index) == (0, 1)
+            assert _offsets(remote_first.records)[0] == 0
+            assert 0 < len(local_after.records) <= 5000 - 4096
+            assert _rlm(mgr).meters()["RemoteFetchRequestsPerSec"].count >= 2
+
+
+def test_a_remote_list_offsets_lookup_runs_on_the_reader_pool_and_times_out_as_kafkas(
+    tmp_path: Path, props: dict[str, Any]
+) -> None:
+    """A timestamp lookup of the remote tier is Kafka's ``asyncOffsetRead``: on a reader thread, never on the
+    only I/O thread, and REQUEST_TIMED_OUT (retriable) once ``remote.list.offsets.request.timeout.ms`` passes."""
+    from kafka.protocol.consumer import ListOffsetsRequest
+
+    from .tier_helpers import TS0
+
+    LT = ListOffsetsRequest.ListOffsetsTopic
+    request = ListOffsetsRequest[9](
+        replica_id=-1,
+        isolation_level=0,
+        topics=[
+            LT(
+                name="t",
+                partitions=[
+                    LT.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=TS0 + 11)
+                ],
+            )
+        ],
+    )
+    with _tiered(tmp_path, props, **{"remote.list.offsets.request.timeout.ms": 50}) as mgr:
+        rlm = _rlm(mgr)
+        produce(mgr.get_log("t", 0), 10, start=N)  # local records after the remote ones
+        entered, release = _block_remote_reads(rlm)
+        with (
+            KafkaServer(manager=mgr, port=0, config={"num.io.threads": 1}) as server,
+            RawClient(server.port) as client,
+        ):
+            try:
+                timed_out = client.call(request, 9).topics[0].partitions[0]
+                assert entered.is_set() and not release.is_set()  # answered while the lookup hangs
+                assert (timed_out.error_code, timed_out.offset) == (ErrorCode.REQUEST_TIMED_OUT, -1)
+                assert _reader_threads() == [f"{READER_THREAD_PREFIX}0"]
+                local = _fetch(client, N, max_bytes=8 << 20)  # the only I/O thread is free meanwhile
+                assert local.error_code == ErrorCode.NONE and _offsets(local.records)[0] == N
+            finally:
+                release.set()
+            answers: list[Any] = []  # a client retries REQUEST_TIMED_OUT (a loaded machine may take 50 ms)
+            _until(
+                lambda: (
+                    answers.append(client.call(request, 9).topics[0].partitions[0])
+                    or answers[-1].error_code != ErrorCode.REQUEST_TIMED_OUT
+                ),
+                "a lookup within the timeout",
+            )
+            found = answers[-1]
+            assert (found.error_code, found.timestamp, found.offset) == (ErrorCode.NONE, TS0 + 11, 11)

@@ -111,6 +111,7 @@ _REMOTE_KEYS: Final = (
     "remote.log.reader.threads",
     "remote.log.reader.max.pending.tasks",
     "remote.fetch.max.wait.ms",
+    "remote.list.offsets.request.timeout.ms",
 )
 
 

@@ -20,6 +20,7 @@ Keys (``from_props``; values may be strings, as in a properties file)::
     remote.log.reader.threads                        int > 0, default 10 (threads reading the remote tier for fetches)
     remote.log.reader.max.pending.tasks              int > 0, default 100 (reads queued for them; more are refused)
     remote.fetch.max.wait.ms                         int in [1, 2^31-1], default 500 (a fetch's wait for its remote read)
+    remote.list.offsets.request.timeout.ms           int > 0, default 30000 (a ListOffsets' wait for its remote lookups)
     remote.log.storage.manager.impl.prefix           default "rsm.config."
     broker.id | node.id                              int >= 0, default 0 (written into the metadata)
     <prefix>storage.url                              the archive's URL (s3://bucket/path, file://, memory://)
@@ -43,6 +44,7 @@ from kafkalog.objstore.options import public_url, redact
 
 __all__ = [
     "DEFAULT_REMOTE_FETCH_MAX_WAIT_MS",
+    "DEFAULT_REMOTE_LIST_OFFSETS_REQUEST_TIMEOUT_MS",
     "DEFAULT_REMOTE_LOG_INDEX_FILE_CACHE_TOTAL_SIZE_BYTES",
     "DEFAULT_REMOTE_LOG_MANAGER_TASK_INTERVAL_MS",
     "DEFAULT_REMOTE_LOG_READER_MAX_PENDING_TASKS",
@@ -60,6 +62,7 @@ DEFAULT_REMOTE_LOG_STORAGE_MANAGER_IMPL_PREFIX: Final = "rsm.config."
 DEFAULT_REMOTE_LOG_READER_THREADS: Final = 10
 DEFAULT_REMOTE_LOG_READER_MAX_PENDING_TASKS: Final = 100
 DEFAULT_REMOTE_FETCH_MAX_WAIT_MS: Final = 500
+DEFAULT_REMOTE_LIST_OFFSETS_REQUEST_TIMEOUT_MS: Final = 30_000
 #: The plugin's recommended ``chunk.size``.
 DEFAULT_RSM_CHUNK_SIZE: Final = 4 * 1024 * 1024
 _INT32_MAX: Final = 2**31 - 1
@@ -194,6 +197,12 @@ _READ_KEYS: Final = (
         DEFAULT_REMOTE_LOG_READER_MAX_PENDING_TASKS,
     ),
     ("remote.fetch.max.wait.ms", "remote_fetch_max_wait_ms", _INT32_MAX, DEFAULT_REMOTE_FETCH_MAX_WAIT_MS),
+    (
+        "remote.list.offsets.request.timeout.ms",
+        "remote_list_offsets_request_timeout_ms",
+        _INT64_MAX,
+        DEFAULT_REMOTE_LIST_OFFSETS_REQUEST_TIMEOUT_MS,
+    ),
 )
 
 
@@ -215,6 +224,7 @@ class RemoteLogManagerConfig:
     remote_log_reader_threads: int = DEFAULT_REMOTE_LOG_READER_THREADS
     remote_log_reader_max_pending_tasks: int = DEFAULT_REMOTE_LOG_READER_MAX_PENDING_TASKS
     remote_fetch_max_wait_ms: int = DEFAULT_REMOTE_FETCH_MAX_WAIT_MS
+    remote_list_offsets_request_timeout_ms: int = DEFAULT_REMOTE_LIST_OFFSETS_REQUEST_TIMEOUT_MS
     #: Kafka's ``broker.id`` / ``node.id``: written into every metadata record.
     broker_id: int = 0
     rsm: RsmConfig = field(default_factory=RsmConfig)

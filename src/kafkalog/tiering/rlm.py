@@ -37,9 +37,9 @@ Invariants owned here:
   segment while the quota is exceeded (re-checking at least every :data:`QUOTA_WAIT_MS`), then records the
   segment's bytes and copies it; the wait ends at once when the manager closes or the partition stops (the
   pass then ends without copying), and a segment is never cut.
-
 * **Fetch quota and reader pool** (Kafka's ``fetchQuotaManager``, ``asyncRead``,
   ``remoteStorageReaderThreadPool``). :meth:`RemoteLogManager.async_read` runs a fetch's read of the remote tier
+  (and :meth:`RemoteLogManager.async_offset_read` a ListOffsets lookup of it)
   on a :class:`~kafkalog.tiering.reader_pool.RemoteStorageThreadPool` of ``remote.log.reader.threads`` threads
   with at most ``remote.log.reader.max.pending.tasks`` waiting (past that it raises
   :class:`~kafkalog.errors.RejectedExecutionError` at once), and records the bytes each read returned in the
@@ -67,7 +67,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
 from kafkalog.errors import KafkaError, RemoteResourceNotFoundError, RemoteStorageError
 from kafkalog.log.checkpoint import EpochEntry, leader_epoch_checkpoint
@@ -122,6 +122,7 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: Kafka's remote storage meters (``kafka.server:type=BrokerTopicMetrics,name=...``): each a
 #: :class:`~kafkalog.meter.Meter` (count, mean and 1/5/15-minute rates), per partition and broker-wide.
@@ -926,6 +927,12 @@ class RemoteLogManager:
         return self.reader_pool.submit(
             self._fetch_read, log, fetch_offset, max_bytes, isolation, min_one_message
         )
+
+    def async_offset_read(self, lookup: Callable[[], T]) -> Future[T]:
+        """Kafka's ``asyncOffsetRead``: a ListOffsets lookup that may read the remote tier (``lookup()``, the
+        log's ``fetch_offset_by_timestamp`` and its bound) on the reader pool; not counted in the fetch quota.
+        Raises :class:`~kafkalog.errors.RejectedExecutionError` at once when the pool's queue is full."""
+        return self.reader_pool.submit(lookup)
 
     def _fetch_read(
         self, log: Log, fetch_offset: int, max_bytes: int, isolation: FetchIsolation, min_one_message: bool

@@ -160,7 +160,9 @@ def read_partitions(
     """Read every target: (partition responses in order, record bytes, whether any partition failed).
 
     With ``remote`` (a list), a target whose offset only the remote tier holds is not read: it gets an empty
-    answer and a :class:`RemoteRead` appended to ``remote``, its limit reserved from ``max_bytes``."""
+    answer and a :class:`RemoteRead` appended to ``remote``, its limit reserved from ``max_bytes`` (a later
+    partition may still return one whole batch past its limit if nothing was read before it, as in Kafka,
+    where a remote partition counts no bytes read)."""
     out: list[Message] = []
     total = 0
     reserved = 0
@@ -180,7 +182,7 @@ def read_partitions(
                 continue
             limit = max(0, min(t.max_bytes, max_bytes - total - reserved))
             hw, lso, start = log.high_watermark, log.last_stable_offset, log.log_start_offset
-            first = total == 0 and reserved == 0
+            first = total == 0  # Kafka's minOneMessage: no bytes read so far (a remote read counts none)
             if remote is not None and _in_remote_tier(log, t.fetch_offset):
                 remote.append(RemoteRead(len(out), t, log, limit, first, hw, lso, start))
                 reserved += limit
