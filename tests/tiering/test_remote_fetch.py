@@ -386,3 +386,28 @@ def test_a_remote_list_offsets_lookup_runs_on_the_reader_pool_and_times_out_as_k
             )
             found = answers[-1]
             assert (found.error_code, found.timestamp, found.offset) == (ErrorCode.NONE, TS0 + 11, 11)
+
+
+def test_shutdown_answers_a_fetch_waiting_on_a_remote_read_at_once(
+    tmp_path: Path, props: dict[str, Any]
+) -> None:
+    """A graceful stop ends the wait for a hung remote read (``remote.fetch.max.wait.ms`` of a minute here): the
+    fetch is answered (empty) instead of being cut with its connection after ``shutdown.grace.ms``."""
+    with _tiered(tmp_path, props, **{"remote.fetch.max.wait.ms": 60_000}) as mgr:
+        rlm = _rlm(mgr)
+        entered, release = _block_remote_reads(rlm)
+        server = KafkaServer(manager=mgr, port=0).start()  # shutdown.grace.ms: 5 s
+        answers: list[Any] = []
+        try:
+            with RawClient(server.port, timeout=60) as client:
+                thread = threading.Thread(target=lambda: answers.append(_fetch(client, 0)))
+                thread.start()
+                assert entered.wait(30)
+                server.stop()  # the fetch is answered at once, not cut after the grace period
+                thread.join(60)
+            assert not release.is_set()
+        finally:
+            release.set()
+            server.stop()
+    assert len(answers) == 1
+    assert answers[0].error_code == ErrorCode.NONE and bytes(answers[0].records or b"") == b""

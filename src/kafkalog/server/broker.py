@@ -90,6 +90,8 @@ class Broker:
         self._topic_ids: dict[uuid.UUID, str] = {}
         #: Set at shutdown: waiting fetches answer at once.
         self.closing = False
+        #: Set with ``closing`` (:meth:`begin_shutdown`): ends the waits for remote reads (:meth:`wait_remote`).
+        self._closed = asyncio.Event()
         #: Connections whose next request has been received and waits for the event loop (not handling one);
         #: kept up to date by the connections (:meth:`offload` reads it).
         self.ready_connections = 0
@@ -159,6 +161,23 @@ class Broker:
                 ids[tid] = topic
         self._topic_ids = ids
         return ids.get(topic_id)
+
+    def begin_shutdown(self) -> None:
+        """Shutdown starts (on the loop thread): waiting fetches and remote reads' waits answer at once."""
+        self.closing = True
+        self._closed.set()
+        self.waiters.notify_all()
+
+    async def wait_remote(self, waits: list[asyncio.Future[Any]], timeout_s: float) -> None:
+        """Wait until every one of ``waits`` (remote reads on the reader pool) is done, ``timeout_s`` passed, or
+        shutdown begins; the futures themselves are left as they are (the caller cancels what is not done)."""
+        every = asyncio.ensure_future(asyncio.wait(waits))
+        closing = asyncio.ensure_future(self._closed.wait())
+        try:
+            await asyncio.wait({every, closing}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            every.cancel()
+            closing.cancel()
 
     def notify(self, tp: TopicPartition) -> None:
         """Wake fetches waiting on ``tp`` (call on the loop thread after changing its log)."""

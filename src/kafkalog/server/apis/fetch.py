@@ -41,8 +41,8 @@ from the response's ``max_bytes``), then each remote partition
 A fetch that submitted remote reads waits for them on the event loop (Kafka's ``DelayedRemoteFetch``) at most
 ``remote.fetch.max.wait.ms``, whatever the request's ``max_wait_ms`` (Kafka's KIP-1018: a small client wait
 would otherwise never let a remote read finish), and is then answered at once (no ``min_bytes`` long poll
-after it); a read not done by then is cancelled if it has not started, and its partition answered with no
-records and no error, so the consumer asks again. ``log_start_offset`` in the answer is the log's, over
+after it); a read not done by then (or when shutdown begins) is cancelled if it has not started, and its
+partition answered with no records and no error, so the consumer asks again. ``log_start_offset`` in the answer is the log's, over
 both tiers; only an offset below it (or past the log end) is OFFSET_OUT_OF_RANGE. A remote read that fails
 is that partition's error (``RemoteStorageError``: UNKNOWN_SERVER_ERROR, as Kafka answers a
 ``RemoteStorageException``), never the whole fetch's.
@@ -228,7 +228,11 @@ def _answer(
 
 
 async def _read_remote(
-    rlm: RemoteLogManager, reads: list[RemoteRead], parts: list[Message], isolation: FetchIsolation
+    broker: Broker,
+    rlm: RemoteLogManager,
+    reads: list[RemoteRead],
+    parts: list[Message],
+    isolation: FetchIsolation,
 ) -> tuple[bool, int, bool]:
     """Answer the remote partitions of a fetch in ``parts`` (module doc): (whether a read was submitted, record
     bytes, whether a partition failed)."""
@@ -256,10 +260,12 @@ async def _read_remote(
     if not submitted:
         return False, 0, failed
     waits = [asyncio.wrap_future(future) for _, future in submitted]
-    await asyncio.wait(waits, timeout=rlm.config.remote_fetch_max_wait_ms / 1000)
+    await broker.wait_remote(waits, rlm.config.remote_fetch_max_wait_ms / 1000)
     total = 0
     for (r, future), wait in zip(submitted, waits, strict=True):
-        if not wait.done():  # DelayedRemoteFetch expired: cancel a read not yet started; answer it empty
+        if (
+            not wait.done()
+        ):  # DelayedRemoteFetch expired (or shutdown): cancel a read not yet started, answer it empty
             wait.cancel()
             continue
         if future.cancelled():  # the pool shut down (the manager closes) before the read started
@@ -366,7 +372,9 @@ async def handle_fetch(ctx: RequestContext, request: Message) -> Message:
             else:
                 parts, total, failed = read_partitions(broker, targets, isolation, max_bytes, remote)
             if rlm is not None and remote:
-                submitted, remote_total, remote_failed = await _read_remote(rlm, remote, parts, isolation)
+                submitted, remote_total, remote_failed = await _read_remote(
+                    broker, rlm, remote, parts, isolation
+                )
                 total += remote_total
                 failed = failed or remote_failed
                 if submitted:  # DelayedRemoteFetch: answered once its remote reads are done or expired

@@ -117,7 +117,7 @@ async def handle_list_offsets(ctx: RequestContext, request: Message) -> Message:
                 partitions[i] = _error(int(partitions[i].partition_index), error_code_for(exc))
         if submitted:
             waits = [asyncio.wrap_future(future) for _, _, future in submitted]
-            await asyncio.wait(waits, timeout=rlm.config.remote_list_offsets_request_timeout_ms / 1000)
+            await ctx.broker.wait_remote(waits, rlm.config.remote_list_offsets_request_timeout_ms / 1000)
             for (partitions, i, future), wait in zip(submitted, waits, strict=True):
                 index = int(partitions[i].partition_index)
                 if not wait.done() or future.cancelled():  # DelayedRemoteListOffsets expired (or closing)
