@@ -411,3 +411,23 @@ def test_shutdown_answers_a_fetch_waiting_on_a_remote_read_at_once(
             server.stop()
     assert len(answers) == 1
     assert answers[0].error_code == ErrorCode.NONE and bytes(answers[0].records or b"") == b""
+
+
+def test_a_reader_thread_that_cannot_start_refuses_the_read_and_is_not_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pool = RemoteStorageThreadPool(2, 1, name_prefix="test-nostart-")
+
+    def refuse(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(threading.Thread, "start", refuse)
+        with pytest.raises(RejectedExecutionError, match="cannot start a remote log reader thread"):
+            pool.submit(lambda: 1)
+    assert pool.thread_count == 0
+    try:
+        assert pool.submit(lambda: 2).result(30) == 2  # once threads start again, the pool works
+        assert pool.thread_count == 1
+    finally:
+        pool.shutdown(30)

@@ -86,8 +86,13 @@ class RemoteStorageThreadPool:
                     name=f"{self._prefix}{len(self._threads)}",
                     daemon=True,
                 )
+                try:
+                    thread.start()
+                except (
+                    RuntimeError
+                ) as exc:  # the process may start no more threads: refused like a full queue
+                    raise RejectedExecutionError(f"cannot start a remote log reader thread: {exc}") from exc
                 self._threads.append(thread)
-                thread.start()
                 return future
             if self._pending >= self.max_pending_tasks:
                 raise RejectedExecutionError(
