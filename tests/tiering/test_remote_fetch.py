@@ -297,14 +297,16 @@ def test_a_fetch_of_remote_and_local_partitions_answers_each_in_request_order(
     tmp_path: Path, props: dict[str, Any]
 ) -> None:
     """The local partitions are read first, the remote one on the reader pool; the answers keep the request's
-    order, and the remote partition's limit is reserved from the response's ``max_bytes``."""
-    with open_tiered(tmp_path / "data", props) as mgr:
+    order, and the remote partition's limit is reserved from the response's ``max_bytes`` (Kafka's
+    ``readFromLog``) unless the fetch quota skips its read: then nothing is reserved."""
+    quota = {"remote.log.manager.fetch.max.bytes.per.second": 10**9}
+    with open_tiered(tmp_path / "data", {**props, **quota}) as mgr:
         remote_log, local_log = mgr.create_topic("t", 2, {**TIERED_TOPIC, "local.retention.bytes": 0})
         produce(remote_log, N)
         for _ in range(2):
             mgr.copy_remote_segments()
             mgr.delete_old_segments()
-        produce(local_log, 20)
+        produce(local_log, 200)  # several KiB, all local (its segments are not copied)
         assert remote_log.local_log_start_offset > 0 and local_log.local_log_start_offset == 0
         parts = [FT.FetchPartition(partition=p, fetch_offset=0, partition_max_bytes=4096) for p in (1, 0, 1)]
         request = FetchRequest[
@@ -335,6 +337,10 @@ def test_a_fetch_of_remote_and_local_partitions_answers_each_in_request_order(
             assert _offsets(remote_first.records)[0] == 0
             assert 0 < len(local_after.records) <= 5000 - 4096
             assert _rlm(mgr).meters()["RemoteFetchRequestsPerSec"].count >= 2
+            _rlm(mgr).fetch_quota.record(10**11)  # far over the quota for the next 10 s
+            throttled, local_whole = client.call(request, 12).responses[0].partitions
+            assert throttled.error_code == ErrorCode.NONE and bytes(throttled.records or b"") == b""
+            assert 5000 - 4096 < len(local_whole.records) <= 4096  # nothing reserved for the skipped read
 
 
 def test_a_remote_list_offsets_lookup_runs_on_the_reader_pool_and_times_out_as_kafkas(

@@ -27,25 +27,26 @@ and so do reads of more than :data:`INLINE_MAX_PARTITIONS` partitions.
 
 Tiered storage (KIP-405), as Kafka's ``ReplicaManager``: a partition whose fetch offset is below its local log
 start offset but at or above its log start offset is read from the remote tier, never on the event loop nor
-on an I/O thread: the other partitions are read first (their bytes, and the remote partition's limit reserved
-from the response's ``max_bytes``), then each remote partition
+on an I/O thread. In request order, with the other partitions' reads, each such partition
 
-* finds the remote fetch quota (``remote.log.manager.fetch.max.bytes.per.second``) exceeded: its read is
-  skipped and it is answered with no records and no error (KIP-956), the throttle time recorded in
+* finds the remote fetch quota (``remote.log.manager.fetch.max.bytes.per.second``) exceeded: no read, and it
+  is answered with no records and no error (KIP-956), the throttle time recorded in
   ``remote-fetch-throttle-time``; a fetch whose remote partitions were all skipped long-polls as any other
   (``max_wait_ms``, ``min_bytes``), so its consumer retries after the wait, not in a busy loop;
-* or is submitted to the remote reader pool (``RemoteLogManager.async_read``: ``remote.log.reader.threads``,
-  ``remote.log.reader.max.pending.tasks``); a full queue answers it at once with UNKNOWN_SERVER_ERROR (Kafka's
-  mapping of the ``RejectedExecutionException``), never with a wait.
+* or, with bytes left in the response, has its limit reserved from ``max_bytes`` (so the partitions after it
+  no longer get one whole batch past their limits: Kafka's ``readFromLog``), and once the local partitions
+  are read its read is submitted to the remote reader pool (``RemoteLogManager.async_read``:
+  ``remote.log.reader.threads``, ``remote.log.reader.max.pending.tasks``); a full queue answers it at once
+  with UNKNOWN_SERVER_ERROR (Kafka's mapping of the ``RejectedExecutionException``), never with a wait.
 
 A fetch that submitted remote reads waits for them on the event loop (Kafka's ``DelayedRemoteFetch``) at most
 ``remote.fetch.max.wait.ms``, whatever the request's ``max_wait_ms`` (Kafka's KIP-1018: a small client wait
 would otherwise never let a remote read finish), and is then answered at once (no ``min_bytes`` long poll
 after it); a read not done by then (or when shutdown begins) is cancelled if it has not started, and its
-partition answered with no records and no error, so the consumer asks again. ``log_start_offset`` in the answer is the log's, over
-both tiers; only an offset below it (or past the log end) is OFFSET_OUT_OF_RANGE. A remote read that fails
-is that partition's error (``RemoteStorageError``: UNKNOWN_SERVER_ERROR, as Kafka answers a
-``RemoteStorageException``), never the whole fetch's.
+partition answered with no records and no error, so the consumer asks again. ``log_start_offset`` in the
+answer is the log's, over both tiers; only an offset below it (or past the log end) is OFFSET_OUT_OF_RANGE.
+A remote read that fails is that partition's error (``RemoteStorageError``: UNKNOWN_SERVER_ERROR, as Kafka
+answers a ``RemoteStorageException``), never the whole fetch's.
 """
 
 from __future__ import annotations
@@ -159,15 +160,16 @@ def read_partitions(
 ) -> tuple[list[Message], int, bool]:
     """Read every target: (partition responses in order, record bytes, whether any partition failed).
 
-    With ``remote`` (a list), a target whose offset only the remote tier holds is not read: it gets an empty
-    answer and a :class:`RemoteRead` appended to ``remote``, its limit reserved from ``max_bytes`` (a later
-    partition may still return one whole batch past its limit if nothing was read before it, as in Kafka,
-    where a remote partition counts no bytes read)."""
+    With ``remote`` (a list) and tiering, a target whose offset only the remote tier holds is not read: it gets
+    an empty answer and, unless the remote fetch quota is exceeded (the throttle time is recorded) or no bytes
+    are left for it, a :class:`RemoteRead` appended to ``remote``, its limit reserved from ``max_bytes`` as
+    Kafka's ``readFromLog`` does (the partitions after it no longer get ``min_one_message``)."""
     out: list[Message] = []
     total = 0
     reserved = 0
     failed = False
     committed = isolation is FetchIsolation.TXN_COMMITTED
+    rlm = broker.remote_log_manager
     for t in targets:
         if t.topic is None:
             out.append(_failed(t.partition, ErrorCode.UNKNOWN_TOPIC_ID))
@@ -182,11 +184,18 @@ def read_partitions(
                 continue
             limit = max(0, min(t.max_bytes, max_bytes - total - reserved))
             hw, lso, start = log.high_watermark, log.last_stable_offset, log.log_start_offset
-            first = total == 0  # Kafka's minOneMessage: no bytes read so far (a remote read counts none)
-            if remote is not None and _in_remote_tier(log, t.fetch_offset):
-                remote.append(RemoteRead(len(out), t, log, limit, first, hw, lso, start))
-                reserved += limit
+            # Kafka's minOneMessage: nothing read, nor reserved for a remote read, before this partition
+            first = total == 0 and reserved == 0
+            if rlm is not None and remote is not None and _in_remote_tier(log, t.fetch_offset):
                 out.append(_answer(t.partition, hw, lso, start, b"", [] if committed else None))
+                throttle_ms = rlm.get_fetch_throttle_time_ms()
+                if (
+                    throttle_ms > 0
+                ):  # KIP-956: no remote read for it in this fetch, no error, nothing reserved
+                    rlm.fetch_throttle_time_sensor.record(throttle_ms)
+                elif limit > 0:
+                    remote.append(RemoteRead(len(out) - 1, t, log, limit, first, hw, lso, start))
+                    reserved += limit
                 continue
             info = log.read(t.fetch_offset, limit, isolation, min_one_message=first)
             mem = (
@@ -234,16 +243,12 @@ async def _read_remote(
     parts: list[Message],
     isolation: FetchIsolation,
 ) -> tuple[bool, int, bool]:
-    """Answer the remote partitions of a fetch in ``parts`` (module doc): (whether a read was submitted, record
-    bytes, whether a partition failed)."""
+    """Read the remote partitions of a fetch on the reader pool and put their answers in ``parts`` (module
+    doc): (whether a read was submitted, record bytes, whether a partition failed)."""
     committed = isolation is FetchIsolation.TXN_COMMITTED
     submitted: list[tuple[RemoteRead, Future[FetchDataInfo]]] = []
     failed = False
     for r in reads:
-        throttle_ms = rlm.get_fetch_throttle_time_ms()
-        if throttle_ms > 0:  # KIP-956: no remote read for it in this fetch; the empty answer stays
-            rlm.fetch_throttle_time_sensor.record(throttle_ms)
-            continue
         try:
             future = rlm.async_read(r.log, r.target.fetch_offset, r.limit, isolation, r.min_one_message)
         except RejectedExecutionError as exc:
