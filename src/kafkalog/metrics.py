@@ -25,7 +25,9 @@ the remote reads of ``kafkalog serve``'s fetches (:data:`~kafkalog.tiering.rlm.R
 ``kafka.server:type=RemoteLogManager`` sensor ``remote-fetch-throttle-time-avg`` / ``-max`` rendered
 ``kafka_server_remotelogmanager_remote_fetch_throttle_time_avg`` / ``_max`` (and the kafkalog count
 ``..._remote_fetch_throttle_count``), and ``kafka.log.remote:type=RemoteStorageThreadPool,
-name=RemoteLogReaderTaskQueueSize`` rendered ``kafka_log_remote_remotestoragethreadpool_remotelogreadertaskqueuesize``;
+name=RemoteLogReaderTaskQueueSize`` rendered ``kafka_log_remote_remotestoragethreadpool_remotelogreadertaskqueuesize``,
+and the counts of ``kafka.server:type=DelayedRemoteFetchMetrics`` / ``DelayedRemoteListOffsetsMetrics``
+``name=ExpiresPerSec`` (``kafka_server_delayedremotefetchmetrics_expirespersec_count``, ...);
 ``register_prometheus(manager)`` exports them too.
 """
 
@@ -129,11 +131,20 @@ def _read_families(rlm: RemoteLogManager) -> Iterator[Any]:
     from prometheus_client.core import GaugeMetricFamily
 
     for name, value in rlm.read_metrics().items():
-        if name.startswith("remote-"):
-            metric = "kafka_server_remotelogmanager_" + name.replace("-", "_")
-        else:
-            metric = f"kafka_log_remote_remotestoragethreadpool_{name.lower()}"
-        yield GaugeMetricFamily(metric, f"{name} of the remote reads serving fetches", value=value)
+        yield GaugeMetricFamily(
+            _READ_PROMETHEUS[name], f"{name} of the remote reads serving fetches", value=value
+        )
+
+
+#: The Prometheus name of each remote read metric (Kafka's MBean as the JMX exporter renders it).
+_READ_PROMETHEUS: dict[str, str] = {
+    "remote-fetch-throttle-time-avg": "kafka_server_remotelogmanager_remote_fetch_throttle_time_avg",
+    "remote-fetch-throttle-time-max": "kafka_server_remotelogmanager_remote_fetch_throttle_time_max",
+    "remote-fetch-throttle-count": "kafka_server_remotelogmanager_remote_fetch_throttle_count",
+    "RemoteLogReaderTaskQueueSize": "kafka_log_remote_remotestoragethreadpool_remotelogreadertaskqueuesize",
+    "DelayedRemoteFetchExpiresPerSec": "kafka_server_delayedremotefetchmetrics_expirespersec_count",
+    "DelayedRemoteListOffsetsExpiresPerSec": "kafka_server_delayedremotelistoffsetsmetrics_expirespersec_count",
+}
 
 
 def register_prometheus(

@@ -140,11 +140,10 @@ def test_over_the_fetch_quota_a_partition_gets_no_remote_data_until_the_window_p
                 register(target, registry)  # type: ignore[operator]
                 text = prometheus_client.generate_latest(registry).decode()
                 assert "kafka_server_remotelogmanager_remote_fetch_throttle_count 1.0" in text
-            assert (
-                f"kafka_server_remotelogmanager_remote_fetch_throttle_time_max {metrics['remote-fetch-throttle-time-max']}"
-                in text
-            )
-            assert "kafka_log_remote_remotestoragethreadpool_remotelogreadertaskqueuesize 0.0" in text
+                max_ms = metrics["remote-fetch-throttle-time-max"]
+                assert f"kafka_server_remotelogmanager_remote_fetch_throttle_time_max {max_ms}" in text
+                assert "kafka_log_remote_remotestoragethreadpool_remotelogreadertaskqueuesize 0.0" in text
+                assert "kafka_server_delayedremotefetchmetrics_expirespersec_count 0.0" in text
 
             clock.sleep(2_000)  # the two 1 s windows holding the read pass
             assert rlm.get_fetch_throttle_time_ms() == 0
@@ -214,6 +213,7 @@ def test_a_remote_read_longer_than_remote_fetch_max_wait_answers_the_partition_e
                 assert expired.error_code == ErrorCode.NONE
                 assert bytes(expired.records or b"") == b""
                 assert expired.high_watermark == N
+                assert rlm.read_metrics()["DelayedRemoteFetchExpiresPerSec"] == 1
             finally:
                 release.set()
             _until(lambda: rlm.reader_pool.task_queue_size == 0, "the reader to finish")
@@ -377,6 +377,7 @@ def test_a_remote_list_offsets_lookup_runs_on_the_reader_pool_and_times_out_as_k
                 timed_out = client.call(request, 9).topics[0].partitions[0]
                 assert entered.is_set() and not release.is_set()  # answered while the lookup hangs
                 assert (timed_out.error_code, timed_out.offset) == (ErrorCode.REQUEST_TIMED_OUT, -1)
+                assert rlm.read_metrics()["DelayedRemoteListOffsetsExpiresPerSec"] == 1
                 assert _reader_threads() == [f"{READER_THREAD_PREFIX}0"]
                 local = _fetch(client, N, max_bytes=8 << 20)  # the only I/O thread is free meanwhile
                 assert local.error_code == ErrorCode.NONE and _offsets(local.records)[0] == N

@@ -149,12 +149,16 @@ METRIC_NAMES: Final = (*METER_NAMES, *GAUGE_NAMES)
 QUOTA_WAIT_MS: Final = 1_000
 #: The broker-wide metrics of remote reads for fetches (:meth:`RemoteLogManager.read_metrics`): Kafka's
 #: ``RemoteLogManager`` sensor ``remote-fetch-throttle-time`` (avg, max in ms) and the count of fetches it
-#: throttled, and the reader pool's ``RemoteLogReaderTaskQueueSize``.
+#: throttled, the reader pool's ``RemoteLogReaderTaskQueueSize``, and the counts of Kafka's
+#: ``DelayedRemoteFetchMetrics`` / ``DelayedRemoteListOffsetsMetrics`` ``ExpiresPerSec`` meters (waits that
+#: ran out: ``remote.fetch.max.wait.ms``, ``remote.list.offsets.request.timeout.ms``).
 READ_METRIC_NAMES: Final = (
     "remote-fetch-throttle-time-avg",
     "remote-fetch-throttle-time-max",
     "remote-fetch-throttle-count",
     "RemoteLogReaderTaskQueueSize",
+    "DelayedRemoteFetchExpiresPerSec",
+    "DelayedRemoteListOffsetsExpiresPerSec",
 )
 #: How long :meth:`RemoteLogManager.close` waits for each reader thread's running read.
 READER_CLOSE_WAIT_S: Final = 10.0
@@ -325,6 +329,10 @@ class RemoteLogManager:
         self.fetch_throttle_time_sensor = ThrottleTimeSensor(self.time)
         #: Kafka's ``remoteStorageReaderThreadPool``, started by the first :meth:`async_read`
         self._reader_pool: RemoteStorageThreadPool | None = None
+        #: Kafka's ``DelayedRemoteFetchMetrics`` / ``DelayedRemoteListOffsetsMetrics`` ``ExpiresPerSec``:
+        #: marked by ``serve`` when a wait for remote reads runs out
+        self.delayed_remote_fetch_expires = Meter(self.time)
+        self.delayed_remote_list_offsets_expires = Meter(self.time)
 
     def __repr__(self) -> str:
         return f"RemoteLogManager({self.rsm!r}, {len(self._partitions)} partitions)"
@@ -962,6 +970,10 @@ class RemoteLogManager:
             "remote-fetch-throttle-time-max": float(sensor.max()),
             "remote-fetch-throttle-count": float(sensor.count),
             "RemoteLogReaderTaskQueueSize": float(pool.task_queue_size if pool is not None else 0),
+            "DelayedRemoteFetchExpiresPerSec": float(self.delayed_remote_fetch_expires.snapshot().count),
+            "DelayedRemoteListOffsetsExpiresPerSec": float(
+                self.delayed_remote_list_offsets_expires.snapshot().count
+            ),
         }
 
     # --- reads --------------------------------------------------------------------------------------------

@@ -267,10 +267,10 @@ async def _read_remote(
     waits = [asyncio.wrap_future(future) for _, future in submitted]
     await broker.wait_remote(waits, rlm.config.remote_fetch_max_wait_ms / 1000)
     total = 0
+    if not broker.closing and not all(wait.done() for wait in waits):
+        rlm.delayed_remote_fetch_expires.mark()  # Kafka's DelayedRemoteFetchMetrics ExpiresPerSec
     for (r, future), wait in zip(submitted, waits, strict=True):
-        if (
-            not wait.done()
-        ):  # DelayedRemoteFetch expired (or shutdown): cancel a read not yet started, answer it empty
+        if not wait.done():  # expired (or shutdown): cancel a read not yet started, answer it empty
             wait.cancel()
             continue
         if future.cancelled():  # the pool shut down (the manager closes) before the read started

@@ -118,6 +118,8 @@ async def handle_list_offsets(ctx: RequestContext, request: Message) -> Message:
         if submitted:
             waits = [asyncio.wrap_future(future) for _, _, future in submitted]
             await ctx.broker.wait_remote(waits, rlm.config.remote_list_offsets_request_timeout_ms / 1000)
+            if not ctx.broker.closing and not all(wait.done() for wait in waits):
+                rlm.delayed_remote_list_offsets_expires.mark()
             for (partitions, i, future), wait in zip(submitted, waits, strict=True):
                 index = int(partitions[i].partition_index)
                 if not wait.done() or future.cancelled():  # DelayedRemoteListOffsets expired (or closing)
