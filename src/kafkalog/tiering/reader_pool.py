@@ -86,11 +86,10 @@ class RemoteStorageThreadPool:
                     name=f"{self._prefix}{len(self._threads)}",
                     daemon=True,
                 )
+                # the process may start no more threads: refused like a full queue
                 try:
                     thread.start()
-                except (
-                    RuntimeError
-                ) as exc:  # the process may start no more threads: refused like a full queue
+                except RuntimeError as exc:
                     raise RejectedExecutionError(f"cannot start a remote log reader thread: {exc}") from exc
                 self._threads.append(thread)
                 return future

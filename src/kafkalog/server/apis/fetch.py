@@ -189,9 +189,7 @@ def read_partitions(
             if rlm is not None and remote is not None and _in_remote_tier(log, t.fetch_offset):
                 out.append(_answer(t.partition, hw, lso, start, b"", [] if committed else None))
                 throttle_ms = rlm.get_fetch_throttle_time_ms()
-                if (
-                    throttle_ms > 0
-                ):  # KIP-956: no remote read for it in this fetch, no error, nothing reserved
+                if throttle_ms > 0:  # KIP-956: no remote read in this fetch, no error, nothing reserved
                     rlm.fetch_throttle_time_sensor.record(throttle_ms)
                 elif limit > 0:
                     remote.append(RemoteRead(len(out) - 1, t, log, limit, first, hw, lso, start))
