@@ -42,6 +42,8 @@ RemoteStorageError                      server.log.remote.storage.RemoteStorageE
 RemoteResourceNotFoundError             server.log.remote.storage.RemoteResourceNotFoundException
 UnsupportedRemoteSegmentError           (kafkalog) an archived segment that is not Kafka bytes (Aiven Iceberg mode)
 UnknownArchiveLayoutError               (kafkalog) keys under a prefix match no layout kafkalog reads
+RejectedExecutionError                  java.util.concurrent.RejectedExecutionException (a full remote reader
+                                        queue, ``remote.log.reader.max.pending.tasks``: UNKNOWN_SERVER_ERROR)
 DecompressionBombError                  (kafkalog) a payload that expands past the configured bound
 UnknownTopicOrPartitionError            UnknownTopicOrPartitionException
 TopicExistsError                        TopicExistsException
@@ -89,6 +91,7 @@ __all__ = [
     "RecordDecompressionError",
     "RecordTooLargeError",
     "RecordValidationError",
+    "RejectedExecutionError",
     "RemoteResourceNotFoundError",
     "RemoteStorageError",
     "ResourceExhaustedError",
@@ -342,6 +345,13 @@ class RemoteStorageError(KafkaError):
     endpoint is unreachable after the bounded retries, the credentials are refused, an object is shorter
     than its manifest says, a manifest is corrupt, a key is missing or a chunk fails authentication. The
     message names the object (never a secret) and the option that fixes it."""
+
+
+class RejectedExecutionError(KafkaError):
+    """A bounded pool refused a task: the remote log reader pool's queue holds
+    ``remote.log.reader.max.pending.tasks`` reads already, or the pool is shut down (Java's
+    ``RejectedExecutionException``, which Kafka's ``ReplicaManager`` answers as the partition's
+    UNKNOWN_SERVER_ERROR instead of blocking a request thread). Nothing was read and nothing changed."""
 
 
 class RemoteResourceNotFoundError(RemoteStorageError, FileNotFoundError):

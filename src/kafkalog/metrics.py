@@ -20,7 +20,15 @@ The remote tier's metrics (``register_remote_prometheus(remote_log_manager)``) a
 ``kafka.server:type=BrokerTopicMetrics`` ones of each managed partition: a meter (``*PerSec``) renders one
 series per JMX attribute, ``kafka_server_brokertopicmetrics_<name>_count`` / ``_meanrate`` /
 ``_oneminuterate`` / ``_fiveminuterate`` / ``_fifteenminuterate``, a gauge one
-``kafka_server_brokertopicmetrics_<name>`` (names lower-cased; labels ``topic`` and ``partition``).
+``kafka_server_brokertopicmetrics_<name>`` (names lower-cased; labels ``topic`` and ``partition``). Broker-wide,
+the remote reads of ``kafkalog serve``'s fetches (:data:`~kafkalog.tiering.rlm.READ_METRIC_NAMES`): Kafka's
+``kafka.server:type=RemoteLogManager`` sensor ``remote-fetch-throttle-time-avg`` / ``-max`` rendered
+``kafka_server_remotelogmanager_remote_fetch_throttle_time_avg`` / ``_max`` (and the kafkalog count
+``..._remote_fetch_throttle_count``), and ``kafka.log.remote:type=RemoteStorageThreadPool,
+name=RemoteLogReaderTaskQueueSize`` rendered ``kafka_log_remote_remotestoragethreadpool_remotelogreadertaskqueuesize``,
+and the counts of ``kafka.server:type=DelayedRemoteFetchMetrics`` / ``DelayedRemoteListOffsetsMetrics``
+``name=ExpiresPerSec`` (``kafka_server_delayedremotefetchmetrics_expirespersec_count``, ...);
+``register_prometheus(manager)`` exports them too.
 """
 
 from __future__ import annotations
@@ -113,6 +121,30 @@ class _Collector:
             for tp, metrics in remote.items():
                 family.add_metric([tp.topic, str(tp.partition)], float(metrics.get(name, 0)))
             yield family
+        tier = getattr(self._target, "remote_tier", None)
+        if tier is not None:
+            yield from _read_families(tier.rlm)
+
+
+def _read_families(rlm: RemoteLogManager) -> Iterator[Any]:
+    """The broker-wide gauges of the remote reads serving fetches (module doc)."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    for name, value in rlm.read_metrics().items():
+        yield GaugeMetricFamily(
+            _READ_PROMETHEUS[name], f"{name} of the remote reads serving fetches", value=value
+        )
+
+
+#: The Prometheus name of each remote read metric (Kafka's MBean as the JMX exporter renders it).
+_READ_PROMETHEUS: dict[str, str] = {
+    "remote-fetch-throttle-time-avg": "kafka_server_remotelogmanager_remote_fetch_throttle_time_avg",
+    "remote-fetch-throttle-time-max": "kafka_server_remotelogmanager_remote_fetch_throttle_time_max",
+    "remote-fetch-throttle-count": "kafka_server_remotelogmanager_remote_fetch_throttle_count",
+    "RemoteLogReaderTaskQueueSize": "kafka_log_remote_remotestoragethreadpool_remotelogreadertaskqueuesize",
+    "DelayedRemoteFetchExpiresPerSec": "kafka_server_delayedremotefetchmetrics_expirespersec_count",
+    "DelayedRemoteListOffsetsExpiresPerSec": "kafka_server_delayedremotelistoffsetsmetrics_expirespersec_count",
+}
 
 
 def register_prometheus(
@@ -165,6 +197,7 @@ class _RemoteCollector:
             for labels, _, gauges in rows:
                 family.add_metric(labels, float(gauges[name]))
             yield family
+        yield from _read_families(self._rlm)
 
 
 def register_remote_prometheus(rlm: RemoteLogManager, registry: Any = None) -> Any:

@@ -118,3 +118,69 @@ def test_reprs_never_print_the_storage_urls_query_string(tmp_path: Path) -> None
         tier._expirers.shutdown()
     assert public_url("s3://key:secret@bucket/p?x=1") == "s3://bucket/p"
     assert public_url("/data/archive?x") == "/data/archive?x"  # a path has no query string
+
+
+#: Kafka's ``RemoteLogManagerConfig`` defaults of the remote read settings (LONG / INT, each at least 1).
+REMOTE_READ_DEFAULTS = {
+    "remote.log.manager.fetch.max.bytes.per.second": (
+        "remote_log_manager_fetch_max_bytes_per_second",
+        2**63 - 1,
+    ),
+    "remote.log.manager.fetch.quota.window.num": ("remote_log_manager_fetch_quota_window_num", 11),
+    "remote.log.manager.fetch.quota.window.size.seconds": (
+        "remote_log_manager_fetch_quota_window_size_seconds",
+        1,
+    ),
+    "remote.log.reader.threads": ("remote_log_reader_threads", 10),
+    "remote.log.reader.max.pending.tasks": ("remote_log_reader_max_pending_tasks", 100),
+    "remote.fetch.max.wait.ms": ("remote_fetch_max_wait_ms", 500),
+    "remote.list.offsets.request.timeout.ms": ("remote_list_offsets_request_timeout_ms", 30_000),
+}
+
+
+def test_the_remote_read_settings_have_kafkas_defaults_and_ranges() -> None:
+    cfg = RemoteLogManagerConfig()
+    assert {key: getattr(cfg, attr) for key, (attr, _) in REMOTE_READ_DEFAULTS.items()} == {
+        key: default for key, (_, default) in REMOTE_READ_DEFAULTS.items()
+    }
+    given = RemoteLogManagerConfig.from_props({key: "7" for key in REMOTE_READ_DEFAULTS})
+    assert all(getattr(given, attr) == 7 for attr, _ in REMOTE_READ_DEFAULTS.values())
+    for key, (attr, _) in REMOTE_READ_DEFAULTS.items():
+        for bad in ("0", "-1", "x"):
+            with pytest.raises(InvalidConfigurationError, match=key.replace(".", r"\.")):
+                RemoteLogManagerConfig.from_props({key: bad})
+        with pytest.raises(InvalidConfigurationError, match=key.replace(".", r"\.")):
+            RemoteLogManagerConfig(**{attr: 0})
+    with pytest.raises(InvalidConfigurationError, match=r"remote\.fetch\.max\.wait\.ms"):
+        RemoteLogManagerConfig.from_props({"remote.fetch.max.wait.ms": str(2**31)})  # Kafka's INT
+
+
+def test_the_quota_and_reader_keys_reach_the_remote_tier_through_the_managers_config(
+    tmp_path: Path, props: dict[str, object]
+) -> None:
+    """``LogManager.open(config=...)`` and ``serve --set`` pass Kafka's broker keys together: the copy quota's
+    keys were taken for LogManager settings and refused ("unknown LogManager configuration")."""
+    from kafkalog.manager import LogManager
+
+    keys = {
+        "remote.log.manager.copy.max.bytes.per.second": 1_000_000,
+        "remote.log.manager.copy.quota.window.num": 3,
+        "remote.log.manager.copy.quota.window.size.seconds": 2,
+        **{key: 5 for key in REMOTE_READ_DEFAULTS},
+    }
+    with LogManager.open(tmp_path / "data", config={**props, **keys}) as mgr:
+        assert mgr.remote_tier is not None
+        cfg = mgr.remote_tier.config
+        assert cfg.remote_log_manager_copy_max_bytes_per_second == 1_000_000
+        assert (
+            cfg.remote_log_manager_copy_quota_window_num,
+            cfg.remote_log_manager_copy_quota_window_size_seconds,
+        ) == (3, 2)
+        assert all(getattr(cfg, attr) == 5 for attr, _ in REMOTE_READ_DEFAULTS.values())
+        rlm = mgr.remote_tier.rlm
+        assert (
+            rlm.fetch_quota.quota_bytes_per_second,
+            rlm.fetch_quota.num_windows,
+            rlm.fetch_quota.window_size_ms,
+        ) == (5, 5, 5000)
+        assert (rlm.reader_pool.num_threads, rlm.reader_pool.max_pending_tasks) == (5, 5)

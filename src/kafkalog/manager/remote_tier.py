@@ -102,6 +102,16 @@ _REMOTE_KEYS: Final = (
     "remote.log.storage.manager.impl.prefix",
     "remote.log.manager.copier.thread.pool.size",
     "remote.log.manager.expiration.thread.pool.size",
+    "remote.log.manager.copy.max.bytes.per.second",
+    "remote.log.manager.copy.quota.window.num",
+    "remote.log.manager.copy.quota.window.size.seconds",
+    "remote.log.manager.fetch.max.bytes.per.second",
+    "remote.log.manager.fetch.quota.window.num",
+    "remote.log.manager.fetch.quota.window.size.seconds",
+    "remote.log.reader.threads",
+    "remote.log.reader.max.pending.tasks",
+    "remote.fetch.max.wait.ms",
+    "remote.list.offsets.request.timeout.ms",
 )
 
 
@@ -504,6 +514,8 @@ class RemoteTier:
                 )
         if self._owns_scheduler and isinstance(self._scheduler, KafkaScheduler) and not stuck:
             self._scheduler.shutdown()
+        # the remote reads of fetches: new ones refused, running ones waited for (within the same bound)
+        self.rlm.stop_readers(max(0.0, deadline - time.monotonic()))
         for closer in (self.rlm.rlmm.close, self.rlm.rsm.close):
             try:
                 closer()

@@ -38,6 +38,7 @@ from kafkalog.server.producer_ids import ProducerIdManager
 if TYPE_CHECKING:
     from kafkalog.server.groups.coordinator import GroupCoordinator
     from kafkalog.server.txn.coordinator import TransactionCoordinator
+    from kafkalog.tiering import RemoteLogManager
 
 __all__ = ["IDLE_INLINE_MAX_BYTES", "ZERO_UUID", "Broker"]
 
@@ -89,6 +90,8 @@ class Broker:
         self._topic_ids: dict[uuid.UUID, str] = {}
         #: Set at shutdown: waiting fetches answer at once.
         self.closing = False
+        #: Set with ``closing`` (:meth:`begin_shutdown`): ends the waits for remote reads (:meth:`wait_remote`).
+        self._closed = asyncio.Event()
         #: Connections whose next request has been received and waits for the event loop (not handling one);
         #: kept up to date by the connections (:meth:`offload` reads it).
         self.ready_connections = 0
@@ -122,6 +125,12 @@ class Broker:
             return False
         return self.ready_connections > 0 or nbytes > IDLE_INLINE_MAX_BYTES
 
+    @property
+    def remote_log_manager(self) -> RemoteLogManager | None:
+        """The manager's ``RemoteLogManager`` (its remote fetch quota and reader pool), None without tiering."""
+        tier = self.manager.remote_tier
+        return None if tier is None else tier.rlm
+
     def get_log(self, topic: str, partition: int) -> Log:
         """The partition's log (``UnknownTopicOrPartitionError``, ``KafkaStorageError`` as the manager raises)."""
         return self.manager.get_log(topic, partition)
@@ -152,6 +161,23 @@ class Broker:
                 ids[tid] = topic
         self._topic_ids = ids
         return ids.get(topic_id)
+
+    def begin_shutdown(self) -> None:
+        """Shutdown starts (on the loop thread): waiting fetches and remote reads' waits answer at once."""
+        self.closing = True
+        self._closed.set()
+        self.waiters.notify_all()
+
+    async def wait_remote(self, waits: list[asyncio.Future[Any]], timeout_s: float) -> None:
+        """Wait until every one of ``waits`` (remote reads on the reader pool) is done, ``timeout_s`` passed, or
+        shutdown begins; the futures themselves are left as they are (the caller cancels what is not done)."""
+        every = asyncio.ensure_future(asyncio.wait(waits))
+        closing = asyncio.ensure_future(self._closed.wait())
+        try:
+            await asyncio.wait({every, closing}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            every.cancel()
+            closing.cancel()
 
     def notify(self, tp: TopicPartition) -> None:
         """Wake fetches waiting on ``tp`` (call on the loop thread after changing its log)."""

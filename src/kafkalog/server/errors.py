@@ -120,6 +120,9 @@ EXCEPTION_CODES: Final[tuple[tuple[type[BaseException], ErrorCode], ...]] = (
     (log_errors.PolicyViolationError, ErrorCode.POLICY_VIOLATION),
     (log_errors.InvalidTopicError, ErrorCode.INVALID_TOPIC_EXCEPTION),
     (log_errors.InvalidConfigurationError, ErrorCode.INVALID_CONFIG),
+    # a full remote reader queue: Kafka's ReplicaManager answers the RejectedExecutionException with
+    # Errors.forException's default, which every client treats as a retriable partition error
+    (log_errors.RejectedExecutionError, ErrorCode.UNKNOWN_SERVER_ERROR),
 )
 
 

@@ -347,8 +347,7 @@ class AsyncKafkaServer:
             if not connection.busy:
                 connection.close()
         if self.broker is not None:
-            self.broker.closing = True
-            self.broker.waiters.notify_all()
+            self.broker.begin_shutdown()
             await self._stop_coordinators(self.broker)
         deadline = self.config.shutdown_grace_ms / 1000
         pending = [c.task for c in self._connections if c.task is not None and not c.task.done()]

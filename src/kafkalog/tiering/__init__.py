@@ -9,20 +9,26 @@ log metadata manager and the ``RemoteLogManager``.
 * :mod:`~kafkalog.tiering.rlmm`: :class:`TopicBasedRemoteLogMetadataManager` (``__remote_log_metadata`` kept as
   ordinary Logs of the data directory);
 * :mod:`~kafkalog.tiering.index_cache`: :class:`RemoteIndexCache` (fetched remote indexes, bounded in bytes);
-* :mod:`~kafkalog.tiering.quota`: :class:`RLMQuotaManager` (Kafka's copy quota: a sampled byte rate);
+* :mod:`~kafkalog.tiering.quota`: :class:`RLMQuotaManager` (Kafka's copy and fetch quotas: a sampled byte
+  rate) and :class:`ThrottleTimeSensor` (``remote-fetch-throttle-time``);
+* :mod:`~kafkalog.tiering.reader_pool`: :class:`RemoteStorageThreadPool` (the bounded pool of remote reads for
+  fetches: ``remote.log.reader.threads``, ``remote.log.reader.max.pending.tasks``);
 * :mod:`~kafkalog.tiering.rlm`: :class:`RemoteLogManager` (copy, expiration, cleanup, reads) and
   :class:`RemoteTierReader` (the :class:`~kafkalog.log.tiers.RemoteLogReader` a Log falls through to).
 
 Layering: beside ``cleaner`` and ``readonly``; imports ``tiered``, ``remote``, ``log``, ``storage``,
-``objstore``, ``records``; the manager imports it. It runs no threads.
+``objstore``, ``records``; the manager imports it. Its only threads are the remote reader pool's, started by
+the first ``RemoteLogManager.async_read`` (``kafkalog serve``'s remote fetches) and stopped by ``close``.
 """
 
 from kafkalog.tiering.config import RemoteLogManagerConfig, RsmConfig
 from kafkalog.tiering.index_cache import RemoteIndexCache, RemoteIndexEntry
-from kafkalog.tiering.quota import RLMQuotaManager
+from kafkalog.tiering.quota import RLMQuotaManager, ThrottleTimeSensor
+from kafkalog.tiering.reader_pool import RemoteStorageThreadPool
 from kafkalog.tiering.rlm import (
     METRIC_NAMES,
     QUOTA_WAIT_MS,
+    READ_METRIC_NAMES,
     RemoteLogManager,
     RemoteTierReader,
     topic_id_partition,
@@ -33,6 +39,7 @@ from kafkalog.tiering.rsm import AivenRemoteStorageManager, IndexType, LogSegmen
 __all__ = [
     "METRIC_NAMES",
     "QUOTA_WAIT_MS",
+    "READ_METRIC_NAMES",
     "AivenRemoteStorageManager",
     "IndexType",
     "LogSegmentData",
@@ -42,8 +49,10 @@ __all__ = [
     "RemoteLogManager",
     "RemoteLogManagerConfig",
     "RemoteStorageManager",
+    "RemoteStorageThreadPool",
     "RemoteTierReader",
     "RsmConfig",
+    "ThrottleTimeSensor",
     "TopicBasedRemoteLogMetadataManager",
     "topic_id_partition",
 ]

@@ -14,6 +14,13 @@ Keys (``from_props``; values may be strings, as in a properties file)::
     remote.log.manager.copy.max.bytes.per.second     int > 0, default 2^63-1 (no quota): copies of all partitions
     remote.log.manager.copy.quota.window.num         int > 0, default 11  } the quota's rate is measured over
     remote.log.manager.copy.quota.window.size.seconds int > 0, default 1  } num x size seconds
+    remote.log.manager.fetch.max.bytes.per.second    int > 0, default 2^63-1 (no quota): remote reads serving fetches
+    remote.log.manager.fetch.quota.window.num        int > 0, default 11  } the fetch quota's rate is measured
+    remote.log.manager.fetch.quota.window.size.seconds int > 0, default 1 } over num x size seconds
+    remote.log.reader.threads                        int > 0, default 10 (threads reading the remote tier for fetches)
+    remote.log.reader.max.pending.tasks              int > 0, default 100 (reads queued for them; more are refused)
+    remote.fetch.max.wait.ms                         int in [1, 2^31-1], default 500 (a fetch's wait for its remote read)
+    remote.list.offsets.request.timeout.ms           int > 0, default 30000 (a ListOffsets' wait for its remote lookups)
     remote.log.storage.manager.impl.prefix           default "rsm.config."
     broker.id | node.id                              int >= 0, default 0 (written into the metadata)
     <prefix>storage.url                              the archive's URL (s3://bucket/path, file://, memory://)
@@ -36,8 +43,12 @@ from kafkalog.errors import InvalidConfigurationError
 from kafkalog.objstore.options import public_url, redact
 
 __all__ = [
+    "DEFAULT_REMOTE_FETCH_MAX_WAIT_MS",
+    "DEFAULT_REMOTE_LIST_OFFSETS_REQUEST_TIMEOUT_MS",
     "DEFAULT_REMOTE_LOG_INDEX_FILE_CACHE_TOTAL_SIZE_BYTES",
     "DEFAULT_REMOTE_LOG_MANAGER_TASK_INTERVAL_MS",
+    "DEFAULT_REMOTE_LOG_READER_MAX_PENDING_TASKS",
+    "DEFAULT_REMOTE_LOG_READER_THREADS",
     "DEFAULT_REMOTE_LOG_STORAGE_MANAGER_IMPL_PREFIX",
     "DEFAULT_RSM_CHUNK_SIZE",
     "RemoteLogManagerConfig",
@@ -47,6 +58,11 @@ __all__ = [
 DEFAULT_REMOTE_LOG_MANAGER_TASK_INTERVAL_MS: Final = 30_000
 DEFAULT_REMOTE_LOG_INDEX_FILE_CACHE_TOTAL_SIZE_BYTES: Final = 1024 * 1024 * 1024
 DEFAULT_REMOTE_LOG_STORAGE_MANAGER_IMPL_PREFIX: Final = "rsm.config."
+#: Kafka's ``remote.log.reader.threads`` / ``remote.log.reader.max.pending.tasks`` / ``remote.fetch.max.wait.ms``.
+DEFAULT_REMOTE_LOG_READER_THREADS: Final = 10
+DEFAULT_REMOTE_LOG_READER_MAX_PENDING_TASKS: Final = 100
+DEFAULT_REMOTE_FETCH_MAX_WAIT_MS: Final = 500
+DEFAULT_REMOTE_LIST_OFFSETS_REQUEST_TIMEOUT_MS: Final = 30_000
 #: The plugin's recommended ``chunk.size``.
 DEFAULT_RSM_CHUNK_SIZE: Final = 4 * 1024 * 1024
 _INT32_MAX: Final = 2**31 - 1
@@ -152,6 +168,44 @@ class RsmConfig:
         )
 
 
+#: ``(key, attribute, upper bound, default)`` of the remote read settings (Kafka's types: LONG, INT): the fetch
+#: quota, the reader pool and the remote fetch's wait; each at least 1.
+_READ_KEYS: Final = (
+    (
+        "remote.log.manager.fetch.max.bytes.per.second",
+        "remote_log_manager_fetch_max_bytes_per_second",
+        _INT64_MAX,
+        _INT64_MAX,
+    ),
+    (
+        "remote.log.manager.fetch.quota.window.num",
+        "remote_log_manager_fetch_quota_window_num",
+        _INT32_MAX,
+        11,
+    ),
+    (
+        "remote.log.manager.fetch.quota.window.size.seconds",
+        "remote_log_manager_fetch_quota_window_size_seconds",
+        _INT32_MAX,
+        1,
+    ),
+    ("remote.log.reader.threads", "remote_log_reader_threads", _INT32_MAX, DEFAULT_REMOTE_LOG_READER_THREADS),
+    (
+        "remote.log.reader.max.pending.tasks",
+        "remote_log_reader_max_pending_tasks",
+        _INT32_MAX,
+        DEFAULT_REMOTE_LOG_READER_MAX_PENDING_TASKS,
+    ),
+    ("remote.fetch.max.wait.ms", "remote_fetch_max_wait_ms", _INT32_MAX, DEFAULT_REMOTE_FETCH_MAX_WAIT_MS),
+    (
+        "remote.list.offsets.request.timeout.ms",
+        "remote_list_offsets_request_timeout_ms",
+        _INT64_MAX,
+        DEFAULT_REMOTE_LIST_OFFSETS_REQUEST_TIMEOUT_MS,
+    ),
+)
+
+
 @dataclass(frozen=True)
 class RemoteLogManagerConfig:
     """Kafka's ``RemoteLogManagerConfig`` (the keys kafkalog implements) plus the RSM's settings."""
@@ -164,6 +218,13 @@ class RemoteLogManagerConfig:
     remote_log_manager_copy_max_bytes_per_second: int = _INT64_MAX
     remote_log_manager_copy_quota_window_num: int = 11
     remote_log_manager_copy_quota_window_size_seconds: int = 1
+    remote_log_manager_fetch_max_bytes_per_second: int = _INT64_MAX
+    remote_log_manager_fetch_quota_window_num: int = 11
+    remote_log_manager_fetch_quota_window_size_seconds: int = 1
+    remote_log_reader_threads: int = DEFAULT_REMOTE_LOG_READER_THREADS
+    remote_log_reader_max_pending_tasks: int = DEFAULT_REMOTE_LOG_READER_MAX_PENDING_TASKS
+    remote_fetch_max_wait_ms: int = DEFAULT_REMOTE_FETCH_MAX_WAIT_MS
+    remote_list_offsets_request_timeout_ms: int = DEFAULT_REMOTE_LIST_OFFSETS_REQUEST_TIMEOUT_MS
     #: Kafka's ``broker.id`` / ``node.id``: written into every metadata record.
     broker_id: int = 0
     rsm: RsmConfig = field(default_factory=RsmConfig)
@@ -199,6 +260,8 @@ class RemoteLogManagerConfig:
             1,
             _INT32_MAX,
         )
+        for key, attr, high, _ in _READ_KEYS:
+            _int(key, getattr(self, attr), 1, high)
 
     @classmethod
     def from_props(cls, props: Mapping[str, Any]) -> RemoteLogManagerConfig:
@@ -252,4 +315,5 @@ class RemoteLogManagerConfig:
             ),
             broker_id=_int("broker.id", broker, 0, _INT32_MAX),
             rsm=RsmConfig.from_props(props, prefix),
+            **{attr: _int(key, props.get(key, default), 1, high) for key, attr, high, default in _READ_KEYS},
         )

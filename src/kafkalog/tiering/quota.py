@@ -1,13 +1,19 @@
-"""Kafka's ``RLMQuotaManager``: the broker-wide rate quota of remote copies
-(``remote.log.manager.copy.max.bytes.per.second``).
+"""Kafka's ``RLMQuotaManager``: the broker-wide rate quotas of remote copies
+(``remote.log.manager.copy.max.bytes.per.second``) and of remote reads serving fetches
+(``remote.log.manager.fetch.max.bytes.per.second``), and Kafka's ``RLMQuotaMetrics`` throttle-time sensor.
 
 Invariant owned here: the rate is Kafka's sampled ``Rate`` — bytes recorded in the last ``num_windows``
 samples of ``window_size_ms`` each, divided by the time they span (at least ``num_windows - 1`` whole
 windows, so one burst after a quiet spell is not measured over a few milliseconds); the quota is violated
 when that rate is *above* the bound, and the throttle time is Kafka's ``QuotaUtils.throttleTime``:
 ``(rate - bound) / bound x the measured span``, the time after which the rate falls back to the bound if
-nothing more is recorded. Callers record a segment's bytes before copying it (Kafka's order), so
-concurrent copiers never overshoot together. Thread-safe.
+nothing more is recorded. Copiers record a segment's bytes before copying it (Kafka's order), so
+concurrent copiers never overshoot together; remote fetch reads record the bytes they returned after the
+read (Kafka's ``RemoteLogReader``), and a fetch finding the quota exceeded skips its remote read.
+
+:class:`ThrottleTimeSensor` is Kafka's ``remote-fetch-throttle-time`` sensor: the average and maximum of the
+throttle times recorded in its last two 30-second samples (Kafka's default ``MetricConfig``), and a count
+since it was made. Thread-safe.
 """
 
 from __future__ import annotations
@@ -17,7 +23,56 @@ from collections import deque
 
 from kafkalog.time import SYSTEM_TIME, Time
 
-__all__ = ["RLMQuotaManager"]
+__all__ = ["THROTTLE_SAMPLES", "THROTTLE_SAMPLE_WINDOW_MS", "RLMQuotaManager", "ThrottleTimeSensor"]
+
+
+#: Kafka's default ``MetricConfig``: samples kept by a sensor and the span of each.
+THROTTLE_SAMPLES = 2
+THROTTLE_SAMPLE_WINDOW_MS = 30_000
+
+
+class ThrottleTimeSensor:
+    """Kafka's ``RLMQuotaMetrics`` sensor (``remote-fetch-throttle-time-avg`` / ``-max``): throttle times in ms
+    over the last :data:`THROTTLE_SAMPLES` samples of :data:`THROTTLE_SAMPLE_WINDOW_MS` (0 when none)."""
+
+    def __init__(self, time: Time | None = None) -> None:
+        self.time = time or SYSTEM_TIME
+        self._lock = threading.Lock()
+        #: ``[window start ms, count, total, max]`` of each live sample, oldest first
+        self._samples: deque[list[int]] = deque()
+        #: throttle times recorded since the sensor was made
+        self.count = 0
+
+    def record(self, value_ms: int) -> None:
+        """Count one throttle of ``value_ms``."""
+        now = self.time.milliseconds()
+        with self._lock:
+            self._purge(now)
+            if not self._samples or now >= self._samples[-1][0] + THROTTLE_SAMPLE_WINDOW_MS:
+                self._samples.append([now, 0, 0, 0])
+            sample = self._samples[-1]
+            sample[1] += 1
+            sample[2] += value_ms
+            sample[3] = max(sample[3], value_ms)
+            self.count += 1
+
+    def _purge(self, now: int) -> None:
+        horizon = now - THROTTLE_SAMPLES * THROTTLE_SAMPLE_WINDOW_MS
+        while self._samples and self._samples[0][0] <= horizon:
+            self._samples.popleft()
+
+    def avg(self) -> float:
+        """The average throttle time of the live samples (0.0 when none)."""
+        with self._lock:
+            self._purge(self.time.milliseconds())
+            n = sum(s[1] for s in self._samples)
+            return sum(s[2] for s in self._samples) / n if n else 0.0
+
+    def max(self) -> int:
+        """The longest throttle time of the live samples (0 when none)."""
+        with self._lock:
+            self._purge(self.time.milliseconds())
+            return max((s[3] for s in self._samples), default=0)
 
 
 class RLMQuotaManager:

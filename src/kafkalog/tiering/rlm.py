@@ -37,10 +37,23 @@ Invariants owned here:
   segment while the quota is exceeded (re-checking at least every :data:`QUOTA_WAIT_MS`), then records the
   segment's bytes and copies it; the wait ends at once when the manager closes or the partition stops (the
   pass then ends without copying), and a segment is never cut.
+* **Fetch quota and reader pool** (Kafka's ``fetchQuotaManager``, ``asyncRead``,
+  ``remoteStorageReaderThreadPool``). :meth:`RemoteLogManager.async_read` runs a fetch's read of the remote tier
+  (and :meth:`RemoteLogManager.async_offset_read` a ListOffsets lookup of it)
+  on a :class:`~kafkalog.tiering.reader_pool.RemoteStorageThreadPool` of ``remote.log.reader.threads`` threads
+  with at most ``remote.log.reader.max.pending.tasks`` waiting (past that it raises
+  :class:`~kafkalog.errors.RejectedExecutionError` at once), and records the bytes each read returned in the
+  fetch quota ``remote.log.manager.fetch.max.bytes.per.second`` (after the read, as Kafka's
+  ``RemoteLogReader``). The caller (``kafkalog serve``'s Fetch) asks :meth:`RemoteLogManager.get_fetch_throttle_time_ms`
+  first and, over the quota, skips the read and answers the partition empty (KIP-956), recording the throttle
+  time in :attr:`RemoteLogManager.fetch_throttle_time_sensor`. Reads through ``Log.read`` (the embedded API,
+  the CLI, Spark) are not client-driven: they run on the caller's thread and are neither throttled nor
+  counted by the fetch quota, as Kafka's quota covers only the reads its ``ReplicaManager`` schedules.
 
-It runs no threads: the manager schedules :meth:`RemoteLogManager.copy_once` / :meth:`RemoteLogManager.expire_once`
-every ``remote.log.manager.task.interval.ms``; the passes of one partition take its lock, so a copy, an
-expiration and a cleanup never interleave (reads take no such lock).
+The manager schedules :meth:`RemoteLogManager.copy_once` / :meth:`RemoteLogManager.expire_once` every
+``remote.log.manager.task.interval.ms``; the passes of one partition take its lock, so a copy, an expiration
+and a cleanup never interleave (reads take no such lock). The only threads of its own are the reader pool's,
+started on the first :meth:`RemoteLogManager.async_read` and stopped by :meth:`RemoteLogManager.close`.
 """
 
 from __future__ import annotations
@@ -51,15 +64,17 @@ import struct
 import threading
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
 from kafkalog.errors import KafkaError, RemoteResourceNotFoundError, RemoteStorageError
 from kafkalog.log.checkpoint import EpochEntry, leader_epoch_checkpoint
 from kafkalog.log.log import Log
 from kafkalog.log.names import TopicPartition
 from kafkalog.log.tiers import SEGMENT_DELETION, RemoteLogReader
+from kafkalog.log.types import FetchIsolation
 from kafkalog.meter import Meter, MeterSnapshot, combined
 from kafkalog.records import MemoryRecords
 from kafkalog.records.framing import (
@@ -89,7 +104,8 @@ from kafkalog.tiered.aiven import epochs_in_range
 from kafkalog.tiered.view import is_within_lineage
 from kafkalog.tiering.config import RemoteLogManagerConfig
 from kafkalog.tiering.index_cache import RemoteIndexCache
-from kafkalog.tiering.quota import RLMQuotaManager
+from kafkalog.tiering.quota import RLMQuotaManager, ThrottleTimeSensor
+from kafkalog.tiering.reader_pool import RemoteStorageThreadPool
 from kafkalog.tiering.rlmm import TopicBasedRemoteLogMetadataManager
 from kafkalog.tiering.rsm import AivenRemoteStorageManager, LogSegmentData, RemoteStorageManager
 from kafkalog.time import SYSTEM_TIME, Time
@@ -99,11 +115,14 @@ __all__ = [
     "METER_NAMES",
     "METRIC_NAMES",
     "QUOTA_WAIT_MS",
+    "READER_CLOSE_WAIT_S",
+    "READ_METRIC_NAMES",
     "RemoteLogManager",
     "RemoteTierReader",
 ]
 
 _log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: Kafka's remote storage meters (``kafka.server:type=BrokerTopicMetrics,name=...``): each a
 #: :class:`~kafkalog.meter.Meter` (count, mean and 1/5/15-minute rates), per partition and broker-wide.
@@ -128,6 +147,21 @@ GAUGE_NAMES: Final = (
 METRIC_NAMES: Final = (*METER_NAMES, *GAUGE_NAMES)
 #: Longest single wait of a copy pass for the copy quota before it checks again (Kafka's ``quotaTimeout``).
 QUOTA_WAIT_MS: Final = 1_000
+#: The broker-wide metrics of remote reads for fetches (:meth:`RemoteLogManager.read_metrics`): Kafka's
+#: ``RemoteLogManager`` sensor ``remote-fetch-throttle-time`` (avg, max in ms) and the count of fetches it
+#: throttled, the reader pool's ``RemoteLogReaderTaskQueueSize``, and the counts of Kafka's
+#: ``DelayedRemoteFetchMetrics`` / ``DelayedRemoteListOffsetsMetrics`` ``ExpiresPerSec`` meters (waits that
+#: ran out: ``remote.fetch.max.wait.ms``, ``remote.list.offsets.request.timeout.ms``).
+READ_METRIC_NAMES: Final = (
+    "remote-fetch-throttle-time-avg",
+    "remote-fetch-throttle-time-max",
+    "remote-fetch-throttle-count",
+    "RemoteLogReaderTaskQueueSize",
+    "DelayedRemoteFetchExpiresPerSec",
+    "DelayedRemoteListOffsetsExpiresPerSec",
+)
+#: How long :meth:`RemoteLogManager.close` waits for each reader thread's running read.
+READER_CLOSE_WAIT_S: Final = 10.0
 #: Bytes fetched at least per ranged read of a remote ``.log`` (a batch header plus some batches).
 _MIN_FETCH_BYTES: Final = 64 * 1024
 _I32 = struct.Struct(">i")
@@ -284,6 +318,21 @@ class RemoteLogManager:
             cfg.remote_log_manager_copy_quota_window_size_seconds,
             self.time,
         )
+        #: Kafka's ``rlmFetchQuotaManager``: bytes remote reads returned to fetches
+        self.fetch_quota = RLMQuotaManager(
+            cfg.remote_log_manager_fetch_max_bytes_per_second,
+            cfg.remote_log_manager_fetch_quota_window_num,
+            cfg.remote_log_manager_fetch_quota_window_size_seconds,
+            self.time,
+        )
+        #: Kafka's ``fetchThrottleTimeSensor`` (``remote-fetch-throttle-time``)
+        self.fetch_throttle_time_sensor = ThrottleTimeSensor(self.time)
+        #: Kafka's ``remoteStorageReaderThreadPool``, started by the first :meth:`async_read`
+        self._reader_pool: RemoteStorageThreadPool | None = None
+        #: Kafka's ``DelayedRemoteFetchMetrics`` / ``DelayedRemoteListOffsetsMetrics`` ``ExpiresPerSec``:
+        #: marked by ``serve`` when a wait for remote reads runs out
+        self.delayed_remote_fetch_expires = Meter(self.time)
+        self.delayed_remote_list_offsets_expires = Meter(self.time)
 
     def __repr__(self) -> str:
         return f"RemoteLogManager({self.rsm!r}, {len(self._partitions)} partitions)"
@@ -453,10 +502,12 @@ class RemoteLogManager:
 
     def close(self) -> None:
         """Forget every partition, the cached indexes, and close the RSM and the RLMM (not their Logs); a copy
-        pass waiting for the copy quota ends at once."""
+        pass waiting for the copy quota ends at once, the reader pool refuses new reads, cancels the waiting ones
+        and its threads end after their running read (waited for up to :data:`READER_CLOSE_WAIT_S` each)."""
         self._closing.set()
         with self._lock:
             self._partitions.clear()
+        self.stop_readers(READER_CLOSE_WAIT_S)
         self.index_cache.clear()
         self.rsm.close()
         self.rlmm.close()
@@ -845,6 +896,85 @@ class RemoteLogManager:
                 to_delete.append(md)
                 chosen.add(sid)
         return to_delete, new_start
+
+    # --- remote reads for fetches (quota, reader pool) -------------------------------------------------------
+    def get_fetch_throttle_time_ms(self) -> int:
+        """Kafka's ``getFetchThrottleTimeMs``: 0 while the remote fetch quota allows a read, else how long until
+        it does (a fetch then skips its remote read)."""
+        return self.fetch_quota.get_throttle_time_ms()
+
+    @property
+    def reader_pool(self) -> RemoteStorageThreadPool:
+        """The remote reader pool (``remote.log.reader.threads``, ``remote.log.reader.max.pending.tasks``),
+        made on first use; a closed manager's refuses every read."""
+        with self._lock:
+            pool = self._reader_pool
+            if pool is None:
+                cfg = self.config
+                pool = RemoteStorageThreadPool(
+                    cfg.remote_log_reader_threads, cfg.remote_log_reader_max_pending_tasks
+                )
+                if self._closing.is_set():
+                    pool.shutdown()
+                else:
+                    self._reader_pool = pool
+            return pool
+
+    def async_read(
+        self,
+        log: Log,
+        fetch_offset: int,
+        max_bytes: int,
+        isolation: FetchIsolation,
+        min_one_message: bool,
+    ) -> Future[FetchDataInfo]:
+        """Kafka's ``asyncRead``: ``log.read(fetch_offset, max_bytes, isolation, min_one_message)`` (an offset
+        below the log's local log start offset, so the remote tier answers) on the reader pool; the bytes it
+        returned are recorded in the fetch quota (0 when it failed). Raises
+        :class:`~kafkalog.errors.RejectedExecutionError` at once when the pool's queue is full."""
+        return self.reader_pool.submit(
+            self._fetch_read, log, fetch_offset, max_bytes, isolation, min_one_message
+        )
+
+    def async_offset_read(self, lookup: Callable[[], T]) -> Future[T]:
+        """Kafka's ``asyncOffsetRead``: a ListOffsets lookup that may read the remote tier (``lookup()``, the
+        log's ``fetch_offset_by_timestamp`` and its bound) on the reader pool; not counted in the fetch quota.
+        Raises :class:`~kafkalog.errors.RejectedExecutionError` at once when the pool's queue is full."""
+        return self.reader_pool.submit(lookup)
+
+    def _fetch_read(
+        self, log: Log, fetch_offset: int, max_bytes: int, isolation: FetchIsolation, min_one_message: bool
+    ) -> FetchDataInfo:
+        size = 0
+        try:
+            info = log.read(fetch_offset, max_bytes, isolation, min_one_message)
+            size = info.records.size_in_bytes
+            return info
+        finally:
+            self.fetch_quota.record(size)
+
+    def stop_readers(self, timeout: float | None = None) -> bool:
+        """Shut the reader pool down for good (the manager closes): new reads are refused, waiting ones
+        cancelled, running ones waited for up to ``timeout`` seconds in all. Whether none is left running."""
+        self._closing.set()
+        with self._lock:
+            pool, self._reader_pool = self._reader_pool, None
+        return True if pool is None else pool.shutdown(timeout)
+
+    def read_metrics(self) -> dict[str, float]:
+        """The broker-wide metrics of remote reads for fetches (:data:`READ_METRIC_NAMES`) now."""
+        sensor = self.fetch_throttle_time_sensor
+        pool = self._reader_pool
+        return {
+            "remote-fetch-throttle-time-avg": sensor.avg(),
+            "remote-fetch-throttle-time-max": float(sensor.max()),
+            "remote-fetch-throttle-count": float(sensor.count),
+            "RemoteLogReaderTaskQueueSize": float(pool.task_queue_size if pool is not None else 0),
+            "DelayedRemoteFetchExpiresPerSec": float(self.delayed_remote_fetch_expires.snapshot().count),
+            "DelayedRemoteListOffsetsExpiresPerSec": float(
+                self.delayed_remote_list_offsets_expires.snapshot().count
+            ),
+        }
 
     # --- reads --------------------------------------------------------------------------------------------
     def _fetch_bytes(

@@ -25,26 +25,45 @@ answers. Reads above ``inline_io_max_bytes`` (the sum of the partition limits) r
 other connections have requests waiting for the event loop (:meth:`~kafkalog.server.broker.Broker.offload`),
 and so do reads of more than :data:`INLINE_MAX_PARTITIONS` partitions.
 
-Tiered storage (KIP-405): an offset below the local log start offset but at or above the log start offset is
-read from the remote tier (the Log falls through to its remote reader); such a fetch always runs on the I/O
-threads (:func:`reads_remote`; Kafka's remote fetches leave the request thread too), since it waits on object
-storage. ``log_start_offset`` in the answer is the log's, over both tiers; only an offset below it (or past
-the log end) is OFFSET_OUT_OF_RANGE. A remote read that fails is that partition's error
-(``RemoteStorageError``: UNKNOWN_SERVER_ERROR, as Kafka answers a ``RemoteStorageException``), never the
-whole fetch's.
+Tiered storage (KIP-405), as Kafka's ``ReplicaManager``: a partition whose fetch offset is below its local log
+start offset but at or above its log start offset is read from the remote tier, never on the event loop nor
+on an I/O thread. In request order, with the other partitions' reads, each such partition
+
+* finds the remote fetch quota (``remote.log.manager.fetch.max.bytes.per.second``) exceeded: no read, and it
+  is answered with no records and no error (KIP-956), the throttle time recorded in
+  ``remote-fetch-throttle-time``; a fetch whose remote partitions were all skipped long-polls as any other
+  (``max_wait_ms``, ``min_bytes``), so its consumer retries after the wait, not in a busy loop;
+* or, with bytes left in the response, has its limit reserved from ``max_bytes`` (so the partitions after it
+  no longer get one whole batch past their limits: Kafka's ``readFromLog``), and once the local partitions
+  are read its read is submitted to the remote reader pool (``RemoteLogManager.async_read``:
+  ``remote.log.reader.threads``, ``remote.log.reader.max.pending.tasks``); a full queue answers it at once
+  with UNKNOWN_SERVER_ERROR (Kafka's mapping of the ``RejectedExecutionException``), never with a wait.
+
+A fetch that submitted remote reads waits for them on the event loop (Kafka's ``DelayedRemoteFetch``) at most
+``remote.fetch.max.wait.ms``, whatever the request's ``max_wait_ms`` (Kafka's KIP-1018: a small client wait
+would otherwise never let a remote read finish), and is then answered at once (no ``min_bytes`` long poll
+after it); a read not done by then (or when shutdown begins) is cancelled if it has not started, and its
+partition answered with no records and no error, so the consumer asks again. ``log_start_offset`` in the
+answer is the log's, over both tiers; only an offset below it (or past the log end) is OFFSET_OUT_OF_RANGE.
+A remote read that fails is that partition's error (``RemoteStorageError``: UNKNOWN_SERVER_ERROR, as Kafka
+answers a ``RemoteStorageException``), never the whole fetch's.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 import uuid
+from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import FetchResponse
 
-from kafkalog.errors import KafkaError
+from kafkalog.errors import KafkaError, RejectedExecutionError
+from kafkalog.log.log import Log
 from kafkalog.log.names import TopicPartition
 from kafkalog.log.types import FetchIsolation
 from kafkalog.records import MemoryRecords
@@ -53,15 +72,22 @@ from kafkalog.server.context import RequestContext
 from kafkalog.server.dispatch import api
 from kafkalog.server.errors import ErrorCode, error_code_for
 from kafkalog.server.protocol import Message
+from kafkalog.storage.txn_index import AbortedTxn
+from kafkalog.storage.types import FetchDataInfo
+
+if TYPE_CHECKING:
+    from kafkalog.tiering import RemoteLogManager
 
 __all__ = [
     "INLINE_MAX_PARTITIONS",
     "FetchTarget",
+    "RemoteRead",
     "handle_fetch",
     "leader_epoch_error",
     "read_partitions",
-    "reads_remote",
 ]
+
+_log = logging.getLogger(__name__)
 
 _TopicResponse = FetchResponse.FetchableTopicResponse
 _PartitionData = FetchResponse.FetchableTopicResponse.PartitionData
@@ -91,6 +117,22 @@ def leader_epoch_error(requested: int, current: int) -> ErrorCode | None:
     return ErrorCode.UNKNOWN_LEADER_EPOCH if requested > current else ErrorCode.FENCED_LEADER_EPOCH
 
 
+@dataclass(slots=True)
+class RemoteRead:
+    """A partition of a fetch that the remote tier answers: where its answer goes and what to read."""
+
+    #: position of the partition's answer in the response
+    index: int
+    target: FetchTarget
+    log: Log
+    #: its byte limit (reserved from the response's ``max_bytes``) and whether one whole batch may exceed it
+    limit: int
+    min_one_message: bool
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+
+
 def _failed(index: int, code: ErrorCode) -> Message:
     return _PartitionData(
         partition_index=index,
@@ -104,14 +146,30 @@ def _failed(index: int, code: ErrorCode) -> Message:
     )
 
 
+def _in_remote_tier(log: Log, fetch_offset: int) -> bool:
+    """Whether ``fetch_offset`` is held by the remote tier only (Kafka's ``handleOffsetOutOfRangeError`` test)."""
+    return log.remote_log_enabled and log.log_start_offset <= fetch_offset < log.local_log_start_offset
+
+
 def read_partitions(
-    broker: Broker, targets: list[FetchTarget], isolation: FetchIsolation, max_bytes: int
+    broker: Broker,
+    targets: list[FetchTarget],
+    isolation: FetchIsolation,
+    max_bytes: int,
+    remote: list[RemoteRead] | None = None,
 ) -> tuple[list[Message], int, bool]:
-    """Read every target: (partition responses in order, record bytes, whether any partition failed)."""
+    """Read every target: (partition responses in order, record bytes, whether any partition failed).
+
+    With ``remote`` (a list) and tiering, a target whose offset only the remote tier holds is not read: it gets
+    an empty answer and, unless the remote fetch quota is exceeded (the throttle time is recorded) or no bytes
+    are left for it, a :class:`RemoteRead` appended to ``remote``, its limit reserved from ``max_bytes`` as
+    Kafka's ``readFromLog`` does (the partitions after it no longer get ``min_one_message``)."""
     out: list[Message] = []
     total = 0
+    reserved = 0
     failed = False
     committed = isolation is FetchIsolation.TXN_COMMITTED
+    rlm = broker.remote_log_manager
     for t in targets:
         if t.topic is None:
             out.append(_failed(t.partition, ErrorCode.UNKNOWN_TOPIC_ID))
@@ -124,9 +182,20 @@ def read_partitions(
                 out.append(_failed(t.partition, fenced))
                 failed = True
                 continue
-            limit = max(0, min(t.max_bytes, max_bytes - total))
+            limit = max(0, min(t.max_bytes, max_bytes - total - reserved))
             hw, lso, start = log.high_watermark, log.last_stable_offset, log.log_start_offset
-            info = log.read(t.fetch_offset, limit, isolation, min_one_message=total == 0)
+            # Kafka's minOneMessage: nothing read, nor reserved for a remote read, before this partition
+            first = total == 0 and reserved == 0
+            if rlm is not None and remote is not None and _in_remote_tier(log, t.fetch_offset):
+                out.append(_answer(t.partition, hw, lso, start, b"", [] if committed else None))
+                throttle_ms = rlm.get_fetch_throttle_time_ms()
+                if throttle_ms > 0:  # KIP-956: no remote read in this fetch, no error, nothing reserved
+                    rlm.fetch_throttle_time_sensor.record(throttle_ms)
+                elif limit > 0:
+                    remote.append(RemoteRead(len(out) - 1, t, log, limit, first, hw, lso, start))
+                    reserved += limit
+                continue
+            info = log.read(t.fetch_offset, limit, isolation, min_one_message=first)
             mem = (
                 info.records if isinstance(info.records, MemoryRecords) else info.records.to_memory_records()
             )
@@ -137,37 +206,94 @@ def read_partitions(
             failed = True
             continue
         total += len(records)
-        out.append(
-            _PartitionData(
-                partition_index=t.partition,
-                error_code=ErrorCode.NONE,
-                high_watermark=hw,
-                last_stable_offset=lso,
-                log_start_offset=start,
-                aborted_transactions=(
-                    [_Aborted(producer_id=a.producer_id, first_offset=a.first_offset) for a in aborted or ()]
-                    if committed
-                    else None
-                ),
-                preferred_read_replica=-1,
-                records=records,
-            )
-        )
+        out.append(_answer(t.partition, hw, lso, start, records, (aborted or []) if committed else None))
     return out, total, failed
 
 
-def reads_remote(broker: Broker, targets: list[FetchTarget]) -> bool:
-    """Whether a target's fetch offset is in the remote tier only (below its log's local log start offset)."""
-    for t in targets:
-        if t.topic is None:
-            continue
+def _answer(
+    partition: int,
+    hw: int,
+    lso: int,
+    start: int,
+    records: bytes | memoryview,
+    aborted: list[AbortedTxn] | None,
+) -> Message:
+    return _PartitionData(
+        partition_index=partition,
+        error_code=ErrorCode.NONE,
+        high_watermark=hw,
+        last_stable_offset=lso,
+        log_start_offset=start,
+        aborted_transactions=(
+            None
+            if aborted is None
+            else [_Aborted(producer_id=a.producer_id, first_offset=a.first_offset) for a in aborted]
+        ),
+        preferred_read_replica=-1,
+        records=records,
+    )
+
+
+async def _read_remote(
+    broker: Broker,
+    rlm: RemoteLogManager,
+    reads: list[RemoteRead],
+    parts: list[Message],
+    isolation: FetchIsolation,
+) -> tuple[bool, int, bool]:
+    """Read the remote partitions of a fetch on the reader pool and put their answers in ``parts`` (module
+    doc): (whether a read was submitted, record bytes, whether a partition failed)."""
+    committed = isolation is FetchIsolation.TXN_COMMITTED
+    submitted: list[tuple[RemoteRead, Future[FetchDataInfo]]] = []
+    failed = False
+    for r in reads:
         try:
-            log = broker.get_log(t.topic, t.partition)
-        except KafkaError:
+            future = rlm.async_read(r.log, r.target.fetch_offset, r.limit, isolation, r.min_one_message)
+        except RejectedExecutionError as exc:
+            _log.warning(
+                "Unable to fetch data from remote storage for %s-%d: %s",
+                r.target.topic,
+                r.target.partition,
+                exc,
+            )
+            parts[r.index] = _failed(r.target.partition, error_code_for(exc))
+            failed = True
             continue
-        if log.remote_log_enabled and t.fetch_offset < log.local_log_start_offset:
-            return True
-    return False
+        submitted.append((r, future))
+    if not submitted:
+        return False, 0, failed
+    waits = [asyncio.wrap_future(future) for _, future in submitted]
+    await broker.wait_remote(waits, rlm.config.remote_fetch_max_wait_ms / 1000)
+    total = 0
+    if not broker.closing and not all(wait.done() for wait in waits):
+        rlm.delayed_remote_fetch_expires.mark()  # Kafka's DelayedRemoteFetchMetrics ExpiresPerSec
+    for (r, future), wait in zip(submitted, waits, strict=True):
+        if not wait.done():  # expired (or shutdown): cancel a read not yet started, answer it empty
+            wait.cancel()
+            continue
+        if future.cancelled():  # the pool shut down (the manager closes) before the read started
+            continue
+        error = future.exception()
+        if error is not None:
+            if not isinstance(error, KafkaError):
+                _log.error(
+                    "Error reading the remote data of %s-%d",
+                    r.target.topic,
+                    r.target.partition,
+                    exc_info=error,
+                )
+            parts[r.index] = _failed(r.target.partition, error_code_for(error))
+            failed = True
+            continue
+        info = future.result()
+        mem = info.records if isinstance(info.records, MemoryRecords) else info.records.to_memory_records()
+        records = mem.buffer
+        total += len(records)
+        aborted = (info.aborted_transactions or []) if committed else None
+        parts[r.index] = _answer(
+            r.target.partition, r.high_watermark, r.last_stable_offset, r.log_start_offset, records, aborted
+        )
+    return True, total, failed
 
 
 def _targets(ctx: RequestContext, request: Message) -> list[FetchTarget]:
@@ -234,18 +360,28 @@ async def handle_fetch(ctx: RequestContext, request: Message) -> Message:
     deadline = time.monotonic() + wait_s
     limits = sum(t.max_bytes for t in targets)
     many = len(targets) > INLINE_MAX_PARTITIONS
-    remote = not many and reads_remote(broker, targets)  # waits on object storage: never on the loop
+    rlm = broker.remote_log_manager
     # Kafka's shape: read first; only a fetch that must wait registers on its partitions (DelayedFetch), and
-    # reads again once registered, so no append between the two reads is missed.
+    # reads again once registered, so no append between the two reads is missed. Remote partitions are read
+    # on the remote reader pool (module doc).
     tps: list[TopicPartition] = []
     while True:
         with broker.waiters.watch(tps) as changed:
-            if many or remote or broker.offload(limits):
+            remote: list[RemoteRead] | None = [] if rlm is not None else None
+            if many or broker.offload(limits):
                 parts, total, failed = await broker.run_blocking(
-                    read_partitions, broker, targets, isolation, max_bytes
+                    read_partitions, broker, targets, isolation, max_bytes, remote
                 )
             else:
-                parts, total, failed = read_partitions(broker, targets, isolation, max_bytes)
+                parts, total, failed = read_partitions(broker, targets, isolation, max_bytes, remote)
+            if rlm is not None and remote:
+                submitted, remote_total, remote_failed = await _read_remote(
+                    broker, rlm, remote, parts, isolation
+                )
+                total += remote_total
+                failed = failed or remote_failed
+                if submitted:  # DelayedRemoteFetch: answered once its remote reads are done or expired
+                    break
             remaining = deadline - time.monotonic()
             if total >= min_bytes or failed or remaining <= 0 or broker.closing or not targets:
                 break
