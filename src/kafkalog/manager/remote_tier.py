@@ -517,14 +517,16 @@ class RemoteTier:
         return self.rlm.metrics(tp)
 
     def close(self) -> None:
-        """Stop the tasks, wait (at most :data:`CLOSE_WAIT_S` in all) for a pass or deletion under way, and
-        close the tiering objects. A pass still running then (storage hanging past its own timeouts, a bug)
+        """Stop the tasks, cancel an upload under way (its multipart upload aborted:
+        :meth:`RemoteLogManager.cancel_copies`), wait (at most :data:`CLOSE_WAIT_S` in all) for a pass or
+        deletion under way, and close the tiering objects. A pass still running then (storage hanging past its own timeouts, a bug)
         is logged and left to its daemon thread: closing the manager never hangs on the remote tier."""
         if self._closed:
             return
         self._closed = True
         for task in self._tasks:
             task.cancel()
+        self.rlm.cancel_copies()  # an upload under way ends now, aborted, not after CLOSE_WAIT_S
         deadline = time.monotonic() + CLOSE_WAIT_S
         stuck = not self.wait_idle(CLOSE_WAIT_S)
         for pool in (self._deleter, self._copiers, self._expirers):

@@ -451,10 +451,19 @@ class RemoteLogManager:
             self.mark_partition_deleted(tip)
         self._delete_remote_partition(state)
 
+    def cancel_copies(self) -> None:
+        """The first step of closing: every copy pass ends (a quota wait at once, the pass before its next
+        segment) and an upload under way is cancelled before its next chunk, its multipart upload aborted (the
+        RSM's ``cancel_copies``, when it has one). Its COPY_SEGMENT_STARTED is cleaned up at the next start."""
+        self._closing.set()
+        cancel = getattr(self.rsm, "cancel_copies", None)
+        if callable(cancel):
+            cancel()
+
     def close(self) -> None:
         """Forget every partition, the cached indexes, and close the RSM and the RLMM (not their Logs); a copy
-        pass waiting for the copy quota ends at once."""
-        self._closing.set()
+        pass waiting for the copy quota ends at once, an upload under way is cancelled (:meth:`cancel_copies`)."""
+        self.cancel_copies()
         with self._lock:
             self._partitions.clear()
         self.index_cache.clear()
@@ -631,7 +640,10 @@ class RemoteLogManager:
                 self._copy_segment(log, state, seg, next_base)
                 copied += 1
         except Exception as exc:
-            self._failed(state, "FailedRemoteCopyRequestsPerSec", "copy log segments of", log, exc)
+            if self._closing.is_set():  # cancelled by close: not a storage failure
+                _log.info("Copy of a segment of %s cancelled by close: %s", log.topic_partition, exc)
+            else:
+                self._failed(state, "FailedRemoteCopyRequestsPerSec", "copy log segments of", log, exc)
         finally:
             state.pass_lock.release()
             if not self._cancelled(log, state):  # (a closed manager's metadata is not replayed again)
