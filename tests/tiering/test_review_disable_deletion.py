@@ -119,3 +119,23 @@ def test_without_a_storage_the_mark_is_kept_with_a_warning(
     with LogManager.open(data, config=dict(props), time=time) as mgr:  # configured again: finished
         assert mgr.remote_tier_idle(30)
         assert _objects(props) == []
+
+
+def test_with_the_gate_off_the_metadata_topic_of_the_tier_opened_for_deletions_stays(
+    tmp_path: Path, props: dict[str, Any]
+) -> None:
+    """The tier opened for the deletions alone keeps its record: deleting ``__remote_log_metadata`` would
+    forget what is left to delete."""
+    from kafkalog.errors import PolicyViolationError
+
+    data = tmp_path / "data"
+    time = MockTime(int(wall.time() * 1000))
+    _turn_off_during_outage(data, props, time)
+    gate_off = {**props, "remote.log.storage.system.enable": "false"}
+    with LogManager.open(data, config=gate_off, time=time) as mgr:
+        tier = mgr.remote_tier
+        assert tier is not None
+        with pytest.raises(
+            PolicyViolationError, match="open to finish the deletions of remote data it records"
+        ):
+            mgr.delete_topic("__remote_log_metadata")

@@ -735,9 +735,14 @@ class LogManager:
         ``__remote_log_metadata`` is not deleted (:class:`PolicyViolationError`)."""
         self._check_open()
         if topic == REMOTE_LOG_METADATA_TOPIC_NAME and self.remote_tier is not None:
+            why = (
+                "while remote.log.storage.system.enable=true"
+                if self.remote_storage_system_enable
+                else "while the remote tier is open to finish the deletions of remote data it records"
+            )
             raise PolicyViolationError(
                 f"Topic {topic} is the remote log manager's record of the remote tier and is not allowed to be "
-                "deleted while remote.log.storage.system.enable=true"
+                f"deleted {why}"
             )
         partitions = [tp for tp in self._cleanable_logs() if tp.topic == topic]
         with self._cleaning_paused(partitions), self._lock:

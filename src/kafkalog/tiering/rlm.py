@@ -13,9 +13,10 @@ Invariants owned here:
   (run when a partition starts and at the start of every copy pass): DELETE_SEGMENT_STARTED → the RSM's delete
   (manifest first) → DELETE_SEGMENT_FINISHED. The copy is then retried with a new segment id.
   A deletion of a partition's remote data cut short (DELETE_PARTITION_MARKED / STARTED without FINISHED:
-  tiering turned off, then a failure) is finished when the partition starts again, before its highest
-  remote offset is restored; a deleted topic's is finished by :meth:`RemoteLogManager.delete_partition`
-  (the manager asks at open, :meth:`TopicBasedRemoteLogMetadataManager.partitions_pending_deletion`).
+  tiering turned off or the topic deleted, then a failure) is finished when the partition starts again,
+  before its highest remote offset is restored; for a partition that no longer tiers it is finished by
+  :meth:`RemoteLogManager.delete_partition` (the manager asks at open and after a failure,
+  :meth:`TopicBasedRemoteLogMetadataManager.partitions_pending_deletion`).
 * **Total retention** (``retention.ms``, ``retention.bytes`` over the local-only and remote bytes, the log start
   offset, segments whose epochs all precede the leader-epoch lineage) moves the log start offset first
   (``maybe_increment_log_start_offset(end + 1, "segment deletion")``, so no reader is sent to a segment being
