@@ -139,3 +139,41 @@ def test_with_the_gate_off_the_metadata_topic_of_the_tier_opened_for_deletions_s
             PolicyViolationError, match="open to finish the deletions of remote data it records"
         ):
             mgr.delete_topic("__remote_log_metadata")
+
+
+def test_with_the_gate_off_a_broken_storage_setting_never_fails_the_open(
+    tmp_path: Path, props: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    data = tmp_path / "data"
+    time = MockTime(int(wall.time() * 1000))
+    left = _turn_off_during_outage(data, props, time)
+    broken = {**props, "remote.log.storage.system.enable": "false", "rsm.config.storage.url": "nosuch://x"}
+    with (
+        caplog.at_level(logging.WARNING, logger="kafkalog.manager"),
+        LogManager.open(data, config=broken, time=time) as mgr,
+    ):
+        assert mgr.remote_tier is None
+        assert mgr.get_log("t", 0).log_end_offset == 200
+    assert any("marks are kept" in r.getMessage() for r in caplog.records)
+    assert _objects(props) == left
+
+
+def test_a_failed_deletion_of_a_deleted_topic_is_retried_by_the_expiration_pass(
+    tmp_path: Path, props: dict[str, Any]
+) -> None:
+    time = MockTime(int(wall.time() * 1000))
+    with LogManager.open(tmp_path / "data", config=dict(props), time=time) as mgr:
+        (log,) = mgr.create_topic("t", 1, TIERED_TOPIC)
+        produce(log, 200)
+        assert mgr.copy_remote_segments() > 0
+        tier = mgr.remote_tier
+        assert tier is not None
+        rsm: Any = tier.rlm.rsm
+        rsm.delete_log_segment_data = _outage
+        mgr.delete_topic("t")
+        assert mgr.remote_tier_idle(30)
+        assert _objects(props)
+        del rsm.delete_log_segment_data
+        mgr.expire_remote_segments()
+        assert mgr.remote_tier_idle(30)
+        assert _objects(props) == []

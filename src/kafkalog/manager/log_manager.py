@@ -372,7 +372,14 @@ class LogManager:
                 )
             return
         copiers, expirers = self._remote_threads
-        tier = RemoteTier.open(rcfg, self._metadata_log, self.time, scheduler, copiers, expirers)
+        try:
+            tier = RemoteTier.open(rcfg, self._metadata_log, self.time, scheduler, copiers, expirers)
+        except (KafkaError, OSError) as exc:  # the gate is off: a stale storage setting never fails the open
+            _log.warning(
+                "Could not open the remote storage to finish remote deletions cut short (the marks are kept): %s",
+                exc,
+            )
+            return
         try:
             pending = tier.rlm.rlmm.partitions_pending_deletion()
         except (KafkaError, OSError) as exc:
