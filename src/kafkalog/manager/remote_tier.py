@@ -519,8 +519,9 @@ class RemoteTier:
     def close(self) -> None:
         """Stop the tasks, cancel an upload under way (its multipart upload aborted:
         :meth:`RemoteLogManager.cancel_copies`), wait (at most :data:`CLOSE_WAIT_S` in all) for a pass or
-        deletion under way, and close the tiering objects. A pass still running then (storage hanging past its own timeouts, a bug)
-        is logged and left to its daemon thread: closing the manager never hangs on the remote tier."""
+        deletion under way, and close the tiering objects. A pass still running then (storage hanging past
+        its own timeouts, a bug) is logged and left to its daemon thread: closing the manager never hangs on
+        the remote tier."""
         if self._closed:
             return
         self._closed = True
