@@ -421,8 +421,9 @@ class RemoteTier:
         ``due`` is kept for the retry of every expiration pass (:meth:`retry_partition_deletions`). Returns
         how many were submitted."""
         self._deletion_due = due
-        self._retry_deletions = False
+        self._retry_deletions = True  # kept if the look below fails: the next expiration pass looks again
         pending = [tip for tip in self.rlm.rlmm.partitions_pending_deletion() if due(tip)]
+        self._retry_deletions = False
         for tip in pending:
             _log.info("Resuming the deletion of the remote data of %s", tip)
             self._submit_deletion(TopicPartition(tip.topic, tip.partition), tip)
@@ -437,7 +438,6 @@ class RemoteTier:
         try:
             return self.resume_partition_deletions(due)
         except (KafkaError, OSError) as exc:
-            self._retry_deletions = True
             _log.warning("Could not look for remote deletions to retry (the next pass retries): %s", exc)
             return 0
 
