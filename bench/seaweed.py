@@ -14,6 +14,7 @@ process group, then SIGKILL) on exit; with ``setpriv`` the kernel also stops it 
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import os
 import secrets
@@ -87,6 +88,8 @@ class S3Server:
     secret_key: str
     region: str = REGION
     data_dir: str = ""
+    #: the filer's unix socket (its HTTP API, unauthenticated, reachable by this user only)
+    filer_socket: str = ""
     _buckets: Iterator[int] = field(default_factory=lambda: count(1), repr=False)
 
     def __repr__(self) -> str:  # never the secret
@@ -114,11 +117,46 @@ class S3Server:
         store.delete(".create")
         return bucket
 
+    def pending_multipart_uploads(self, bucket: str) -> list[str]:
+        """The multipart uploads of ``bucket`` begun and neither completed nor aborted, as the server keeps
+        them (``/buckets/<bucket>/.uploads/<key hash>_<upload id>`` in its filer), read through the filer's
+        HTTP API on its unix socket: S3's ListMultipartUploads needs a SigV4-signed ``GET /?uploads``, which
+        obstore cannot make (it signs object paths only) and no library of the environment signs."""
+        conn = _UnixHTTPConnection(self.filer_socket)
+        try:
+            conn.request(
+                "GET", f"/buckets/{bucket}/.uploads/?limit=10000", headers={"Accept": "application/json"}
+            )
+            response = conn.getresponse()
+            body = response.read()
+        finally:
+            conn.close()
+        if response.status == 404:
+            return []
+        if response.status != 200:
+            raise RuntimeError(f"the filer answered {response.status}: {body[:200]!r}")
+        entries = json.loads(body).get("Entries") or []
+        return sorted(str(e["FullPath"]).rsplit("/", 1)[-1] for e in entries)
+
     def open(self, url: str, **extra: str) -> Any:
         """``open_store(url)`` with this server's options (plus ``extra``)."""
         from kafkalog.objstore import open_store
 
         return open_store(url, self.options(**extra))
+
+
+class _UnixHTTPConnection(http.client.HTTPConnection):
+    """HTTP over a unix socket (the filer's ``-filer.localSocket``)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__("localhost", timeout=30)
+        self._path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(30)
+        sock.connect(self._path)
+        self.sock = sock
 
 
 def _start(
@@ -232,10 +270,11 @@ def running_server() -> Iterator[S3Server]:
     proc: subprocess.Popen[bytes] | None = None
     try:
         for attempt in (1, 2):
-            proc, endpoint, log = _start(
-                weed, root if attempt == 1 else tempfile.mkdtemp(dir=root), access_key, secret_key
+            here = root if attempt == 1 else tempfile.mkdtemp(dir=root)
+            proc, endpoint, log = _start(weed, here, access_key, secret_key)
+            server = S3Server(
+                endpoint, access_key, secret_key, data_dir=root, filer_socket=f"{here}/filer.sock"
             )
-            server = S3Server(endpoint, access_key, secret_key, data_dir=root)
             try:
                 _wait_ready(proc, server, log)
                 break
@@ -259,7 +298,7 @@ class RestartableServer:
         self._root = root
         self._ports = _free_ports(10)
         access_key, secret_key = "KLT" + secrets.token_hex(8).upper(), secrets.token_urlsafe(24)
-        self.server = S3Server("", access_key, secret_key, data_dir=root)
+        self.server = S3Server("", access_key, secret_key, data_dir=root, filer_socket=f"{root}/filer.sock")
         self._proc: subprocess.Popen[bytes] | None = None
 
     def __repr__(self) -> str:

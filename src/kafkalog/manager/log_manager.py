@@ -57,6 +57,7 @@ in each log dir (``kafkalog-tiered-storage.json``) and closes it all with the ma
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import shutil
@@ -119,7 +120,7 @@ from kafkalog.remote import TopicIdPartition
 from kafkalog.remote.partitioner import REMOTE_LOG_METADATA_TOPIC_NAME
 from kafkalog.storage.file_records import FileRecords
 from kafkalog.storage.files import log_file, offset_index_file, time_index_file, transaction_index_file
-from kafkalog.tiering import RemoteLogManagerConfig
+from kafkalog.tiering import RemoteLogManagerConfig, TopicBasedRemoteLogMetadataManager
 from kafkalog.time import SYSTEM_TIME, Time
 
 __all__ = ["LoadFailure", "LogManager", "ManagerConfig"]
@@ -310,6 +311,7 @@ class LogManager:
         start fails, storage down, is started again by the next task pass)."""
         rcfg = self.remote_log_manager_config
         if not rcfg.remote_log_storage_system_enable:
+            self._finish_remote_deletions_without_tiering(scheduler)
             return
         name = REMOTE_LOG_METADATA_TOPIC_NAME
         with self._lock:
@@ -331,9 +333,80 @@ class LogManager:
         for log in self._online_logs():
             self._start_remote(log)
         try:
-            self.remote_tier.resume_partition_deletions(self._topic_deleted)
+            self.remote_tier.resume_partition_deletions(self._remote_deletion_due)
         except (KafkaError, OSError) as exc:
             _log.warning("Could not look for remote deletions cut short (the next open retries): %s", exc)
+
+    def _finish_remote_deletions_without_tiering(self, scheduler: Scheduler | None) -> None:
+        """With the broker gate ``remote.log.storage.system.enable`` off, a deletion of remote data that a
+        failure cut short (tiering turned off, then the gate) is still finished: when ``__remote_log_metadata``
+        has such marks and the storage is configured (``rsm.config.storage.url``), the tiering objects are
+        opened for them alone (no log tiers; the expiration task retries a failed deletion), as Kafka deletes a
+        partition's remote data whatever became of its tiering. Without a storage the marks are kept and one
+        warning names the partitions and the setting that lets the next open finish them."""
+        rcfg = self.remote_log_manager_config
+        name = REMOTE_LOG_METADATA_TOPIC_NAME
+        with self._lock:
+            if name not in self._topics:
+                return
+            partitions = self.num_partitions(name)
+        rcfg = dataclasses.replace(rcfg, remote_log_metadata_topic_num_partitions=partitions)
+        if not rcfg.rsm.storage_url:
+            rlmm = TopicBasedRemoteLogMetadataManager(self._metadata_log, partitions)
+            try:
+                pending = rlmm.partitions_pending_deletion()
+            except (KafkaError, OSError) as exc:
+                _log.warning("Could not look for remote deletions cut short in %s: %s", name, exc)
+                return
+            finally:
+                rlmm.close()
+            if pending:
+                _log.warning(
+                    "The remote data of %d partition(s) (%s) is marked for deletion in %s, but no remote storage "
+                    "is configured (%sstorage.url): the data stays in the remote storage and the marks are kept; "
+                    "open with the storage configured to delete it",
+                    len(pending),
+                    ", ".join(f"{t.topic}-{t.partition}" for t in pending[:10]),
+                    name,
+                    rcfg.remote_log_storage_manager_impl_prefix,
+                )
+            return
+        copiers, expirers = self._remote_threads
+        try:
+            tier = RemoteTier.open(rcfg, self._metadata_log, self.time, scheduler, copiers, expirers)
+        except (KafkaError, OSError) as exc:  # the gate is off: a stale storage setting never fails the open
+            _log.warning(
+                "Could not open the remote storage to finish remote deletions cut short (the marks are kept): %s",
+                exc,
+            )
+            return
+        try:
+            pending = tier.rlm.rlmm.partitions_pending_deletion()
+        except (KafkaError, OSError) as exc:
+            _log.warning("Could not look for remote deletions cut short (the next open retries): %s", exc)
+            pending = []
+        if not pending:
+            tier.close()
+            return
+        self.remote_tier = tier
+        tier.resume_partition_deletions(self._remote_deletion_due)
+
+    def _remote_deletion_due(self, tip: TopicIdPartition) -> bool:
+        """Whether ``tip``'s remote data, marked for deletion, is to be deleted now: its topic was deleted
+        (:meth:`_topic_deleted`), or the topic of its id no longer tiers (``remote.storage.enable`` turned off,
+        or the broker gate). False while a log dir is offline, or for a topic whose id is unknown."""
+        if self._topic_deleted(tip):
+            return True
+        if self.offline_dirs:
+            return False
+        with self._lock:
+            if tip.topic not in self._topics:
+                return False
+            topic_id = self._topics.topic_uuid(tip.topic)
+            config = self._topics.config_for(tip.topic)
+        if topic_id is None or topic_id != uuid.UUID(bytes=tip.topic_id.to_bytes()):
+            return False
+        return not (self.remote_storage_system_enable and config.remote_storage_enable)
 
     def _topic_deleted(self, tip: TopicIdPartition) -> bool:
         """Whether ``tip``'s topic was deleted: neither the log dirs' record at open nor the registry now has a
@@ -669,9 +742,14 @@ class LogManager:
         ``__remote_log_metadata`` is not deleted (:class:`PolicyViolationError`)."""
         self._check_open()
         if topic == REMOTE_LOG_METADATA_TOPIC_NAME and self.remote_tier is not None:
+            why = (
+                "while remote.log.storage.system.enable=true"
+                if self.remote_storage_system_enable
+                else "while the remote tier is open to finish the deletions of remote data it records"
+            )
             raise PolicyViolationError(
                 f"Topic {topic} is the remote log manager's record of the remote tier and is not allowed to be "
-                "deleted while remote.log.storage.system.enable=true"
+                f"deleted {why}"
             )
         partitions = [tp for tp in self._cleanable_logs() if tp.topic == topic]
         with self._cleaning_paused(partitions), self._lock:

@@ -19,8 +19,10 @@ Invariants owned here:
   turns tiering on. Turning it off (``remote.log.delete.on.disable=true``) or deleting the topic stops the
   partition and deletes its remote data in the background, marked first (DELETE_PARTITION_MARKED, durable
   before the call returns, Kafka's ``stopPartitions``): a deletion a crash or a storage failure cut short is
-  finished by the next open (:meth:`RemoteTier.resume_partition_deletions`) for a topic the log dirs no longer
-  record, never while a log dir is offline.
+  retried by every expiration pass and finished by the next open (:meth:`RemoteTier.resume_partition_deletions`)
+  for a topic the log dirs no longer record or whose tiering is off (also with the broker gate
+  ``remote.log.storage.system.enable`` turned off, as long as the storage is configured), never while a log
+  dir is offline; a partition that tiers again finishes it when it starts.
 * **Kafka's tasks** ``kafka-remote-log-copy`` (``RLMCopyTask``) and ``kafka-remote-log-expiration``
   (``RLMExpirationTask``) run every ``remote.log.manager.task.interval.ms`` on a scheduler of their own (an
   upload never delays the log's own retention, flush and checkpoint tasks); a pass runs its partitions on
@@ -172,6 +174,13 @@ class RemoteTier:
         #: partitions whose remote data a background deletion has yet to delete: not started again until it ran
         #: (a start before it would be undone by it, and the segments it deletes counted as copied)
         self._deleting: set[TopicPartition] = set()
+        #: the deletions queued or running on the deleter (one per partition of a topic id at a time)
+        self._queued: set[TopicIdPartition] = set()
+        #: which marked deletions are due (the manager's: the topic deleted, or its tiering off); set by
+        #: :meth:`resume_partition_deletions`, used again by the retry of every expiration pass
+        self._deletion_due: Callable[[TopicIdPartition], bool] | None = None
+        #: a deletion failed since the last retry (storage down): the next expiration pass looks again
+        self._retry_deletions = False
         self._lock = threading.Lock()
         self._closed = False
         #: Remote deletions of stopped partitions (topic deleted, tiering turned off) run here, not under the
@@ -387,31 +396,60 @@ class RemoteTier:
             with self._partition_lock(tp):
                 try:
                     self.rlm.delete_partition(tip)
-                except Exception:
-                    _log.exception("Could not delete the remote data of %s (finished at the next open)", tip)
+                except Exception as exc:
+                    self._retry_deletions = True
+                    _log.warning(
+                        "Could not delete the remote data of %s (it stays marked; retried by the next "
+                        "expiration pass and at the next open): %s",
+                        tip,
+                        exc,
+                        exc_info=not isinstance(exc, (KafkaError, OSError)),
+                    )
                 finally:
                     with self._lock:
+                        self._queued.discard(tip)
                         self._deleting.discard(tp)
 
         with self._lock:
+            if tip in self._queued:
+                return  # one already queued or running finishes it
+            self._queued.add(tip)
             self._deleting.add(tp)
         try:
             self._deleter.submit(run)
         except RuntimeError:  # closing: the next open finishes it (it is marked)
             with self._lock:
+                self._queued.discard(tip)
                 self._deleting.discard(tp)
 
-    def resume_partition_deletions(self, deleted: Callable[[TopicIdPartition], bool]) -> int:
+    def resume_partition_deletions(self, due: Callable[[TopicIdPartition], bool]) -> int:
         """Finish in the background every deletion of a partition's remote data that a crash or a storage
         failure cut short (DELETE_PARTITION_MARKED / STARTED without FINISHED in ``__remote_log_metadata``,
-        every metadata partition replayed), for the partitions ``deleted`` says belong to a deleted topic
-        (Kafka's ``deleteRemoteLogPartition``); the others (tiering turned off) are finished when they start
-        again. Returns how many were submitted."""
-        pending = [tip for tip in self.rlm.rlmm.partitions_pending_deletion() if deleted(tip)]
+        every metadata partition replayed), for the partitions ``due`` says no longer tier (their topic
+        deleted, or its tiering turned off: Kafka's ``deleteRemoteLogPartition``). A partition that tiers
+        again is not due: its start finishes the deletion first (:meth:`RemoteLogManager.start_partition`).
+        ``due`` is kept for the retry of every expiration pass (:meth:`retry_partition_deletions`). Returns
+        how many were submitted."""
+        self._deletion_due = due
+        self._retry_deletions = True  # kept if the look below fails: the next expiration pass looks again
+        pending = [tip for tip in self.rlm.rlmm.partitions_pending_deletion() if due(tip)]
+        self._retry_deletions = False
         for tip in pending:
             _log.info("Resuming the deletion of the remote data of %s", tip)
             self._submit_deletion(TopicPartition(tip.topic, tip.partition), tip)
         return len(pending)
+
+    def retry_partition_deletions(self) -> int:
+        """The in-process retry (run by every expiration pass): when a deletion failed since the last look,
+        submit again every marked deletion that is due (never raises); returns how many were submitted."""
+        due = self._deletion_due
+        if due is None or not self._retry_deletions or self._closed:
+            return 0
+        try:
+            return self.resume_partition_deletions(due)
+        except (KafkaError, OSError) as exc:
+            _log.warning("Could not look for remote deletions to retry (the next pass retries): %s", exc)
+            return 0
 
     # --- tasks ----------------------------------------------------------------------------------------------
     def schedule(self, logs: Callable[[], list[Log]], closed: Callable[[], bool]) -> None:
@@ -470,7 +508,9 @@ class RemoteTier:
 
     def expire_all(self, logs: Iterable[Log]) -> int:
         """One expiration pass over ``logs`` now (what ``kafka-remote-log-expiration`` runs), its partitions on
-        the expiration threads; returns the remote segments deleted."""
+        the expiration threads; returns the remote segments deleted. A deletion of a partition's remote data
+        that failed is submitted again first (:meth:`retry_partition_deletions`)."""
+        self.retry_partition_deletions()
         return self._pass(self._expirers, logs, self.rlm.expire_once, EXPIRATION_TASK)
 
     def wait_idle(self, timeout: float) -> bool:
@@ -487,14 +527,17 @@ class RemoteTier:
         return self.rlm.metrics(tp)
 
     def close(self) -> None:
-        """Stop the tasks, wait (at most :data:`CLOSE_WAIT_S` in all) for a pass or deletion under way, and
-        close the tiering objects. A pass still running then (storage hanging past its own timeouts, a bug)
-        is logged and left to its daemon thread: closing the manager never hangs on the remote tier."""
+        """Stop the tasks, cancel an upload under way (its multipart upload aborted:
+        :meth:`RemoteLogManager.cancel_copies`), wait (at most :data:`CLOSE_WAIT_S` in all) for a pass or
+        deletion under way, and close the tiering objects. A pass still running then (storage hanging past
+        its own timeouts, a bug) is logged and left to its daemon thread: closing the manager never hangs on
+        the remote tier."""
         if self._closed:
             return
         self._closed = True
         for task in self._tasks:
             task.cancel()
+        self.rlm.cancel_copies()  # an upload under way ends now, aborted, not after CLOSE_WAIT_S
         deadline = time.monotonic() + CLOSE_WAIT_S
         stuck = not self.wait_idle(CLOSE_WAIT_S)
         for pool in (self._deleter, self._copiers, self._expirers):

@@ -374,7 +374,9 @@ class ObstoreStore:
 
     def put_stream(self, key: str, chunks: Iterable[bytes]) -> None:
         check_key(self._url, key)
-        try:  # obstore's multipart put: parts of PUT_PART_SIZE, PUT_CONCURRENCY in flight, aborted on failure
+        # obstore's multipart put: parts of PUT_PART_SIZE, PUT_CONCURRENCY in flight; aborted when ``chunks`` or a
+        # part fails before the last parts (not when those or the abort fail: operations §13, Multipart uploads)
+        try:
             self._runtime().put(
                 self._inner,
                 key,

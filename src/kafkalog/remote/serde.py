@@ -80,6 +80,11 @@ RemoteLogMetadata = (
 _I8: Final = struct.Struct(">b")
 _I32: Final = struct.Struct(">i")
 _I64: Final = struct.Struct(">q")
+_UUID: Final = struct.Struct(">qq")
+#: Decoded ``TopicIdPartition`` structs (name, id, partition, no tagged field) by their bytes: every record of
+#: a replay names one of a few partitions, decoded once (bounded: cleared when full).
+_TIP_CACHE: dict[bytes, TopicIdPartition] = {}
+_TIP_CACHE_MAX: Final = 4096
 #: Smallest encoding of one SegmentLeaderEpochEntry: int32 + int64 + an empty tagged-field section.
 _MIN_EPOCH_ENTRY: Final = 13
 
@@ -234,6 +239,15 @@ class _Reader:
 
     def uvarint(self, what: str) -> int:
         """Kafka's ``readUnsignedVarint``: at most 5 bytes, a 32-bit value."""
+        pos = self.pos
+        if pos < self.end:
+            b = self.buf[pos]
+            if b < 0x80:  # one byte: the common case (api keys, versions, short lengths, no tags)
+                self.pos = pos + 1
+                return b
+        return self._long_uvarint(what)
+
+    def _long_uvarint(self, what: str) -> int:
         start = self.pos
         result = 0
         for shift in range(0, 35, 7):
@@ -248,20 +262,29 @@ class _Reader:
                 return result
         raise CorruptRecordError(f"{what} is not a valid unsigned varint", position=start)
 
+    def _fixed(self, n: int, what: str) -> int:
+        """The position of ``n`` fixed-width bytes, checked and skipped."""
+        pos = self.pos
+        if pos + n > self.end:
+            raise CorruptRecordError(f"{what} needs {n} bytes, {self.left()} left", position=pos)
+        self.pos = pos + n
+        return pos
+
     def i8(self) -> int:
-        value: int = _I8.unpack(self.take(1, "int8"))[0]
+        value: int = _I8.unpack_from(self.buf, self._fixed(1, "int8"))[0]
         return value
 
     def i32(self) -> int:
-        value: int = _I32.unpack(self.take(4, "int32"))[0]
+        value: int = _I32.unpack_from(self.buf, self._fixed(4, "int32"))[0]
         return value
 
     def i64(self) -> int:
-        value: int = _I64.unpack(self.take(8, "int64"))[0]
+        value: int = _I64.unpack_from(self.buf, self._fixed(8, "int64"))[0]
         return value
 
     def uuid(self) -> Uuid:
-        return Uuid.from_bytes(self.take(16, "uuid"))
+        most, least = _UUID.unpack_from(self.buf, self._fixed(16, "uuid"))
+        return Uuid(most, least)
 
     def length(self, what: str, nullable: bool) -> int | None:
         start = self.pos
@@ -288,7 +311,11 @@ class _Reader:
         return None if n is None else self.take(n, what)
 
     def tags(self, what: str) -> TaggedFields:
-        start = self.pos
+        pos = self.pos
+        if pos < self.end and self.buf[pos] == 0:  # no tagged field: the common case
+            self.pos = pos + 1
+            return ()
+        start = pos
         count = self.uvarint(f"{what} tagged field count")
         if count * 2 > self.left():  # each field takes at least a tag and a size byte
             raise CorruptRecordError(
@@ -308,11 +335,27 @@ class _Reader:
         return tuple(fields)
 
     def topic_id_partition(self) -> TopicIdPartition:
+        start = self.pos
+        n = self.buf[start] - 1 if start < self.end and self.buf[start] < 0x80 else -1
+        stop = start + 1 + n + 16 + 4  # its tag count, when the name's length is one byte
+        if n >= 0 and stop < self.end and self.buf[stop] == 0:
+            raw = bytes(self.buf[start : stop + 1])
+            cached = _TIP_CACHE.get(raw)
+            if cached is not None:
+                self.pos = stop + 1
+                return cached
+        else:
+            raw = b""
         name = self.string("Name")
         topic_id = self.uuid()
         partition = self.i32()
         self.tags("TopicIdPartition")
-        return TopicIdPartition(topic_id, name, partition)
+        tip = TopicIdPartition(topic_id, name, partition)
+        if raw and self.pos == stop + 1:
+            if len(_TIP_CACHE) >= _TIP_CACHE_MAX:
+                _TIP_CACHE.clear()
+            _TIP_CACHE[raw] = tip
+        return tip
 
     def segment_id(self) -> RemoteLogSegmentId:
         tp = self.topic_id_partition()

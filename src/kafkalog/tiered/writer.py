@@ -159,12 +159,17 @@ def _log_chunks(
     transform: Callable[[bytes], bytes] | None,
     sizes: list[int],
     original: list[int],
+    cancelled: Callable[[], bool] | None = None,
 ) -> Iterator[bytes]:
     """The ``.log`` object's bytes chunk by chunk (compressed, then encrypted), appending each transformed
     chunk's size to ``sizes`` and the original bytes to ``original[0]`` as it goes (the chunk index is
-    built from them once the generator is exhausted)."""
+    built from them once the generator is exhausted). When ``cancelled()`` turns true it raises
+    :class:`~kafkalog.errors.RemoteStorageError` before the next chunk: the store's multipart upload is then
+    aborted (obstore aborts an upload whose source fails), so nothing is left on the server."""
     compressor = zstandard.ZstdCompressor(write_content_size=True) if compression else None
     for chunk in _source_chunks(segment, chunk_size):
+        if cancelled is not None and cancelled():
+            raise RemoteStorageError(f"the upload of {segment.log_path or 'the segment'} was cancelled")
         original[0] += len(chunk)
         if compressor is not None:
             chunk = compressor.compress(chunk)
@@ -192,8 +197,11 @@ def write_aiven_segment(
     upload_manifest: bool = True,
     upload_indexes: bool = True,
     separate_indexes: bool = False,
+    cancelled: Callable[[], bool] | None = None,
 ) -> str:
-    """Upload one segment as the Aiven plugin does; returns its key stem (without ``.log`` etc.)."""
+    """Upload one segment as the Aiven plugin does; returns its key stem (without ``.log`` etc.).
+    ``cancelled`` (polled before each chunk of ``.log``) ends the upload mid-way with
+    :class:`~kafkalog.errors.RemoteStorageError`, the multipart upload aborted."""
     segment_id = segment_id or kafka_uuid()
     stem = aiven_segment_key(prefix, topic, topic_id, partition, segment.base_offset, segment_id)
     dek = secrets.token_bytes(32) if encryption else b""
@@ -201,7 +209,9 @@ def write_aiven_segment(
     sizes: list[int] = []
     original = [0]
     transform = (lambda chunk: encrypt_chunk(dek, aad, chunk)) if encryption else None
-    store.put_stream(stem + ".log", _log_chunks(segment, chunk_size, compression, transform, sizes, original))
+    store.put_stream(
+        stem + ".log", _log_chunks(segment, chunk_size, compression, transform, sizes, original, cancelled)
+    )
     chunk_index = ChunkIndex.build("variable" if compression else "fixed", chunk_size, original[0], sizes)
     parts: list[bytes] = []
     positions: list[SegmentIndex | None] = []

@@ -13,9 +13,10 @@ Invariants owned here:
   (run when a partition starts and at the start of every copy pass): DELETE_SEGMENT_STARTED → the RSM's delete
   (manifest first) → DELETE_SEGMENT_FINISHED. The copy is then retried with a new segment id.
   A deletion of a partition's remote data cut short (DELETE_PARTITION_MARKED / STARTED without FINISHED:
-  tiering turned off, then a failure) is finished when the partition starts again, before its highest
-  remote offset is restored; a deleted topic's is finished by :meth:`RemoteLogManager.delete_partition`
-  (the manager asks at open, :meth:`TopicBasedRemoteLogMetadataManager.partitions_pending_deletion`).
+  tiering turned off or the topic deleted, then a failure) is finished when the partition starts again,
+  before its highest remote offset is restored; for a partition that no longer tiers it is finished by
+  :meth:`RemoteLogManager.delete_partition` (the manager asks at open and after a failure,
+  :meth:`TopicBasedRemoteLogMetadataManager.partitions_pending_deletion`).
 * **Total retention** (``retention.ms``, ``retention.bytes`` over the local-only and remote bytes, the log start
   offset, segments whose epochs all precede the leader-epoch lineage) moves the log start offset first
   (``maybe_increment_log_start_offset(end + 1, "segment deletion")``, so no reader is sent to a segment being
@@ -500,11 +501,21 @@ class RemoteLogManager:
             self.mark_partition_deleted(tip)
         self._delete_remote_partition(state)
 
+    def cancel_copies(self) -> None:
+        """The first step of closing: every copy pass ends (a quota wait at once, the pass before its next
+        segment) and an upload under way is cancelled before its next chunk, its multipart upload aborted (the
+        RSM's ``cancel_copies``, when it has one). Its COPY_SEGMENT_STARTED is cleaned up at the next start."""
+        self._closing.set()
+        cancel = getattr(self.rsm, "cancel_copies", None)
+        if callable(cancel):
+            cancel()
+
     def close(self) -> None:
         """Forget every partition, the cached indexes, and close the RSM and the RLMM (not their Logs); a copy
-        pass waiting for the copy quota ends at once, the reader pool refuses new reads, cancels the waiting ones
-        and its threads end after their running read (waited for up to :data:`READER_CLOSE_WAIT_S` each)."""
-        self._closing.set()
+        pass waiting for the copy quota ends at once, an upload under way is cancelled (:meth:`cancel_copies`),
+        the reader pool refuses new reads, cancels the waiting ones and its threads end after their running read
+        (waited for up to :data:`READER_CLOSE_WAIT_S` each)."""
+        self.cancel_copies()
         with self._lock:
             self._partitions.clear()
         self.stop_readers(READER_CLOSE_WAIT_S)
@@ -682,7 +693,10 @@ class RemoteLogManager:
                 self._copy_segment(log, state, seg, next_base)
                 copied += 1
         except Exception as exc:
-            self._failed(state, "FailedRemoteCopyRequestsPerSec", "copy log segments of", log, exc)
+            if self._closing.is_set():  # cancelled by close: not a storage failure
+                _log.info("Copy of a segment of %s cancelled by close: %s", log.topic_partition, exc)
+            else:
+                self._failed(state, "FailedRemoteCopyRequestsPerSec", "copy log segments of", log, exc)
         finally:
             state.pass_lock.release()
             if not self._cancelled(log, state):  # (a closed manager's metadata is not replayed again)

@@ -13,8 +13,9 @@ Invariants owned here:
 * a user partition's events are replayed from its metadata partition, log start to end, before it is first
   queried or published to (:meth:`TopicBasedRemoteLogMetadataManager.on_partition_leadership_changes` or the
   first use; again after :meth:`~TopicBasedRemoteLogMetadataManager.on_stop_partitions`), so after a
-  restart its state is exactly what the durable records say; a metadata partition is read whole once per
-  start (a replay loads every user partition with events there; one started later without any is loaded
+  restart its state is exactly what the durable records say (no snapshot, as Kafka's trunk since
+  KAFKA-15181 / KAFKA-16161: the replay is a scan of the local log, decoded in bulk by the columnar decoder
+  when pyarrow is installed); a metadata partition is read whole once per start (a replay loads every user partition with events there; one started later without any is loaded
   empty), and again only after one of its user partitions was stopped;
 * an event is checked against the current state before it is written (Kafka's ``IllegalArgumentException``
   cases: an add in a state other than COPY_SEGMENT_STARTED, an update to COPY_SEGMENT_STARTED, a transition
@@ -30,10 +31,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from kafkalog.errors import InvalidRecordError, RemoteResourceNotFoundError
 from kafkalog.log.log import Log
-from kafkalog.records import MemoryRecords, SimpleRecord
+from kafkalog.records import MemoryRecords, RecordBatch, SimpleRecord
 from kafkalog.remote.metadata import (
     RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
@@ -56,6 +58,45 @@ __all__ = ["TopicBasedRemoteLogMetadataManager"]
 _log = logging.getLogger(__name__)
 #: Bytes read per step while replaying a metadata partition.
 _REPLAY_FETCH_BYTES = 1 << 20
+
+
+def _columnar_decoder() -> Callable[..., Iterator[Any]] | None:
+    """:func:`kafkalog.records.columnar.iter_columnar` when pyarrow is installed (the ``arrow`` extra), else
+    None (a replay then decodes batch by batch)."""
+    try:
+        from kafkalog.records.columnar import iter_columnar
+    except ImportError:
+        return None
+    return iter_columnar
+
+
+def _replay_columnar(
+    decode: Callable[..., Iterator[Any]], data: memoryview, offset: int, apply: Callable[[bytes], None]
+) -> int:
+    """Apply the value of every record at or above ``offset`` in ``data`` (whole batches) through one columnar
+    decode (CRCs checked, control batches dropped): decoding batch by batch cost more than the events
+    themselves (the metadata partition is one-record batches). Returns the offset after the last record
+    (-1: none)."""
+    next_offset = -1
+    for chunk in decode(data, include_headers=False, start_offset=offset, pool=None):
+        next_offset = chunk.column("offset")[-1].as_py() + 1
+        for value in chunk.column("value").to_pylist():
+            if value is not None:
+                apply(value)
+    return next_offset
+
+
+def _replay_batches(batches: Iterable[RecordBatch], offset: int, apply: Callable[[bytes], None]) -> int:
+    """:func:`_replay_columnar` batch by batch (without pyarrow)."""
+    next_offset = -1
+    for batch in batches:
+        next_offset = batch.last_offset + 1
+        if batch.is_control_batch:
+            continue
+        for record in batch:
+            if record.offset >= offset and record.value is not None:
+                apply(record.value)
+    return next_offset
 
 
 class TopicBasedRemoteLogMetadataManager:
@@ -131,29 +172,39 @@ class TopicBasedRemoteLogMetadataManager:
         touched: set[TopicIdPartition] = set() if tip is None else {tip}
         offset = log.log_start_offset
         end = log.log_end_offset
+        seen: set[TopicIdPartition] = set()
         count = 0
+
+        def apply(value: bytes) -> None:
+            nonlocal count
+            event = deserialize(value)
+            if isinstance(event, RemoteLogSegmentMetadataSnapshot):
+                raise InvalidRecordError(
+                    "RemoteLogSegmentMetadataSnapshotRecord is not a __remote_log_metadata record"
+                )
+            t = event.topic_id_partition
+            if t in live:
+                return
+            if t not in seen:
+                seen.add(t)
+                touched.add(t)
+                self.store.maybe_load_partition(t)
+            self.store.handle_remote_log_metadata(event)
+            count += 1
+
+        columnar = _columnar_decoder()
         while offset < end:
-            batches = list(log.read(offset, _REPLAY_FETCH_BYTES).records.batches())
-            if not batches:
-                break
-            for batch in batches:
-                if batch.is_control_batch:
-                    continue
-                for record in batch:
-                    if record.offset < offset or record.value is None:
-                        continue
-                    event = deserialize(record.value)
-                    if isinstance(event, RemoteLogSegmentMetadataSnapshot):
-                        raise InvalidRecordError(
-                            "RemoteLogSegmentMetadataSnapshotRecord is not a __remote_log_metadata record"
-                        )
-                    if event.topic_id_partition in live:
-                        continue
-                    touched.add(event.topic_id_partition)
-                    self.store.maybe_load_partition(event.topic_id_partition)
-                    self.store.handle_remote_log_metadata(event)
-                    count += 1
-            offset = batches[-1].last_offset + 1
+            records = log.read(offset, _REPLAY_FETCH_BYTES).records
+            if columnar is not None:
+                next_offset = _replay_columnar(columnar, records.buffer, offset, apply)
+            else:
+                next_offset = _replay_batches(records.batches(), offset, apply)
+            if next_offset <= offset:  # nothing at or above `offset` (control batches only): the batches say
+                batches = list(records.batches())
+                if not batches:
+                    break
+                next_offset = batches[-1].last_offset + 1
+            offset = next_offset
         for t in touched:
             self.store.maybe_load_partition(t)
             self.store.mark_initialized(t)

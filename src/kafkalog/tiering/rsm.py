@@ -154,9 +154,22 @@ class AivenRemoteStorageManager:
         self._manifests: OrderedDict[str, SegmentManifest] = OrderedDict()
         self._chunked: OrderedDict[str, ChunkedFile] = OrderedDict()
         self._lock = threading.Lock()
+        #: set by :meth:`cancel_copies`: every upload under way ends before its next chunk, aborted
+        self._cancel = threading.Event()
 
     def __repr__(self) -> str:
         return f"AivenRemoteStorageManager({self.store.url!r})"
+
+    def cancel_copies(self) -> None:
+        """End every copy under way before its next chunk and refuse new ones (the manager closes): each
+        raises :class:`~kafkalog.errors.RemoteStorageError` and its multipart upload is aborted, so a close
+        never leaves a half-sent upload behind (nor waits for a large segment to finish uploading)."""
+        self._cancel.set()
+
+    @property
+    def copies_cancelled(self) -> bool:
+        """Whether :meth:`cancel_copies` was called."""
+        return self._cancel.is_set()
 
     @classmethod
     def from_config(cls, rsm_config: RsmConfig) -> AivenRemoteStorageManager:
@@ -218,6 +231,7 @@ class AivenRemoteStorageManager:
                 encryption=self._public_key,
                 broker_id=metadata.broker_id,
                 event_timestamp_ms=metadata.event_timestamp_ms,
+                cancelled=self._cancel.is_set,
             )
         except KafkaError:
             raise
