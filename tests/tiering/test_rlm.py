@@ -5,6 +5,7 @@ storage outage that pauses and resumes copying, and total retention over both ti
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -881,3 +882,62 @@ def test_retention_bytes_never_deletes_a_later_epochs_segment_before_an_earlier_
     after = sorted(tier.rlm.rlmm.list_remote_log_segments(tip), key=lambda m: m.start_offset)
     assert [m.start_offset for m in after] == [m.start_offset for m in segs]
     assert tier.log.log_start_offset == 0
+
+
+def test_appends_go_on_while_a_copy_uploads_and_the_copy_holds_the_log_lock_for_no_io(
+    tmp_path: Path, tiers: list[Tier]
+) -> None:
+    """The appender never waits for a copy: the pass holds the Log's lock only for field updates, never while
+    the RSM uploads or while the metadata records (or the segment) are fsynced."""
+    uploading, release = threading.Event(), threading.Event()
+    held: list[str] = []
+    logs: list[Log] = []
+
+    class Blocking(AivenRemoteStorageManager):
+        def copy_log_segment_data(
+            self, metadata: RemoteLogSegmentMetadata, segment_data: LogSegmentData
+        ) -> bytes | None:
+            if logs[0].lock._is_owned():
+                held.append("upload")
+            uploading.set()
+            release.wait(60)
+            return super().copy_log_segment_data(metadata, segment_data)
+
+    tier = open_tier(tmp_path / "data", FlakyStore(), MockTime(), rsm_factory=lambda s: Blocking(s))
+    tiers.append(tier)
+    logs.append(tier.log)
+
+    def watched(what: str, flush: Callable[..., None]) -> Callable[..., None]:
+        def run(*args: object, **kwargs: object) -> None:
+            if tier.log.lock._is_owned():
+                held.append(what)
+            flush(*args, **kwargs)
+
+        return run
+
+    for p in range(3):
+        meta_log = tier.meta(p)
+        meta_log.flush = watched(f"metadata fsync {p}", meta_log.flush)  # type: ignore[method-assign]
+    tier.log.flush = watched("segment fsync", tier.log.flush)  # type: ignore[method-assign]
+    _append(tier.log, 40)
+    copied: list[int] = []
+    copier = threading.Thread(target=lambda: copied.append(tier.rlm.copy_once(tier.log)))
+    copier.start()
+    try:
+        assert uploading.wait(60)
+        appended = threading.Event()
+
+        def append_more() -> None:
+            _append(tier.log, 5, start=40)
+            appended.set()
+
+        appender = threading.Thread(target=append_more)
+        appender.start()
+        assert appended.wait(60), "an append waited for the copy's upload"
+        appender.join()
+    finally:
+        release.set()
+        copier.join(60)
+    assert copied and copied[0] > 0
+    assert held == []
+    assert tier.log.log_end_offset == 45
