@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import tracemalloc
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -941,3 +942,36 @@ def test_appends_go_on_while_a_copy_uploads_and_the_copy_holds_the_log_lock_for_
     assert copied and copied[0] > 0
     assert held == []
     assert tier.log.log_end_offset == 45
+
+
+def test_a_fall_through_read_holds_the_fetched_bytes_and_the_batches_returned_once(
+    tmp_path: Path, tiers: list[Tier]
+) -> None:
+    """A read of the remote tier copies no more than it must (each copy a stretch of GIL held while
+    appends wait): the fetched range as the store returned it, and the returned batches as one bytes."""
+    tier = open_tier(
+        tmp_path / "data",
+        FlakyStore(),
+        MockTime(),
+        config={"segment.bytes": 8 << 20, "index.interval.bytes": 4096},
+    )
+    tiers.append(tier)
+    value = b"v" * 10_000
+    for i in range(300):  # ~3 MiB in one segment
+        tier.log.append([SimpleRecord(value, b"k", 1_000 + i)], leader_epoch=0)
+    tier.log.roll()
+    assert tier.rlm.copy_once(tier.log) == 1
+    max_bytes = 1 << 20
+    tier.rlm.read(tier.log, 0, max_bytes, 10**9, True, False)  # the manifest and the index cache warmed
+    tracemalloc.start()
+    try:
+        info = tier.rlm.read(tier.log, 0, max_bytes, 10**9, True, False)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert info is not None
+    returned = len(bytes(info.records.buffer))  # type: ignore[union-attr]
+    assert max_bytes - 20_000 < returned <= max_bytes
+    # the GET's buffer (max_bytes plus an index interval and a header) and the batches returned: not a second
+    # copy of the window, nor an intermediate slice
+    assert peak < max_bytes + 64 * 1024 + returned + 64 * 1024, peak
