@@ -542,10 +542,12 @@ class Log:
                 return False
             self._update_log_start_offset(new_log_start_offset, max(new_log_start_offset, local_start))
             self.logger.info("Incremented log start offset to %d due to %s", new_log_start_offset, reason)
-            self.leader_epoch_cache.truncate_from_start(new_log_start_offset)
+            epochs_changed = self.leader_epoch_cache.truncate_from_start(new_log_start_offset, flush=False)
             self.producer_state.on_log_start_offset_incremented(new_log_start_offset)
             self.watermarks.update_first_unstable_offset()
-            return True
+        if epochs_changed:  # the checkpoint's fsyncs outside the lock: appends never wait for them
+            self.leader_epoch_cache.flush()
+        return True
 
     def maybe_increment_local_log_start_offset(self, new_local_log_start_offset: int, reason: str) -> bool:
         """Move the local log start offset forward alone (local retention deleted segments the remote tier
