@@ -15,5 +15,6 @@ Modules:
 * :mod:`bench.bench_objstore` - the Spark source over Kafka tiered-storage archives in a real S3 server
   (:mod:`bench.seaweed` starts SeaweedFS on loopback; the tests' ``s3_server`` fixture uses the same helper);
 * :mod:`bench.bench_tiering` - tiered storage of kafkalog's own logs (issue #25) against the same server: copy
-  passes vs obstore's parallel put, appends with tiering on vs off, fall-through reads vs ranged GETs.
+  passes vs obstore's parallel put, appends with a copy in flight vs off and vs obstore's own upload of the
+  same files (the floor), fall-through reads vs ranged GETs.
 """

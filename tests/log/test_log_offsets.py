@@ -153,6 +153,62 @@ def test_maybe_increment_log_start_offset_raises_recovery_point(make_log: LogFac
     assert log.fetch_offset_by_timestamp(EARLIEST_TIMESTAMP) == TimestampAndOffset(-1, 7, 0)
 
 
+def test_maybe_increment_log_start_offset_writes_the_epoch_checkpoint_outside_the_log_lock(
+    make_log: LogFactory,
+) -> None:
+    """Moving the log start offset (retention, DeleteRecords, the remote tier's expiration) writes the truncated
+    leader-epoch checkpoint (two fsyncs) after releasing the Log's lock, so an append never waits for it; the
+    file is current when the call returns."""
+    from kafkalog.log.checkpoint import leader_epoch_checkpoint
+
+    log = make_log()
+    for i in range(10):
+        log.append_as_leader(singleton_records(b"%d" % i), i // 4)  # epochs 0, 1, 2 at offsets 0, 4, 8
+    log.update_high_watermark(10)
+    cache = log.leader_epoch_cache
+    under_lock: list[bool] = []
+    flush = cache.flush
+
+    def watched() -> None:
+        under_lock.append(log.lock._is_owned())
+        flush()
+
+    cache.flush = watched  # type: ignore[method-assign]
+    assert log.maybe_increment_log_start_offset(6)
+    assert under_lock == [False]
+    on_disk = leader_epoch_checkpoint(log.dir).read()
+    assert [(e.epoch, e.start_offset) for e in on_disk] == [(1, 6), (2, 8)]
+    assert [(e.epoch, e.start_offset) for e in cache.epoch_entries] == [(1, 6), (2, 8)]
+
+
+def test_retention_writes_the_epoch_checkpoint_after_releasing_the_log_lock(make_log: LogFactory) -> None:
+    """A retention pass holds the Log's lock while it deletes segments and moves the log start offset, but
+    writes the truncated leader-epoch checkpoint only once it has released it (appends never wait for those
+    fsyncs); the file is current when the pass returns."""
+    from kafkalog.log.checkpoint import leader_epoch_checkpoint
+
+    log = make_log(LogConfig(segment_bytes=300, retention_bytes=700, file_delete_delay_ms=60_000))
+    for i in range(30):
+        log.append_as_leader(singleton_records(b"value-%02d" % i), i // 10)  # epochs 0, 1, 2
+    log.update_high_watermark(log.log_end_offset)
+    cache = log.leader_epoch_cache
+    under_lock: list[bool] = []
+    flush = cache.flush
+
+    def watched() -> None:
+        under_lock.append(log.lock._is_owned())
+        flush()
+
+    cache.flush = watched  # type: ignore[method-assign]
+    assert log.delete_old_segments() > 0
+    start = log.log_start_offset
+    assert start > 0
+    assert under_lock and not any(under_lock)
+    expected = [(e.epoch, e.start_offset) for e in cache.epoch_entries]
+    assert expected[0][1] == start
+    assert [(e.epoch, e.start_offset) for e in leader_epoch_checkpoint(log.dir).read()] == expected
+
+
 def test_first_unstable_offset_no_transactional_data(make_log: LogFactory) -> None:
     """testFirstUnstableOffsetNoTransactionalData."""
     log = make_log(LogConfig(segment_bytes=1024 * 1024 * 5))

@@ -5,6 +5,8 @@ storage outage that pauses and resumes copying, and total retention over both ti
 from __future__ import annotations
 
 import itertools
+import threading
+import tracemalloc
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -881,3 +883,95 @@ def test_retention_bytes_never_deletes_a_later_epochs_segment_before_an_earlier_
     after = sorted(tier.rlm.rlmm.list_remote_log_segments(tip), key=lambda m: m.start_offset)
     assert [m.start_offset for m in after] == [m.start_offset for m in segs]
     assert tier.log.log_start_offset == 0
+
+
+def test_appends_go_on_while_a_copy_uploads_and_the_copy_holds_the_log_lock_for_no_io(
+    tmp_path: Path, tiers: list[Tier]
+) -> None:
+    """The appender never waits for a copy: the pass holds the Log's lock only for field updates, never while
+    the RSM uploads or while the metadata records (or the segment) are fsynced."""
+    uploading, release = threading.Event(), threading.Event()
+    held: list[str] = []
+    logs: list[Log] = []
+
+    class Blocking(AivenRemoteStorageManager):
+        def copy_log_segment_data(
+            self, metadata: RemoteLogSegmentMetadata, segment_data: LogSegmentData
+        ) -> bytes | None:
+            if logs[0].lock._is_owned():
+                held.append("upload")
+            uploading.set()
+            release.wait(60)
+            return super().copy_log_segment_data(metadata, segment_data)
+
+    tier = open_tier(tmp_path / "data", FlakyStore(), MockTime(), rsm_factory=lambda s: Blocking(s))
+    tiers.append(tier)
+    logs.append(tier.log)
+
+    def watched(what: str, flush: Callable[..., None]) -> Callable[..., None]:
+        def run(*args: object, **kwargs: object) -> None:
+            if tier.log.lock._is_owned():
+                held.append(what)
+            flush(*args, **kwargs)
+
+        return run
+
+    for p in range(3):
+        meta_log = tier.meta(p)
+        meta_log.flush = watched(f"metadata fsync {p}", meta_log.flush)  # type: ignore[method-assign]
+    tier.log.flush = watched("segment fsync", tier.log.flush)  # type: ignore[method-assign]
+    _append(tier.log, 40)
+    copied: list[int] = []
+    copier = threading.Thread(target=lambda: copied.append(tier.rlm.copy_once(tier.log)))
+    copier.start()
+    try:
+        assert uploading.wait(60)
+        appended = threading.Event()
+
+        def append_more() -> None:
+            _append(tier.log, 5, start=40)
+            appended.set()
+
+        appender = threading.Thread(target=append_more)
+        appender.start()
+        assert appended.wait(60), "an append waited for the copy's upload"
+        appender.join()
+    finally:
+        release.set()
+        copier.join(60)
+    assert copied and copied[0] > 0
+    assert held == []
+    assert tier.log.log_end_offset == 45
+
+
+def test_a_fall_through_read_holds_the_fetched_bytes_and_the_batches_returned_once(
+    tmp_path: Path, tiers: list[Tier]
+) -> None:
+    """A read of the remote tier copies no more than it must (each copy a stretch of GIL held while
+    appends wait): the fetched range as the store returned it, and the returned batches as one bytes."""
+    tier = open_tier(
+        tmp_path / "data",
+        FlakyStore(),
+        MockTime(),
+        config={"segment.bytes": 8 << 20, "index.interval.bytes": 4096},
+    )
+    tiers.append(tier)
+    value = b"v" * 10_000
+    for i in range(300):  # ~3 MiB in one segment
+        tier.log.append([SimpleRecord(value, b"k", 1_000 + i)], leader_epoch=0)
+    tier.log.roll()
+    assert tier.rlm.copy_once(tier.log) == 1
+    max_bytes = 1 << 20
+    tier.rlm.read(tier.log, 0, max_bytes, 10**9, True, False)  # the manifest and the index cache warmed
+    tracemalloc.start()
+    try:
+        info = tier.rlm.read(tier.log, 0, max_bytes, 10**9, True, False)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert info is not None
+    returned = len(bytes(info.records.buffer))  # type: ignore[union-attr]
+    assert max_bytes - 20_000 < returned <= max_bytes
+    # the GET's buffer (max_bytes plus an index interval and a header) and the batches returned: not a second
+    # copy of the window, nor an intermediate slice
+    assert peak < max_bytes + 64 * 1024 + returned + 64 * 1024, peak

@@ -188,6 +188,7 @@ class _StreamRecordingStore(MemoryStore):
     def __init__(self) -> None:
         super().__init__(url="memory://streaming")
         self.largest: dict[str, int] = {}
+        self.pieces: dict[str, list[int]] = {}
 
     def put(self, key: str, data: bytes) -> None:
         self.largest[key] = max(self.largest.get(key, 0), len(data))
@@ -197,15 +198,21 @@ class _StreamRecordingStore(MemoryStore):
         seen: list[bytes] = []
         for chunk in chunks:
             self.largest[key] = max(self.largest.get(key, 0), len(chunk))
+            self.pieces.setdefault(key, []).append(len(chunk))
             seen.append(chunk)
         MemoryStore.put(self, key, b"".join(seen))
 
 
 @pytest.mark.parametrize("compression", [False, True])
-def test_copy_streams_the_log_chunk_by_chunk_into_the_same_bytes(tmp_path: Path, compression: bool) -> None:
+def test_copy_streams_the_log_chunk_by_chunk_into_the_same_bytes(
+    tmp_path: Path, compression: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kafkalog.tiered import writer
     from kafkalog.tiered.manifest import parse_manifest
     from kafkalog.tiered.writer import SegmentFiles, write_aiven_segment
 
+    read_bytes = 300  # an upload part (3 chunks), scaled down with the chunk
+    monkeypatch.setattr(writer, "LOG_READ_BYTES", read_bytes, raising=False)
     log = _build(tmp_path / "clicks-0", 300)
     store = _StreamRecordingStore()
     chunk = 100
@@ -215,8 +222,13 @@ def test_copy_streams_the_log_chunk_by_chunk_into_the_same_bytes(tmp_path: Path,
     log.close()
     assert len(data) > 8 * chunk
     stem = rsm.segment_key(md)
-    # the .log reached the store a chunk at a time: no buffer of the whole segment was ever held
-    assert store.largest[stem + ".log"] <= chunk + 32
+    # the .log reached the store a chunk (compressed) or an upload part (as read) at a time: no buffer of the
+    # whole segment was ever held
+    assert len(data) > 2 * read_bytes
+    if compression:
+        assert store.largest[stem + ".log"] <= chunk + 32
+    else:  # whole parts as read from the file, not chunks for the store to join (a copy under the GIL)
+        assert store.pieces[stem + ".log"][:-1] == [read_bytes] * (len(data) // read_bytes)
     # and it is the object (and chunk index) the whole-bytes writer makes of the same segment
     reference = MemoryStore(url="memory://reference")
     ref_stem = write_aiven_segment(

@@ -6,9 +6,13 @@ truncation from the end (log truncation) drops entries starting at or after the 
 the start (log start offset moved) drops entries wholly before it and moves the last of them to start at
 the new log start offset.
 
-Durability: every change is written to the checkpoint file synchronously (Kafka flushes truncations
-asynchronously and repairs at load; the file is a few lines, so kafkalog keeps it simple and always
-current). The loader still truncates the cache against the loaded log, so a stale file is repaired.
+Durability: every change is written to the checkpoint file synchronously, by the thread that made it (Kafka
+flushes truncations asynchronously and repairs at load; the file is a few lines, so kafkalog keeps it simple
+and current). One exception keeps that fsync out of the Log's lock: a log start offset moved forward
+(retention, DeleteRecords, the remote tier's expiration) changes the entries under the lock and writes the
+file right after releasing it (``truncate_from_start(flush=False)``, then :meth:`LeaderEpochFileCache.flush`),
+so appends never wait for it. The loader truncates the cache against the loaded log and its checkpointed log
+start offset, so a file a crash left stale in between is repaired.
 """
 
 from __future__ import annotations
@@ -121,13 +125,18 @@ class LeaderEpochFileCache:
                 self._entries = entries
                 self.flush()
 
-    def truncate_from_start(self, start_offset: int) -> None:
-        """Drop entries before ``start_offset``; the last dropped epoch then starts at ``start_offset``."""
+    def truncate_from_start(self, start_offset: int, *, flush: bool = True) -> bool:
+        """Drop entries before ``start_offset``; the last dropped epoch then starts at ``start_offset``. Returns
+        whether the entries changed. ``flush=False`` leaves the file to the caller's :meth:`flush` (Kafka's
+        ``truncateFromStartAsyncFlush``: the Log writes it once its lock is released)."""
         with self._lock:
             entries = self._truncated_from_start(self._entries, start_offset)
-            if entries is not self._entries:
-                self._entries = entries
+            if entries is self._entries:
+                return False
+            self._entries = entries
+            if flush:
                 self.flush()
+            return True
 
     def clear(self) -> None:
         """Forget every entry (not persisted)."""
@@ -144,7 +153,13 @@ class LeaderEpochFileCache:
         """Write the checkpoint file (if the directory still exists)."""
         with self._lock:
             if self._checkpoint is not None and self._checkpoint.path.parent.exists():
-                self._checkpoint.write(self._entries)
+                try:
+                    self._checkpoint.write(self._entries)
+                except FileNotFoundError:
+                    if self._checkpoint.path.parent.exists():
+                        raise
+                    # the directory was renamed or deleted meanwhile (a flush outside the Log's lock): the
+                    # loader repairs whatever file the new directory holds
 
     # --- queries ------------------------------------------------------------------------------------------
     @property

@@ -139,6 +139,8 @@ class Log:
         #: the broker's ``remote.log.storage.system.enable`` (see :attr:`remote_log_enabled`)
         self.remote_storage_system_enable = remote_storage_system_enable
         self._highest_offset_in_remote_storage = -1
+        #: a start-offset move deferred the leader-epoch checkpoint to after the lock (see delete_old_segments)
+        self._epoch_checkpoint_pending = False
         self._remote_log_reader: RemoteLogReader | None = None
         self.producer_state = producer_state
         self.leader_epoch_cache = leader_epoch_cache
@@ -522,13 +524,21 @@ class Log:
             self._update_high_watermark_metadata(end)
 
     def maybe_increment_log_start_offset(
-        self, new_log_start_offset: int, reason: str = CLIENT_RECORD_DELETION
+        self,
+        new_log_start_offset: int,
+        reason: str = CLIENT_RECORD_DELETION,
+        *,
+        defer_epoch_checkpoint: bool = False,
     ) -> bool:
         """Move the log start offset forward (never past the high watermark); segments go at the next retention.
 
         Covers both tiers, as Kafka's: the local log start offset is raised to it too (with a remote tier it
         may already be above it: then only the log start offset moves). ``reason`` is Kafka's
-        ``LogStartOffsetIncrementReason`` text (:mod:`kafkalog.log.tiers`). Returns whether it moved."""
+        ``LogStartOffsetIncrementReason`` text (:mod:`kafkalog.log.tiers`). Returns whether it moved.
+
+        The truncated leader-epoch checkpoint is written after the Log's lock is released (appends never wait
+        for its fsyncs); a caller that holds the lock around this call passes ``defer_epoch_checkpoint`` and
+        calls :meth:`write_deferred_epoch_checkpoint` once it has released it."""
         with self.lock:
             if new_log_start_offset > self.high_watermark:
                 raise OffsetOutOfRangeError(
@@ -542,10 +552,24 @@ class Log:
                 return False
             self._update_log_start_offset(new_log_start_offset, max(new_log_start_offset, local_start))
             self.logger.info("Incremented log start offset to %d due to %s", new_log_start_offset, reason)
-            self.leader_epoch_cache.truncate_from_start(new_log_start_offset)
+            epochs_changed = self.leader_epoch_cache.truncate_from_start(new_log_start_offset, flush=False)
             self.producer_state.on_log_start_offset_incremented(new_log_start_offset)
             self.watermarks.update_first_unstable_offset()
-            return True
+            if epochs_changed and defer_epoch_checkpoint:
+                self._epoch_checkpoint_pending = True
+                return True
+        if epochs_changed:  # the checkpoint's fsyncs outside the lock: appends never wait for them
+            self.leader_epoch_cache.flush()
+        return True
+
+    def write_deferred_epoch_checkpoint(self) -> None:
+        """Write the leader-epoch checkpoint a ``defer_epoch_checkpoint`` start-offset move left pending (call
+        it after releasing the Log's lock)."""
+        with self.lock:
+            pending = self._epoch_checkpoint_pending
+            self._epoch_checkpoint_pending = False
+        if pending:
+            self.leader_epoch_cache.flush()
 
     def maybe_increment_local_log_start_offset(self, new_local_log_start_offset: int, reason: str) -> bool:
         """Move the local log start offset forward alone (local retention deleted segments the remote tier
@@ -889,8 +913,12 @@ class Log:
 
     # --- retention, truncation, replacement ---------------------------------------------------------------
     def delete_old_segments(self) -> int:
-        """Apply retention (time, size, log start offset); returns how many segments were deleted."""
-        return retention.delete_old_segments(self)
+        """Apply retention (time, size, log start offset); returns how many segments were deleted. The leader
+        epoch checkpoint a moved log start offset truncated is written after the pass releases the lock."""
+        try:
+            return retention.delete_old_segments(self)
+        finally:
+            self.write_deferred_epoch_checkpoint()
 
     def truncate_to(self, target_offset: int) -> bool:
         """Drop every offset >= ``target_offset`` (whole batches); returns whether anything was truncated.

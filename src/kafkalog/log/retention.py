@@ -115,7 +115,10 @@ def _delete_segments(log: Log, deletable: list[LogSegment], reason: str) -> int:
         if _tiered(log):
             log.maybe_increment_local_log_start_offset(remaining_first.base_offset, SEGMENT_DELETION)
         elif remaining_first.base_offset > log.log_start_offset:
-            log.maybe_increment_log_start_offset(remaining_first.base_offset, SEGMENT_DELETION)
+            # under the pass's lock: the epoch checkpoint is written once it is released (Log.delete_old_segments)
+            log.maybe_increment_log_start_offset(
+                remaining_first.base_offset, SEGMENT_DELETION, defer_epoch_checkpoint=True
+            )
     with local.io(f"error while deleting segments for {log.topic_partition} in dir {log.dir.parent}"):
         local.remove_and_delete_segments(deletable, True, reason)
         for segment in deletable:

@@ -27,7 +27,7 @@ import zstandard
 
 from kafkalog.errors import RemoteStorageError
 from kafkalog.log.checkpoint import EpochEntry, leader_epoch_checkpoint
-from kafkalog.objstore.store import ObjectStore
+from kafkalog.objstore.store import PUT_PART_SIZE, ObjectStore
 from kafkalog.records import MemoryRecords
 from kafkalog.storage.files import offset_from_file_name
 from kafkalog.tiered.aiven import aiven_segment_key, epochs_in_range
@@ -57,6 +57,10 @@ __all__ = [
 
 #: The plugin's recommended ``chunk.size``.
 DEFAULT_CHUNK_SIZE: Final = 4 * 1024 * 1024
+#: Bytes of one read of an untransformed ``.log`` (no compression, no encryption): a whole upload part, so
+#: each read is handed to the store as it is (obstore takes the buffer without a copy) and nothing joins
+#: chunks into parts while holding the GIL; the chunk index is computed, the object is the same.
+LOG_READ_BYTES: Final = PUT_PART_SIZE
 
 
 def kafka_uuid() -> str:
@@ -163,9 +167,25 @@ def _log_chunks(
 ) -> Iterator[bytes]:
     """The ``.log`` object's bytes chunk by chunk (compressed, then encrypted), appending each transformed
     chunk's size to ``sizes`` and the original bytes to ``original[0]`` as it goes (the chunk index is
-    built from them once the generator is exhausted). When ``cancelled()`` turns true it raises
+    built from them once the generator is exhausted). Untransformed, the file is read :data:`LOG_READ_BYTES`
+    at a time instead (the chunk sizes are then known from the total). When ``cancelled()`` turns true it raises
     :class:`~kafkalog.errors.RemoteStorageError` before the next chunk: the store's multipart upload is then
     aborted (obstore aborts an upload whose source fails), so nothing is left on the server."""
+    if not compression and transform is None:
+        # the object is the file's bytes: read whole upload parts (GIL released during each read, no join) and
+        # compute the fixed chunks' sizes from the total
+        total = 0
+        for piece in _source_chunks(segment, LOG_READ_BYTES):
+            if cancelled is not None and cancelled():
+                raise RemoteStorageError(f"the upload of {segment.log_path or 'the segment'} was cancelled")
+            total += len(piece)
+            yield piece
+        original[0] = total
+        full, rest = divmod(total, chunk_size)
+        sizes.extend([chunk_size] * full)
+        if rest:
+            sizes.append(rest)
+        return
     compressor = zstandard.ZstdCompressor(write_content_size=True) if compression else None
     for chunk in _source_chunks(segment, chunk_size):
         if cancelled is not None and cancelled():

@@ -210,7 +210,9 @@ class _SegmentWindow:
         self._state = state
         self._md = md
         self.start = start
-        self.data = bytearray()
+        #: the bytes fetched: the first GET's buffer as it came (no copy; one GET is the common case), a
+        #: bytearray once a second GET extends it
+        self.data: bytes | bytearray = b""
         #: bytes fetched at least when the window must grow (a read lowers it to what it can still use)
         self.step = max(step, _MIN_FETCH_BYTES)
 
@@ -228,7 +230,12 @@ class _SegmentWindow:
             )
             if not chunk:
                 return False
-            self.data += chunk
+            if not self.data:
+                self.data = chunk
+            else:
+                if not isinstance(self.data, bytearray):
+                    self.data = bytearray(self.data)
+                self.data += chunk
         return self.end >= position
 
     def batches(self) -> Iterator[tuple[int, int, int, int, int]]:
@@ -249,7 +256,12 @@ class _SegmentWindow:
             pos += size
 
     def slice(self, first: int, end: int) -> bytes:
-        return bytes(self.data[first - self.start : end - self.start])
+        """``[first, end)`` of the segment as bytes: one copy (none when it is the whole window)."""
+        lo, hi = first - self.start, end - self.start
+        if lo == 0 and hi == len(self.data) and isinstance(self.data, bytes):
+            return self.data
+        with memoryview(self.data) as view:
+            return bytes(view[lo:hi])
 
 
 class RemoteTierReader:

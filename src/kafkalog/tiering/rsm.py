@@ -8,10 +8,13 @@ Invariants owned here:
 
 * **copy** uploads ``.log``, then ``.indexes``, then ``.rsm-manifest``: a segment whose manifest exists is
   complete; anything else is an orphan that :class:`~kafkalog.tiered.AivenArchive` skips. The ``.log`` is
-  streamed: read, transformed and uploaded ``rsm.config.chunk.size`` at a time (a multipart upload on object
-  storage), so a copy holds about ``2 x chunk.size`` plus the store's parts in flight
-  (:data:`~kafkalog.objstore.store.PUT_PART_SIZE` x :data:`~kafkalog.objstore.store.PUT_CONCURRENCY`), never
-  the segment; the indexes (bounded by ``segment.index.bytes``) are read whole.
+  streamed (a multipart upload on object storage): transformed (compressed or encrypted), read and
+  transformed ``rsm.config.chunk.size`` at a time; untransformed, read a whole upload part
+  (:data:`~kafkalog.tiered.writer.LOG_READ_BYTES`) at a time with the GIL released and handed to the store
+  as read (no Python-side copy or join, so the appending threads are not held up). A copy holds about
+  ``2 x chunk.size`` plus the store's parts in flight (:data:`~kafkalog.objstore.store.PUT_PART_SIZE` x
+  :data:`~kafkalog.objstore.store.PUT_CONCURRENCY`), never the segment; the indexes (bounded by
+  ``segment.index.bytes``) are read whole.
 * **delete** removes the manifest first (the segment becomes an orphan no reader serves), then ``.log`` and
   ``.indexes``; deleting what is already gone is not an error, so a delete can always be retried.
 * **fetch** reads only what is asked: a manifest (cached per segment, bounded), then ranged GETs of the
