@@ -15,8 +15,13 @@ Invariants owned here:
   first use; again after :meth:`~TopicBasedRemoteLogMetadataManager.on_stop_partitions`), so after a
   restart its state is exactly what the durable records say (no snapshot, as Kafka's trunk since
   KAFKA-15181 / KAFKA-16161: the replay is a scan of the local log, decoded in bulk by the columnar decoder
-  when pyarrow is installed); a metadata partition is read whole once per start (a replay loads every user partition with events there; one started later without any is loaded
-  empty), and again only after one of its user partitions was stopped;
+  when pyarrow is installed, else batch by batch); a metadata partition is read whole once per start (a
+  replay loads every user partition with events there; one started later without any is loaded empty), and
+  again only after one of its user partitions was stopped;
+* a replay checks the CRC of every batch it reads, whichever decoder runs it: a damaged batch fails it with
+  :class:`~kafkalog.errors.CorruptRecordError` naming the metadata partition and offset (as Kafka's consumer,
+  ``check.crcs``), so a damaged event is never applied (nor a segment silently changed or forgotten); a torn
+  batch at the end of the log (a write a crash cut short) ends the replay there, as the log's recovery does;
 * an event is checked against the current state before it is written (Kafka's ``IllegalArgumentException``
   cases: an add in a state other than COPY_SEGMENT_STARTED, an update to COPY_SEGMENT_STARTED, a transition
   :meth:`~kafkalog.remote.RemoteLogSegmentState.is_valid_transition` refuses): a refused event is an
@@ -33,7 +38,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from kafkalog.errors import InvalidRecordError, RemoteResourceNotFoundError
+from kafkalog.errors import CorruptRecordError, InvalidRecordError, RemoteResourceNotFoundError
 from kafkalog.log.log import Log
 from kafkalog.records import MemoryRecords, RecordBatch, SimpleRecord
 from kafkalog.remote.metadata import (
@@ -87,9 +92,11 @@ def _replay_columnar(
 
 
 def _replay_batches(batches: Iterable[RecordBatch], offset: int, apply: Callable[[bytes], None]) -> int:
-    """:func:`_replay_columnar` batch by batch (without pyarrow)."""
+    """:func:`_replay_columnar` batch by batch (without pyarrow): the CRC of every batch is checked as the
+    columnar decoder checks it (a damaged event is never applied)."""
     next_offset = -1
     for batch in batches:
+        batch.ensure_valid()
         next_offset = batch.last_offset + 1
         if batch.is_control_batch:
             continue
@@ -195,10 +202,17 @@ class TopicBasedRemoteLogMetadataManager:
         columnar = _columnar_decoder()
         while offset < end:
             records = log.read(offset, _REPLAY_FETCH_BYTES).records
-            if columnar is not None:
-                next_offset = _replay_columnar(columnar, records.buffer, offset, apply)
-            else:
-                next_offset = _replay_batches(records.batches(), offset, apply)
+            try:
+                if columnar is not None:
+                    next_offset = _replay_columnar(columnar, records.buffer, offset, apply)
+                else:
+                    next_offset = _replay_batches(records.batches(), offset, apply)
+            except CorruptRecordError as exc:  # a damaged disk: the replay fails, naming where
+                raise CorruptRecordError(
+                    f"{REMOTE_LOG_METADATA_TOPIC_NAME}-{partition} is corrupt in the batches read from offset "
+                    f"{offset} (its remote log metadata cannot be replayed; the partitions it holds are not "
+                    f"started): {exc}"
+                ) from exc
             if next_offset <= offset:  # nothing at or above `offset` (control batches only): the batches say
                 batches = list(records.batches())
                 if not batches:

@@ -1,0 +1,79 @@
+"""Review of tiering (issue #25, rev10): a replay of a damaged ``__remote_log_metadata`` never applies a damaged
+event. A bit flipped on disk inside an event (here the end offset of a segment) with the batch's CRC left as
+it was: the batch-by-batch replay (the only one before the bulk decoder, and still the one without pyarrow)
+did not check CRCs and replayed the segment with the wrong end offset, silently; the bulk decoder checks them.
+Both must fail the replay, naming the metadata partition."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+
+import kafkalog.tiering.rlmm as rlmm_module
+from kafkalog.errors import CorruptRecordError
+from kafkalog.remote import (
+    REMOTE_LOG_METADATA_TOPIC_NAME,
+    RemoteLogSegmentId,
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentMetadataUpdate,
+    RemoteLogSegmentState,
+    TopicIdPartition,
+    Uuid,
+)
+from kafkalog.tiering import TopicBasedRemoteLogMetadataManager
+
+from .conftest import MetadataLogs
+
+_END = 0x0123456789AB  # a segment end offset whose 8 bytes occur once in the metadata partition
+_TIP = TopicIdPartition(Uuid(7, 7), "damaged", 0)
+
+
+def _damaged_history(data_dir: Path) -> None:
+    """Ten finished segments of :data:`_TIP`, then one byte of the fifth one's end offset flipped on disk (the
+    record still decodes; only its batch's CRC tells)."""
+    logs = MetadataLogs(data_dir)
+    try:
+        rlmm = TopicBasedRemoteLogMetadataManager(logs, 1)
+        for i in range(10):
+            end = _END if i == 4 else i * 10 + 9
+            md = RemoteLogSegmentMetadata(
+                RemoteLogSegmentId(_TIP, Uuid.random_uuid()), i * 10, end, i, 0, 0, 100, ((0, i * 10),)
+            )
+            rlmm.add_remote_log_segment_metadata(md)
+            rlmm.update_remote_log_segment_metadata(
+                RemoteLogSegmentMetadataUpdate(
+                    md.remote_log_segment_id, i, None, RemoteLogSegmentState.COPY_SEGMENT_FINISHED, 0
+                )
+            )
+        rlmm.close()
+    finally:
+        logs.close()
+    (segment,) = (data_dir / f"{REMOTE_LOG_METADATA_TOPIC_NAME}-0").glob("*.log")
+    data = bytearray(segment.read_bytes())
+    at = data.find(struct.pack(">q", _END))
+    assert at > 0 and data.find(struct.pack(">q", _END), at + 1) == -1
+    data[at + 7] ^= 0x01  # the end offset becomes _END ^ 1
+    segment.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("decoder", ["bulk", "batch by batch"])
+def test_a_replay_never_applies_an_event_whose_batch_fails_its_crc(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, decoder: str
+) -> None:
+    _damaged_history(tmp_path)
+    if decoder == "batch by batch":
+        monkeypatch.setattr(rlmm_module, "_columnar_decoder", lambda: None, raising=False)
+    logs = MetadataLogs(tmp_path)
+    try:
+        rlmm = TopicBasedRemoteLogMetadataManager(logs, 1)
+        with pytest.raises(
+            CorruptRecordError, match=f"{REMOTE_LOG_METADATA_TOPIC_NAME}-0 is corrupt"
+        ) as info:
+            ends = [md.end_offset for md in rlmm.list_remote_log_segments(_TIP)]
+            pytest.fail(f"the damaged partition replayed: end offsets {ends}")
+        assert "crc" in str(info.value).lower()
+        assert not rlmm.is_ready(_TIP)  # nothing answers from a partial replay
+    finally:
+        logs.close()
