@@ -77,3 +77,54 @@ def test_a_replay_never_applies_an_event_whose_batch_fails_its_crc(
         assert not rlmm.is_ready(_TIP)  # nothing answers from a partial replay
     finally:
         logs.close()
+
+
+def _batch_positions(data: bytes | bytearray) -> list[int]:
+    positions, pos = [], 0
+    while pos + 12 <= len(data):
+        positions.append(pos)
+        pos += 12 + struct.unpack_from(">i", data, pos + 8)[0]
+    return positions
+
+
+@pytest.mark.parametrize("decoder", ["bulk", "batch by batch"])
+def test_a_replay_never_stops_silently_before_the_log_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, decoder: str
+) -> None:
+    """The size of a batch in the middle of the log inflated on disk (no CRC covers it): the replay saw no
+    whole batch there and ended, as at the end of the log, forgetting every later event (here 15 of the 20
+    segments) without a word. It must fail instead."""
+    logs = MetadataLogs(tmp_path)
+    try:
+        rlmm = TopicBasedRemoteLogMetadataManager(logs, 1)
+        for i in range(20):
+            md = RemoteLogSegmentMetadata(
+                RemoteLogSegmentId(_TIP, Uuid.random_uuid()), i * 10, i * 10 + 9, i, 0, 0, 100, ((0, i * 10),)
+            )
+            rlmm.add_remote_log_segment_metadata(md)
+            rlmm.update_remote_log_segment_metadata(
+                RemoteLogSegmentMetadataUpdate(
+                    md.remote_log_segment_id, i, None, RemoteLogSegmentState.COPY_SEGMENT_FINISHED, 0
+                )
+            )
+        rlmm.close()
+    finally:
+        logs.close()
+    (segment,) = (tmp_path / f"{REMOTE_LOG_METADATA_TOPIC_NAME}-0").glob("*.log")
+    data = bytearray(segment.read_bytes())
+    struct.pack_into(">i", data, _batch_positions(data)[10] + 8, 1 << 20)  # the 11th batch's size field
+    segment.write_bytes(bytes(data))
+    if decoder == "batch by batch":
+        monkeypatch.setattr(rlmm_module, "_columnar_decoder", lambda: None, raising=False)
+    logs = MetadataLogs(tmp_path)
+    try:
+        assert logs(0).log_end_offset == 40  # the log itself still ends after the 40 events
+        rlmm = TopicBasedRemoteLogMetadataManager(logs, 1)
+        with pytest.raises(
+            CorruptRecordError, match="no readable record batch at offset 10, below its log end"
+        ):
+            n = len(list(rlmm.list_remote_log_segments(_TIP)))
+            pytest.fail(f"the replay ended early: {n} of 20 segments")
+        assert not rlmm.is_ready(_TIP)
+    finally:
+        logs.close()

@@ -20,8 +20,10 @@ Invariants owned here:
   again only after one of its user partitions was stopped;
 * a replay checks the CRC of every batch it reads, whichever decoder runs it: a damaged batch fails it with
   :class:`~kafkalog.errors.CorruptRecordError` naming the metadata partition and offset (as Kafka's consumer,
-  ``check.crcs``), so a damaged event is never applied (nor a segment silently changed or forgotten); a torn
-  batch at the end of the log (a write a crash cut short) ends the replay there, as the log's recovery does;
+  ``check.crcs``), so a damaged event is never applied (nor a segment silently changed); so does an offset
+  below the log end offset at which no whole batch can be read (a damaged batch size, which no CRC covers),
+  instead of ending the replay there and forgetting every later event. A torn batch at the end of the log (a
+  write a crash cut short) is not part of the log (its log end offset stops before it): the replay ends there;
 * an event is checked against the current state before it is written (Kafka's ``IllegalArgumentException``
   cases: an add in a state other than COPY_SEGMENT_STARTED, an update to COPY_SEGMENT_STARTED, a transition
   :meth:`~kafkalog.remote.RemoteLogSegmentState.is_valid_transition` refuses): a refused event is an
@@ -215,8 +217,12 @@ class TopicBasedRemoteLogMetadataManager:
                 ) from exc
             if next_offset <= offset:  # nothing at or above `offset` (control batches only): the batches say
                 batches = list(records.batches())
-                if not batches:
-                    break
+                if not batches:  # below the log end, yet no whole batch: a damaged batch size (not CRC'd)
+                    raise CorruptRecordError(
+                        f"{REMOTE_LOG_METADATA_TOPIC_NAME}-{partition} has no readable record batch at offset "
+                        f"{offset}, below its log end offset {end} (its remote log metadata cannot be replayed "
+                        "past it; the partitions it holds are not started)"
+                    )
                 next_offset = batches[-1].last_offset + 1
             offset = next_offset
         for t in touched:
