@@ -13,6 +13,7 @@ import pytest
 
 import kafkalog.tiering.rlmm as rlmm_module
 from kafkalog.errors import CorruptRecordError
+from kafkalog.log import Log
 from kafkalog.remote import (
     REMOTE_LOG_METADATA_TOPIC_NAME,
     RemoteLogSegmentId,
@@ -24,7 +25,7 @@ from kafkalog.remote import (
 )
 from kafkalog.tiering import TopicBasedRemoteLogMetadataManager
 
-from .conftest import MetadataLogs
+from .conftest import SMALL, MetadataLogs
 
 _END = 0x0123456789AB  # a segment end offset whose 8 bytes occur once in the metadata partition
 _TIP = TopicIdPartition(Uuid(7, 7), "damaged", 0)
@@ -126,5 +127,94 @@ def test_a_replay_never_stops_silently_before_the_log_end(
             n = len(list(rlmm.list_remote_log_segments(_TIP)))
             pytest.fail(f"the replay ended early: {n} of 20 segments")
         assert not rlmm.is_ready(_TIP)
+    finally:
+        logs.close()
+
+
+class _SmallSegments(MetadataLogs):
+    """Metadata Logs whose segments roll every few events."""
+
+    def __call__(self, partition: int) -> Log:
+        log = self.logs.get(partition)
+        if log is None:
+            log = Log.open(
+                self.data_dir / f"{REMOTE_LOG_METADATA_TOPIC_NAME}-{partition}", {**SMALL, "retention.ms": -1}
+            )
+            log.hw_follows_leo = True
+            self.logs[partition] = log
+        return log
+
+
+@pytest.mark.parametrize("decoder", ["bulk", "batch by batch"])
+def test_a_replay_never_skips_a_hole_in_the_offsets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, decoder: str
+) -> None:
+    """The tail of a rolled segment of the metadata partition lost on disk (the log still opens: the damage is
+    not at its end). The replay read on from the next segment and forgot the lost events (a segment of 20 here,
+    silently). The topic is never compacted, so a hole in its offsets is damage: the replay must fail."""
+    logs = _SmallSegments(tmp_path)
+    try:
+        rlmm = TopicBasedRemoteLogMetadataManager(logs, 1)
+        for i in range(20):
+            md = RemoteLogSegmentMetadata(
+                RemoteLogSegmentId(_TIP, Uuid.random_uuid()), i * 10, i * 10 + 9, i, 0, 0, 100, ((0, i * 10),)
+            )
+            rlmm.add_remote_log_segment_metadata(md)
+            rlmm.update_remote_log_segment_metadata(
+                RemoteLogSegmentMetadataUpdate(
+                    md.remote_log_segment_id, i, None, RemoteLogSegmentState.COPY_SEGMENT_FINISHED, 0
+                )
+            )
+        rlmm.close()
+    finally:
+        logs.close()
+    segments = sorted((tmp_path / f"{REMOTE_LOG_METADATA_TOPIC_NAME}-0").glob("*.log"))
+    assert len(segments) > 3
+    data = segments[2].read_bytes()
+    segments[2].write_bytes(data[: _batch_positions(data)[3]])  # its batches from the fourth on are lost
+    if decoder == "batch by batch":
+        monkeypatch.setattr(rlmm_module, "_columnar_decoder", lambda: None, raising=False)
+    logs = _SmallSegments(tmp_path)
+    try:
+        assert logs(0).log_end_offset == 40
+        rlmm = TopicBasedRemoteLogMetadataManager(logs, 1)
+        with pytest.raises(
+            CorruptRecordError, match=r"has no records at offsets \d+ to \d+, below its log end"
+        ):
+            n = len(list(rlmm.list_remote_log_segments(_TIP)))
+            pytest.fail(f"the replay skipped the hole: {n} of 20 segments")
+        assert not rlmm.is_ready(_TIP)
+    finally:
+        logs.close()
+
+
+def test_a_torn_batch_at_the_end_of_the_log_is_not_damage(tmp_path: Path) -> None:
+    """The last write cut short (a crash): the log ends before it, and the replay answers what is before."""
+    logs = MetadataLogs(tmp_path)
+    try:
+        rlmm = TopicBasedRemoteLogMetadataManager(logs, 1)
+        for i in range(3):
+            md = RemoteLogSegmentMetadata(
+                RemoteLogSegmentId(_TIP, Uuid.random_uuid()), i * 10, i * 10 + 9, i, 0, 0, 100, ((0, i * 10),)
+            )
+            rlmm.add_remote_log_segment_metadata(md)
+            rlmm.update_remote_log_segment_metadata(
+                RemoteLogSegmentMetadataUpdate(
+                    md.remote_log_segment_id, i, None, RemoteLogSegmentState.COPY_SEGMENT_FINISHED, 0
+                )
+            )
+        rlmm.close()
+    finally:
+        logs.close()
+    (segment,) = (tmp_path / f"{REMOTE_LOG_METADATA_TOPIC_NAME}-0").glob("*.log")
+    data = segment.read_bytes()
+    segment.write_bytes(data[:-5])  # the last update (COPY_SEGMENT_FINISHED of the third segment) is torn
+    logs = MetadataLogs(tmp_path)
+    try:
+        rlmm = TopicBasedRemoteLogMetadataManager(logs, 1)
+        states = [md.state for md in rlmm.list_remote_log_segments(_TIP)]
+        assert states == [RemoteLogSegmentState.COPY_SEGMENT_FINISHED] * 2 + [
+            RemoteLogSegmentState.COPY_SEGMENT_STARTED
+        ]
     finally:
         logs.close()

@@ -22,7 +22,8 @@ Invariants owned here:
   :class:`~kafkalog.errors.CorruptRecordError` naming the metadata partition and offset (as Kafka's consumer,
   ``check.crcs``), so a damaged event is never applied (nor a segment silently changed); so does an offset
   below the log end offset at which no whole batch can be read (a damaged batch size, which no CRC covers),
-  instead of ending the replay there and forgetting every later event. A torn batch at the end of the log (a
+  instead of ending the replay there and forgetting every later event, and a hole in the offsets (a segment or
+  its tail missing: the topic is never compacted, so its offsets have none). A torn batch at the end of the log (a
   write a crash cut short) is not part of the log (its log end offset stops before it): the replay ends there;
 * an event is checked against the current state before it is written (Kafka's ``IllegalArgumentException``
   cases: an add in a state other than COPY_SEGMENT_STARTED, an update to COPY_SEGMENT_STARTED, a transition
@@ -204,6 +205,13 @@ class TopicBasedRemoteLogMetadataManager:
         columnar = _columnar_decoder()
         while offset < end:
             records = log.read(offset, _REPLAY_FETCH_BYTES).records
+            first = records.first_batch()
+            if first is not None and first.base_offset > offset:  # the log skipped offsets: lost batches
+                raise CorruptRecordError(
+                    f"{REMOTE_LOG_METADATA_TOPIC_NAME}-{partition} has no records at offsets {offset} to "
+                    f"{first.base_offset - 1}, below its log end offset {end} (a segment or its tail is missing; "
+                    "its remote log metadata cannot be replayed past it; the partitions it holds are not started)"
+                )
             try:
                 if columnar is not None:
                     next_offset = _replay_columnar(columnar, records.buffer, offset, apply)
