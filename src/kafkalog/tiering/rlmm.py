@@ -205,7 +205,7 @@ class TopicBasedRemoteLogMetadataManager:
         columnar = _columnar_decoder()
         while offset < end:
             records = log.read(offset, _REPLAY_FETCH_BYTES).records
-            first = records.first_batch()
+            first = next(iter(records.batches()), None)
             if first is not None and first.base_offset > offset:  # the log skipped offsets: lost batches
                 raise CorruptRecordError(
                     f"{REMOTE_LOG_METADATA_TOPIC_NAME}-{partition} has no records at offsets {offset} to "
