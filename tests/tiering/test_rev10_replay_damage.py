@@ -6,13 +6,15 @@ Both must fail the replay, naming the metadata partition."""
 
 from __future__ import annotations
 
+import logging
 import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import kafkalog.tiering.rlmm as rlmm_module
-from kafkalog.errors import CorruptRecordError
+from kafkalog.errors import CorruptRecordError, KafkaStorageError
 from kafkalog.log import Log
 from kafkalog.remote import (
     REMOTE_LOG_METADATA_TOPIC_NAME,
@@ -216,5 +218,53 @@ def test_a_torn_batch_at_the_end_of_the_log_is_not_damage(tmp_path: Path) -> Non
         assert states == [RemoteLogSegmentState.COPY_SEGMENT_FINISHED] * 2 + [
             RemoteLogSegmentState.COPY_SEGMENT_STARTED
         ]
+    finally:
+        logs.close()
+
+
+def test_a_failed_replay_leaves_nothing_half_applied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A replay that fails part-way (here the log's read fails once, after the first reads were applied; as
+    well a damaged batch) left the events before the failure in the store: the retry (the copy task starts the
+    partition again) applied them again on top of themselves, each refused with a warning (a flood at every
+    retry on a large metadata partition). The retry must start clean."""
+    logs = MetadataLogs(tmp_path)
+    try:
+        rlmm = TopicBasedRemoteLogMetadataManager(logs, 1)
+        for i in range(10):
+            md = RemoteLogSegmentMetadata(
+                RemoteLogSegmentId(_TIP, Uuid.random_uuid()), i * 10, i * 10 + 9, i, 0, 0, 100, ((0, i * 10),)
+            )
+            rlmm.add_remote_log_segment_metadata(md)
+            rlmm.update_remote_log_segment_metadata(
+                RemoteLogSegmentMetadataUpdate(
+                    md.remote_log_segment_id, i, None, RemoteLogSegmentState.COPY_SEGMENT_FINISHED, 0
+                )
+            )
+        rlmm.close()
+    finally:
+        logs.close()
+    monkeypatch.setattr(rlmm_module, "_REPLAY_FETCH_BYTES", 400)  # a few events per read
+    logs = MetadataLogs(tmp_path)
+    try:
+        log = logs(0)
+        real, reads = log.read, [0]
+
+        def flaky(*args: Any, **kwargs: Any) -> Any:
+            reads[0] += 1
+            if reads[0] == 3:
+                raise KafkaStorageError("I/O error reading the metadata partition")
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(log, "read", flaky)
+        rlmm = TopicBasedRemoteLogMetadataManager(logs, 1)
+        with pytest.raises(KafkaStorageError):
+            rlmm.on_partition_leadership_changes({_TIP})
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            segments = list(rlmm.list_remote_log_segments(_TIP))  # the retry
+        assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+        assert [md.state for md in segments] == [RemoteLogSegmentState.COPY_SEGMENT_FINISHED] * 10
     finally:
         logs.close()

@@ -203,36 +203,44 @@ class TopicBasedRemoteLogMetadataManager:
             count += 1
 
         columnar = _columnar_decoder()
-        while offset < end:
-            records = log.read(offset, _REPLAY_FETCH_BYTES).records
-            first = next(iter(records.batches()), None)
-            if first is not None and first.base_offset > offset:  # the log skipped offsets: lost batches
-                raise CorruptRecordError(
-                    f"{REMOTE_LOG_METADATA_TOPIC_NAME}-{partition} has no records at offsets {offset} to "
-                    f"{first.base_offset - 1}, below its log end offset {end} (a segment or its tail is missing; "
-                    "its remote log metadata cannot be replayed past it; the partitions it holds are not started)"
-                )
-            try:
-                if columnar is not None:
-                    next_offset = _replay_columnar(columnar, records.buffer, offset, apply)
-                else:
-                    next_offset = _replay_batches(records.batches(), offset, apply)
-            except CorruptRecordError as exc:  # a damaged disk: the replay fails, naming where
-                raise CorruptRecordError(
-                    f"{REMOTE_LOG_METADATA_TOPIC_NAME}-{partition} is corrupt in the batches read from offset "
-                    f"{offset} (its remote log metadata cannot be replayed; the partitions it holds are not "
-                    f"started): {exc}"
-                ) from exc
-            if next_offset <= offset:  # nothing at or above `offset` (control batches only): the batches say
-                batches = list(records.batches())
-                if not batches:  # below the log end, yet no whole batch: a damaged batch size (not CRC'd)
+        try:
+            while offset < end:
+                records = log.read(offset, _REPLAY_FETCH_BYTES).records
+                first = next(iter(records.batches()), None)
+                if first is not None and first.base_offset > offset:  # the log skipped offsets: lost batches
                     raise CorruptRecordError(
-                        f"{REMOTE_LOG_METADATA_TOPIC_NAME}-{partition} has no readable record batch at offset "
-                        f"{offset}, below its log end offset {end} (its remote log metadata cannot be replayed "
-                        "past it; the partitions it holds are not started)"
+                        f"{REMOTE_LOG_METADATA_TOPIC_NAME}-{partition} has no records at offsets {offset} to "
+                        f"{first.base_offset - 1}, below its log end offset {end} (a segment or its tail is missing; "
+                        "its remote log metadata cannot be replayed past it; the partitions it holds are not started)"
                     )
-                next_offset = batches[-1].last_offset + 1
-            offset = next_offset
+                try:
+                    if columnar is not None:
+                        next_offset = _replay_columnar(columnar, records.buffer, offset, apply)
+                    else:
+                        next_offset = _replay_batches(records.batches(), offset, apply)
+                except CorruptRecordError as exc:  # a damaged disk: the replay fails, naming where
+                    raise CorruptRecordError(
+                        f"{REMOTE_LOG_METADATA_TOPIC_NAME}-{partition} is corrupt in the batches read from offset "
+                        f"{offset} (its remote log metadata cannot be replayed; the partitions it holds are not "
+                        f"started): {exc}"
+                    ) from exc
+                # nothing at or above `offset` (control batches only): the batches say where to go on
+                if next_offset <= offset:
+                    batches = list(records.batches())
+                    if not batches:  # below the log end, yet no whole batch: a damaged batch size (not CRC'd)
+                        raise CorruptRecordError(
+                            f"{REMOTE_LOG_METADATA_TOPIC_NAME}-{partition} has no readable record batch at offset "
+                            f"{offset}, below its log end offset {end} (its remote log metadata cannot be replayed "
+                            "past it; the partitions it holds are not started)"
+                        )
+                    next_offset = batches[-1].last_offset + 1
+                offset = next_offset
+        except BaseException:
+            # nothing stays half applied: the next replay (a retry) starts from a clean state, not re-applying
+            # every event before the failure on top of itself (one warning each)
+            for t in seen:
+                self.store.clear_topic_partition(t)
+            raise
         for t in touched:
             self.store.maybe_load_partition(t)
             self.store.mark_initialized(t)
