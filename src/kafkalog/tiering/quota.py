@@ -18,6 +18,7 @@ since it was made. Thread-safe.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import deque
 
@@ -135,10 +136,12 @@ class RLMQuotaManager:
             return self._measure(self.time.milliseconds())[0]
 
     def get_throttle_time_ms(self) -> int:
-        """Kafka's ``getThrottleTimeMs``: 0 while the rate is within the quota, else how long until it is."""
+        """Kafka's ``getThrottleTimeMs``: 0 while the rate is within the quota, else how long until it is (rounded
+        as Java's ``Math.round``: 0 when that is under half a millisecond)."""
         with self._lock:
             rate, span = self._measure(self.time.milliseconds())
             bound = self.quota_bytes_per_second
             if rate <= bound:
                 return 0
-            return max(1, round((rate - bound) / bound * span))
+            # Java's Math.round (half up), as Kafka's: 0 when the rate is above the bound by a hair
+            return math.floor((rate - bound) / bound * span + 0.5)

@@ -161,7 +161,7 @@ READ_METRIC_NAMES: Final = (
     "DelayedRemoteFetchExpiresPerSec",
     "DelayedRemoteListOffsetsExpiresPerSec",
 )
-#: How long :meth:`RemoteLogManager.close` waits for each reader thread's running read.
+#: How long :meth:`RemoteLogManager.close` waits for the reader threads' running reads, all of them together.
 READER_CLOSE_WAIT_S: Final = 10.0
 #: Bytes fetched at least per ranged read of a remote ``.log`` (a batch header plus some batches).
 _MIN_FETCH_BYTES: Final = 64 * 1024
@@ -526,7 +526,7 @@ class RemoteLogManager:
         """Forget every partition, the cached indexes, and close the RSM and the RLMM (not their Logs); a copy
         pass waiting for the copy quota ends at once, an upload under way is cancelled (:meth:`cancel_copies`),
         the reader pool refuses new reads, cancels the waiting ones and its threads end after their running read
-        (waited for up to :data:`READER_CLOSE_WAIT_S` each)."""
+        (waited for up to :data:`READER_CLOSE_WAIT_S` in all)."""
         self.cancel_copies()
         with self._lock:
             self._partitions.clear()

@@ -15,8 +15,16 @@ Invariants owned here:
   first use; again after :meth:`~TopicBasedRemoteLogMetadataManager.on_stop_partitions`), so after a
   restart its state is exactly what the durable records say (no snapshot, as Kafka's trunk since
   KAFKA-15181 / KAFKA-16161: the replay is a scan of the local log, decoded in bulk by the columnar decoder
-  when pyarrow is installed); a metadata partition is read whole once per start (a replay loads every user partition with events there; one started later without any is loaded
-  empty), and again only after one of its user partitions was stopped;
+  when pyarrow is installed, else batch by batch); a metadata partition is read whole once per start (a
+  replay loads every user partition with events there; one started later without any is loaded empty), and
+  again only after one of its user partitions was stopped;
+* a replay checks the CRC of every batch it reads, whichever decoder runs it: a damaged batch fails it with
+  :class:`~kafkalog.errors.CorruptRecordError` naming the metadata partition and offset (as Kafka's consumer,
+  ``check.crcs``), so a damaged event is never applied (nor a segment silently changed); so does an offset
+  below the log end offset at which no whole batch can be read (a damaged batch size, which no CRC covers),
+  instead of ending the replay there and forgetting every later event, and a hole in the offsets (a segment or
+  its tail missing: the topic is never compacted, so its offsets have none). A torn batch at the end of the log (a
+  write a crash cut short) is not part of the log (its log end offset stops before it): the replay ends there;
 * an event is checked against the current state before it is written (Kafka's ``IllegalArgumentException``
   cases: an add in a state other than COPY_SEGMENT_STARTED, an update to COPY_SEGMENT_STARTED, a transition
   :meth:`~kafkalog.remote.RemoteLogSegmentState.is_valid_transition` refuses): a refused event is an
@@ -33,7 +41,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from kafkalog.errors import InvalidRecordError, RemoteResourceNotFoundError
+from kafkalog.errors import CorruptRecordError, InvalidRecordError, RemoteResourceNotFoundError
 from kafkalog.log.log import Log
 from kafkalog.records import MemoryRecords, RecordBatch, SimpleRecord
 from kafkalog.remote.metadata import (
@@ -87,9 +95,11 @@ def _replay_columnar(
 
 
 def _replay_batches(batches: Iterable[RecordBatch], offset: int, apply: Callable[[bytes], None]) -> int:
-    """:func:`_replay_columnar` batch by batch (without pyarrow)."""
+    """:func:`_replay_columnar` batch by batch (without pyarrow): the CRC of every batch is checked as the
+    columnar decoder checks it (a damaged event is never applied)."""
     next_offset = -1
     for batch in batches:
+        batch.ensure_valid()
         next_offset = batch.last_offset + 1
         if batch.is_control_batch:
             continue
@@ -193,18 +203,44 @@ class TopicBasedRemoteLogMetadataManager:
             count += 1
 
         columnar = _columnar_decoder()
-        while offset < end:
-            records = log.read(offset, _REPLAY_FETCH_BYTES).records
-            if columnar is not None:
-                next_offset = _replay_columnar(columnar, records.buffer, offset, apply)
-            else:
-                next_offset = _replay_batches(records.batches(), offset, apply)
-            if next_offset <= offset:  # nothing at or above `offset` (control batches only): the batches say
-                batches = list(records.batches())
-                if not batches:
-                    break
-                next_offset = batches[-1].last_offset + 1
-            offset = next_offset
+        try:
+            while offset < end:
+                records = log.read(offset, _REPLAY_FETCH_BYTES).records
+                first = next(iter(records.batches()), None)
+                if first is not None and first.base_offset > offset:  # the log skipped offsets: lost batches
+                    raise CorruptRecordError(
+                        f"{REMOTE_LOG_METADATA_TOPIC_NAME}-{partition} has no records at offsets {offset} to "
+                        f"{first.base_offset - 1}, below its log end offset {end} (a segment or its tail is missing; "
+                        "its remote log metadata cannot be replayed past it; the partitions it holds are not started)"
+                    )
+                try:
+                    if columnar is not None:
+                        next_offset = _replay_columnar(columnar, records.buffer, offset, apply)
+                    else:
+                        next_offset = _replay_batches(records.batches(), offset, apply)
+                except CorruptRecordError as exc:  # a damaged disk: the replay fails, naming where
+                    raise CorruptRecordError(
+                        f"{REMOTE_LOG_METADATA_TOPIC_NAME}-{partition} is corrupt in the batches read from offset "
+                        f"{offset} (its remote log metadata cannot be replayed; the partitions it holds are not "
+                        f"started): {exc}"
+                    ) from exc
+                # nothing at or above `offset` (control batches only): the batches say where to go on
+                if next_offset <= offset:
+                    batches = list(records.batches())
+                    if not batches:  # below the log end, yet no whole batch: a damaged batch size (not CRC'd)
+                        raise CorruptRecordError(
+                            f"{REMOTE_LOG_METADATA_TOPIC_NAME}-{partition} has no readable record batch at offset "
+                            f"{offset}, below its log end offset {end} (its remote log metadata cannot be replayed "
+                            "past it; the partitions it holds are not started)"
+                        )
+                    next_offset = batches[-1].last_offset + 1
+                offset = next_offset
+        except BaseException:
+            # nothing stays half applied: the next replay (a retry) starts from a clean state, not re-applying
+            # every event before the failure on top of itself (one warning each)
+            for t in seen:
+                self.store.clear_topic_partition(t)
+            raise
         for t in touched:
             self.store.maybe_load_partition(t)
             self.store.mark_initialized(t)
