@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import struct
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner, Result
 
 from kafkalog.cli import cli
@@ -19,7 +21,28 @@ from kafkalog.log import AppendOrigin, Log, LogConfig
 from kafkalog.records import MemoryRecords, SimpleRecord
 
 TS = 1_700_000_000_000
-ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
+#: ``PYTHONFAULTHANDLER``: a process made to abort (:func:`stop_with_ctrl_c`) prints every thread's stack.
+ENV = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"}
+
+
+def stop_with_ctrl_c(proc: subprocess.Popen[bytes], timeout: float) -> int:
+    """Ctrl-C (SIGINT) for ``proc``, then its exit status. A process still running ``timeout`` s later is made
+    to print every thread's stack (SIGABRT, faulthandler) and the test fails with that, so a hang says where
+    it hung instead of only that it timed out."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        err = proc.stderr.read() if proc.stderr is not None else b""
+        pytest.fail(
+            f"still running {timeout} s after SIGINT; its threads:\n{err.decode(errors='replace')[-8000:]}"
+        )
 
 
 def run(*args: str | Path, input: bytes | str | None = None) -> Result:

@@ -17,7 +17,7 @@ from kafkalog.cli.dumplog import DECODERS
 from kafkalog.manager import LogManager
 from kafkalog.readonly.log import ReadOnlyLog
 
-from .helpers import ENV, Written, kafkalog_command, run, write_partition
+from .helpers import ENV, Written, kafkalog_command, run, stop_with_ctrl_c, write_partition
 
 
 def _write(root: Path) -> Written:
@@ -218,7 +218,6 @@ def test_follow_picks_up_partitions_added_meanwhile(tmp_path: Path) -> None:
     """Records of a partition added while --follow ran were never shown (only the partitions found at the start
     were read)."""
     import queue
-    import signal
     import threading
 
     with LogManager.open(tmp_path, background=False) as mgr:
@@ -235,8 +234,7 @@ def test_follow_picks_up_partitions_added_meanwhile(tmp_path: Path) -> None:
             mgr.add_partitions("grow", 2)
             mgr.produce("grow", [(None, b"p1-%d" % i) for i in range(2)], partition=1)
         got += [lines.get(timeout=60) for _ in range(2)]  # generous: a poll is 50 ms
-        consumer.send_signal(signal.SIGINT)
-        assert consumer.wait(timeout=60) == 0
+        assert stop_with_ctrl_c(consumer, 60) == 0
     finally:
         if consumer.poll() is None:
             consumer.kill()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -17,7 +16,7 @@ from kafkalog.manager import LogManager
 from kafkalog.partitioner import partition_for_key
 from kafkalog.records import Compression, MemoryRecords, SimpleRecord
 
-from .helpers import ENV, json_lines, kafkalog_command, run, run_process
+from .helpers import ENV, json_lines, kafkalog_command, run, run_process, stop_with_ctrl_c
 
 
 def produce(root: Path, topic: str, lines: str, *args: str) -> None:
@@ -333,8 +332,7 @@ def test_follow_while_a_producer_process_writes(tmp_path: Path) -> None:
         got = _read_lines(consumer, len(expected), timeout=60)
         assert got == expected
         assert len(list((tmp_path / "live-0").glob("*.log"))) > 1  # it followed across segment rolls
-        consumer.send_signal(signal.SIGINT)
-        assert consumer.wait(timeout=30) == 0
+        assert stop_with_ctrl_c(consumer, 60) == 0
         assert consumer.stderr is not None and b"Traceback" not in consumer.stderr.read()
     finally:
         for p in (consumer, producer):
