@@ -34,9 +34,13 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from .conftest import SRC_DIR, _skip_reason
+from .sink_crash_driver import read_topic
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -158,41 +162,38 @@ def wait_writing(proc: subprocess.Popen[bytes]) -> None:
 # --- what readers see, what the sink holds --------------------------------------------------------------------
 
 
-def read_topic(data: Path, topic: str, *, visible: bool) -> dict[int, list[tuple[int, bytes]]]:
-    """Per partition, (offset, value) of the records readers see (``visible``) or of the whole log."""
-    from kafkalog.readonly.log import ReadOnlyDataDir
-
-    ro = ReadOnlyDataDir(data)
-    out: dict[int, list[tuple[int, bytes]]] = {}
-    for p in ro.partitions(topic) if (data / f"{topic}-0").exists() else []:
-        log = ro.log(topic, p)
-        end = log.high_watermark if visible else log.log_end_offset
-        recs = log.read(log.log_start_offset, 1 << 30, end_offset=end).records() if end else []
-        out[p] = [(r.offset, r.value or b"") for r in recs if r.offset < end]
-    return out
-
-
-def groups(records: dict[int, list[tuple[int, bytes]]]) -> dict[int, dict[int, list[int]]]:
-    """unit (job or file) -> partition -> offsets."""
-    out: dict[int, dict[int, list[int]]] = {}
-    for p, recs in records.items():
-        for offset, value in recs:
-            unit = int(value.split(b":")[1])
-            out.setdefault(unit, {}).setdefault(p, []).append(offset)
-    return out
-
-
-def check_whole_and_once(records: dict[int, list[tuple[int, bytes]]], per_unit: int, what: str) -> set[int]:
-    values = [v for recs in records.values() for _, v in recs]
-    dupes = [v for v, n in Counter(values).items() if n > 1]
-    assert not dupes, f"{len(dupes)} {what} records appear twice, e.g. {dupes[:3]}"
-    units = groups(records)
-    for unit, parts in units.items():
-        total = sum(len(o) for o in parts.values())
-        assert total == per_unit, f"{what} {unit}: {total} of {per_unit} records"
-        for p, offsets in parts.items():
-            assert offsets == list(range(offsets[0], offsets[0] + len(offsets))), f"{what} {unit} p{p} gaps"
-    return set(units)
+def check_whole_and_once(records: dict[int, pa.Table], per_unit: int, what: str) -> set[int]:
+    """That every value is ``<x>:<unit>:<i>`` (``unit`` the job or input file), none appears twice, and each
+    unit has ``per_unit`` records in one contiguous offset range per partition (offsets in a partition are
+    distinct, so a range is contiguous when its count is its span); the units."""
+    if not records:
+        return set()
+    table = pa.concat_tables(
+        t.append_column("partition", pa.array([p] * t.num_rows, pa.int32())) for p, t in records.items()
+    )
+    parts = pc.extract_regex(pc.cast(table["value"], pa.string()), r"^[^:]*:(?P<unit>\d+):(?P<i>\d+)$")
+    assert parts.null_count == 0, f"{what}: values not of the form <x>:<unit>:<i>"
+    unit = pc.struct_field(parts, "unit").cast(pa.int64())
+    # (unit, i) as one integer: a value twice is a key twice, found next to itself once sorted
+    key = np.sort(pc.add(pc.shift_left(unit, 32), pc.struct_field(parts, "i").cast(pa.int64())).to_numpy())
+    dupes = np.unique(key[1:][key[1:] == key[:-1]]).tolist()
+    assert not dupes, (
+        f"{len(dupes)} {what} records appear twice, e.g. {[f'<x>:{k >> 32}:{k & 0xFFFFFFFF}' for k in dupes[:3]]}"
+    )
+    ranges = (
+        pa.table({"unit": unit, "partition": table["partition"], "offset": table["offset"]})
+        .group_by(["unit", "partition"])
+        .aggregate([("offset", "min"), ("offset", "max"), ("offset", "count")])
+        .to_pylist()
+    )
+    totals: Counter[int] = Counter()
+    for r in ranges:
+        totals[r["unit"]] += r["offset_count"]
+        span = r["offset_max"] - r["offset_min"] + 1
+        assert span == r["offset_count"], f"{what} {r['unit']} p{r['partition']} gaps"
+    for u, total in totals.items():
+        assert total == per_unit, f"{what} {u}: {total} of {per_unit} records"
+    return set(totals)
 
 
 def state_after_kill(data: Path) -> str:

@@ -22,6 +22,8 @@ TOPIC = {
     "retention.ms": -1,
     "local.retention.bytes": 64 * 1024,
 }
+#: The appender's pause between its 50-record batches (about 25,000 records a second at most).
+APPEND_PAUSE_S = 0.002
 
 
 def _until(condition: Callable[[], bool], seconds: float, what: str) -> None:
@@ -55,9 +57,13 @@ def test_an_outage_mid_copy_pauses_copying_and_loses_nothing(tmp_path: Path) -> 
             appended = [0]
 
             def appender() -> None:
+                # a batch every APPEND_PAUSE_S at most: segments roll several times a second, and the data to
+                # copy and read back at the end stays near a hundred thousand records (flat out, a slow
+                # outage or restart let it reach millions, read back for most of a minute)
                 while not stop_now.is_set():
                     produce(log, 50, start=appended[0], per_batch=50)
                     appended[0] += 50
+                    stop_now.wait(APPEND_PAUSE_S)
 
             writer = threading.Thread(target=appender)
             writer.start()
