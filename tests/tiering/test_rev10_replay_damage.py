@@ -82,6 +82,27 @@ def test_a_replay_never_applies_an_event_whose_batch_fails_its_crc(
         logs.close()
 
 
+def _write_finished_segments(data_dir: Path, count: int) -> None:
+    """``count`` segments' COPY_SEGMENT_STARTED and COPY_SEGMENT_FINISHED events (segment ``i``: offsets
+    ``10i``..``10i+9``) in the metadata partition of ``data_dir``, one batch each."""
+    logs = MetadataLogs(data_dir)
+    try:
+        rlmm = TopicBasedRemoteLogMetadataManager(logs, 1)
+        for i in range(count):
+            md = RemoteLogSegmentMetadata(
+                RemoteLogSegmentId(_TIP, Uuid.random_uuid()), i * 10, i * 10 + 9, i, 0, 0, 100, ((0, i * 10),)
+            )
+            rlmm.add_remote_log_segment_metadata(md)
+            rlmm.update_remote_log_segment_metadata(
+                RemoteLogSegmentMetadataUpdate(
+                    md.remote_log_segment_id, i, None, RemoteLogSegmentState.COPY_SEGMENT_FINISHED, 0
+                )
+            )
+        rlmm.close()
+    finally:
+        logs.close()
+
+
 def _batch_positions(data: bytes | bytearray) -> list[int]:
     positions, pos = [], 0
     while pos + 12 <= len(data):
@@ -97,22 +118,7 @@ def test_a_replay_never_stops_silently_before_the_log_end(
     """The size of a batch in the middle of the log inflated on disk (no CRC covers it): the replay saw no
     whole batch there and ended, as at the end of the log, forgetting every later event (here 15 of the 20
     segments) without a word. It must fail instead."""
-    logs = MetadataLogs(tmp_path)
-    try:
-        rlmm = TopicBasedRemoteLogMetadataManager(logs, 1)
-        for i in range(20):
-            md = RemoteLogSegmentMetadata(
-                RemoteLogSegmentId(_TIP, Uuid.random_uuid()), i * 10, i * 10 + 9, i, 0, 0, 100, ((0, i * 10),)
-            )
-            rlmm.add_remote_log_segment_metadata(md)
-            rlmm.update_remote_log_segment_metadata(
-                RemoteLogSegmentMetadataUpdate(
-                    md.remote_log_segment_id, i, None, RemoteLogSegmentState.COPY_SEGMENT_FINISHED, 0
-                )
-            )
-        rlmm.close()
-    finally:
-        logs.close()
+    _write_finished_segments(tmp_path, 20)
     (segment,) = (tmp_path / f"{REMOTE_LOG_METADATA_TOPIC_NAME}-0").glob("*.log")
     data = bytearray(segment.read_bytes())
     struct.pack_into(">i", data, _batch_positions(data)[10] + 8, 1 << 20)  # the 11th batch's size field
@@ -192,22 +198,7 @@ def test_a_replay_never_skips_a_hole_in_the_offsets(
 
 def test_a_torn_batch_at_the_end_of_the_log_is_not_damage(tmp_path: Path) -> None:
     """The last write cut short (a crash): the log ends before it, and the replay answers what is before."""
-    logs = MetadataLogs(tmp_path)
-    try:
-        rlmm = TopicBasedRemoteLogMetadataManager(logs, 1)
-        for i in range(3):
-            md = RemoteLogSegmentMetadata(
-                RemoteLogSegmentId(_TIP, Uuid.random_uuid()), i * 10, i * 10 + 9, i, 0, 0, 100, ((0, i * 10),)
-            )
-            rlmm.add_remote_log_segment_metadata(md)
-            rlmm.update_remote_log_segment_metadata(
-                RemoteLogSegmentMetadataUpdate(
-                    md.remote_log_segment_id, i, None, RemoteLogSegmentState.COPY_SEGMENT_FINISHED, 0
-                )
-            )
-        rlmm.close()
-    finally:
-        logs.close()
+    _write_finished_segments(tmp_path, 3)
     (segment,) = (tmp_path / f"{REMOTE_LOG_METADATA_TOPIC_NAME}-0").glob("*.log")
     data = segment.read_bytes()
     segment.write_bytes(data[:-5])  # the last update (COPY_SEGMENT_FINISHED of the third segment) is torn
@@ -229,22 +220,7 @@ def test_a_failed_replay_leaves_nothing_half_applied(
     well a damaged batch) left the events before the failure in the store: the retry (the copy task starts the
     partition again) applied them again on top of themselves, each refused with a warning (a flood at every
     retry on a large metadata partition). The retry must start clean."""
-    logs = MetadataLogs(tmp_path)
-    try:
-        rlmm = TopicBasedRemoteLogMetadataManager(logs, 1)
-        for i in range(10):
-            md = RemoteLogSegmentMetadata(
-                RemoteLogSegmentId(_TIP, Uuid.random_uuid()), i * 10, i * 10 + 9, i, 0, 0, 100, ((0, i * 10),)
-            )
-            rlmm.add_remote_log_segment_metadata(md)
-            rlmm.update_remote_log_segment_metadata(
-                RemoteLogSegmentMetadataUpdate(
-                    md.remote_log_segment_id, i, None, RemoteLogSegmentState.COPY_SEGMENT_FINISHED, 0
-                )
-            )
-        rlmm.close()
-    finally:
-        logs.close()
+    _write_finished_segments(tmp_path, 10)
     monkeypatch.setattr(rlmm_module, "_REPLAY_FETCH_BYTES", 400)  # a few events per read
     logs = MetadataLogs(tmp_path)
     try:
