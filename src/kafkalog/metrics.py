@@ -24,7 +24,8 @@ series per JMX attribute, ``kafka_server_brokertopicmetrics_<name>_count`` / ``_
 the remote reads of ``kafkalog serve``'s fetches (:data:`~kafkalog.tiering.rlm.READ_METRIC_NAMES`): Kafka's
 ``kafka.server:type=RemoteLogManager`` sensor ``remote-fetch-throttle-time-avg`` / ``-max`` rendered
 ``kafka_server_remotelogmanager_remote_fetch_throttle_time_avg`` / ``_max`` (and the kafkalog count
-``..._remote_fetch_throttle_count``), and ``kafka.log.remote:type=RemoteStorageThreadPool,
+``..._remote_fetch_throttle_count``), the same of ``remote-copy-throttle-time`` (the copy quota's waits),
+and ``kafka.log.remote:type=RemoteStorageThreadPool,
 name=RemoteLogReaderTaskQueueSize`` rendered ``kafka_log_remote_remotestoragethreadpool_remotelogreadertaskqueuesize``,
 and the counts of ``kafka.server:type=DelayedRemoteFetchMetrics`` / ``DelayedRemoteListOffsetsMetrics``
 ``name=ExpiresPerSec`` (``kafka_server_delayedremotefetchmetrics_expirespersec_count``, ...);
@@ -141,6 +142,9 @@ _READ_PROMETHEUS: dict[str, str] = {
     "remote-fetch-throttle-time-avg": "kafka_server_remotelogmanager_remote_fetch_throttle_time_avg",
     "remote-fetch-throttle-time-max": "kafka_server_remotelogmanager_remote_fetch_throttle_time_max",
     "remote-fetch-throttle-count": "kafka_server_remotelogmanager_remote_fetch_throttle_count",
+    "remote-copy-throttle-time-avg": "kafka_server_remotelogmanager_remote_copy_throttle_time_avg",
+    "remote-copy-throttle-time-max": "kafka_server_remotelogmanager_remote_copy_throttle_time_max",
+    "remote-copy-throttle-count": "kafka_server_remotelogmanager_remote_copy_throttle_count",
     "RemoteLogReaderTaskQueueSize": "kafka_log_remote_remotestoragethreadpool_remotelogreadertaskqueuesize",
     "DelayedRemoteFetchExpiresPerSec": "kafka_server_delayedremotefetchmetrics_expirespersec_count",
     "DelayedRemoteListOffsetsExpiresPerSec": "kafka_server_delayedremotelistoffsetsmetrics_expirespersec_count",

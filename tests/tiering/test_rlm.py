@@ -760,6 +760,11 @@ def test_copy_quota_waits_within_the_pass_as_kafka(tmp_path: Path, tiers: list[T
     assert tier.log.highest_offset_in_remote_storage == _rolled_ends(tier.log)[-1]
     assert tier.rlm.metrics()["FailedRemoteCopyRequestsPerSec"] == 0
     assert waits and max(waits) <= QUOTA_WAIT_MS
+    # Kafka's remote-copy-throttle-time sensor: one record per wait, of the throttle time then
+    metrics = tier.rlm.read_metrics()
+    assert metrics["remote-copy-throttle-count"] == len(waits)
+    assert metrics["remote-copy-throttle-time-max"] >= max(waits) > 0
+    assert metrics["remote-fetch-throttle-count"] == 0
     # paced at the rate: at most rate x (elapsed + the 2 s window) bytes, plus the segment recorded last
     assert (sum(sizes) - max(sizes)) * 1000 / rate - 2_000 <= elapsed <= sum(sizes) * 1000 / rate + 2_000
 

@@ -148,15 +148,19 @@ GAUGE_NAMES: Final = (
 METRIC_NAMES: Final = (*METER_NAMES, *GAUGE_NAMES)
 #: Longest single wait of a copy pass for the copy quota before it checks again (Kafka's ``quotaTimeout``).
 QUOTA_WAIT_MS: Final = 1_000
-#: The broker-wide metrics of remote reads for fetches (:meth:`RemoteLogManager.read_metrics`): Kafka's
-#: ``RemoteLogManager`` sensor ``remote-fetch-throttle-time`` (avg, max in ms) and the count of fetches it
-#: throttled, the reader pool's ``RemoteLogReaderTaskQueueSize``, and the counts of Kafka's
+#: The broker-wide metrics of remote reads for fetches and of the copy quota
+#: (:meth:`RemoteLogManager.read_metrics`): Kafka's ``RemoteLogManager`` sensors ``remote-fetch-throttle-time``
+#: and ``remote-copy-throttle-time`` (avg, max in ms) and the count of fetches / copy waits they throttled,
+#: the reader pool's ``RemoteLogReaderTaskQueueSize``, and the counts of Kafka's
 #: ``DelayedRemoteFetchMetrics`` / ``DelayedRemoteListOffsetsMetrics`` ``ExpiresPerSec`` meters (waits that
 #: ran out: ``remote.fetch.max.wait.ms``, ``remote.list.offsets.request.timeout.ms``).
 READ_METRIC_NAMES: Final = (
     "remote-fetch-throttle-time-avg",
     "remote-fetch-throttle-time-max",
     "remote-fetch-throttle-count",
+    "remote-copy-throttle-time-avg",
+    "remote-copy-throttle-time-max",
+    "remote-copy-throttle-count",
     "RemoteLogReaderTaskQueueSize",
     "DelayedRemoteFetchExpiresPerSec",
     "DelayedRemoteListOffsetsExpiresPerSec",
@@ -340,6 +344,9 @@ class RemoteLogManager:
         )
         #: Kafka's ``fetchThrottleTimeSensor`` (``remote-fetch-throttle-time``)
         self.fetch_throttle_time_sensor = ThrottleTimeSensor(self.time)
+        #: Kafka's ``copyThrottleTimeSensor`` (``remote-copy-throttle-time``): each wait of a copy pass for the
+        #: copy quota records the throttle time it waits out
+        self.copy_throttle_time_sensor = ThrottleTimeSensor(self.time)
         #: Kafka's ``remoteStorageReaderThreadPool``, started by the first :meth:`async_read`
         self._reader_pool: RemoteStorageThreadPool | None = None
         #: Kafka's ``DelayedRemoteFetchMetrics`` / ``DelayedRemoteListOffsetsMetrics`` ``ExpiresPerSec``:
@@ -742,6 +749,7 @@ class RemoteLogManager:
                 if throttle_ms <= 0:
                     quota.record(size)
                     return True
+            self.copy_throttle_time_sensor.record(throttle_ms)
             _log.debug(
                 "Quota exceeded for copying log segments of %s, waiting %d ms for the quota to be available",
                 log.topic_partition,
@@ -988,13 +996,18 @@ class RemoteLogManager:
         return True if pool is None else pool.shutdown(timeout)
 
     def read_metrics(self) -> dict[str, float]:
-        """The broker-wide metrics of remote reads for fetches (:data:`READ_METRIC_NAMES`) now."""
+        """The broker-wide metrics of remote reads for fetches and of the copy quota (:data:`READ_METRIC_NAMES`)
+        now."""
         sensor = self.fetch_throttle_time_sensor
+        copy = self.copy_throttle_time_sensor
         pool = self._reader_pool
         return {
             "remote-fetch-throttle-time-avg": sensor.avg(),
             "remote-fetch-throttle-time-max": float(sensor.max()),
             "remote-fetch-throttle-count": float(sensor.count),
+            "remote-copy-throttle-time-avg": copy.avg(),
+            "remote-copy-throttle-time-max": float(copy.max()),
+            "remote-copy-throttle-count": float(copy.count),
             "RemoteLogReaderTaskQueueSize": float(pool.task_queue_size if pool is not None else 0),
             "DelayedRemoteFetchExpiresPerSec": float(self.delayed_remote_fetch_expires.snapshot().count),
             "DelayedRemoteListOffsetsExpiresPerSec": float(
