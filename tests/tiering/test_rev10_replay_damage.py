@@ -82,10 +82,13 @@ def test_a_replay_never_applies_an_event_whose_batch_fails_its_crc(
         logs.close()
 
 
-def _write_finished_segments(data_dir: Path, count: int) -> None:
+def _write_finished_segments(
+    data_dir: Path, count: int, logs_type: type[MetadataLogs] = MetadataLogs
+) -> None:
     """``count`` segments' COPY_SEGMENT_STARTED and COPY_SEGMENT_FINISHED events (segment ``i``: offsets
-    ``10i``..``10i+9``) in the metadata partition of ``data_dir``, one batch each."""
-    logs = MetadataLogs(data_dir)
+    ``10i``..``10i+9``) in the metadata partition of ``data_dir`` (its logs opened by ``logs_type``), one batch
+    each."""
+    logs = logs_type(data_dir)
     try:
         rlmm = TopicBasedRemoteLogMetadataManager(logs, 1)
         for i in range(count):
@@ -160,22 +163,7 @@ def test_a_replay_never_skips_a_hole_in_the_offsets(
     """The tail of a rolled segment of the metadata partition lost on disk (the log still opens: the damage is
     not at its end). The replay read on from the next segment and forgot the lost events (a segment of 20 here,
     silently). The topic is never compacted, so a hole in its offsets is damage: the replay must fail."""
-    logs = _SmallSegments(tmp_path)
-    try:
-        rlmm = TopicBasedRemoteLogMetadataManager(logs, 1)
-        for i in range(20):
-            md = RemoteLogSegmentMetadata(
-                RemoteLogSegmentId(_TIP, Uuid.random_uuid()), i * 10, i * 10 + 9, i, 0, 0, 100, ((0, i * 10),)
-            )
-            rlmm.add_remote_log_segment_metadata(md)
-            rlmm.update_remote_log_segment_metadata(
-                RemoteLogSegmentMetadataUpdate(
-                    md.remote_log_segment_id, i, None, RemoteLogSegmentState.COPY_SEGMENT_FINISHED, 0
-                )
-            )
-        rlmm.close()
-    finally:
-        logs.close()
+    _write_finished_segments(tmp_path, 20, _SmallSegments)
     segments = sorted((tmp_path / f"{REMOTE_LOG_METADATA_TOPIC_NAME}-0").glob("*.log"))
     assert len(segments) > 3
     data = segments[2].read_bytes()
